@@ -1,0 +1,108 @@
+"""LightningDataModule for arithmetic strings: disjoint splits, seeded, streaming or fixed training set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from data.problems import ProblemEncoder, ProblemFormat, ProblemSampler
+from data.tokenizer import CharTokenizer
+
+
+class FreshBatches(IterableDataset):
+    """An endless stream of freshly drawn training batches, (batch_size, seq_len) token ids each."""
+
+    def __init__(self, sampler: ProblemSampler, encoder: ProblemEncoder, batch_size: int, generator: torch.Generator):
+        self.sampler, self.encoder, self.batch_size, self.generator = sampler, encoder, batch_size, generator
+
+    def __iter__(self):
+        while True:
+            yield self.encoder.encode(*self.sampler.sample("train", self.batch_size, self.generator))
+
+
+class ArithmeticDataModule(L.LightningDataModule):
+    """Arithmetic problems as token ids.
+
+    Args:
+        digits, operators, reverse_answer: the :class:`ProblemFormat`.
+        batch_size: training batch size; ``eval_batch_size`` for validation and test.
+        streaming: draw a fresh training batch every step (default) instead of cycling a fixed set
+            of ``n_train`` problems.
+        n_val, n_test: sizes of the held-out sets (distinct problems, never seen in training).
+        val_fraction, test_fraction: share of the problem space reserved for each held-out split.
+        seed: seeds every draw, so the same seed gives the same data.
+    """
+
+    def __init__(
+        self,
+        digits: int = 3,
+        operators: str = "+",
+        reverse_answer: bool = True,
+        batch_size: int = 256,
+        eval_batch_size: int = 2048,
+        streaming: bool = True,
+        n_train: int = 100_000,
+        n_val: int = 2_000,
+        n_test: int = 10_000,
+        val_fraction: float = 0.01,
+        test_fraction: float = 0.01,
+        seed: int = 0,
+    ):
+        super().__init__()
+        for name, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size),
+                            ("n_train", n_train), ("n_val", n_val), ("n_test", n_test)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"data.{name}={value!r}: must be a whole number >= 1")
+        self.fmt = ProblemFormat(digits, operators, reverse_answer)
+        self.sampler = ProblemSampler(self.fmt, val_fraction, test_fraction)
+        self.tokenizer = CharTokenizer()
+        self.encoder = ProblemEncoder(self.fmt, self.tokenizer.vocab)
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.streaming, self.n_train = streaming, n_train
+        self.sizes = {"val": n_val, "test": n_test}
+        self.seed = seed
+        self.train_generator = torch.Generator().manual_seed(seed)
+        self.held_out: dict[str, torch.Tensor] = {}
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    def held_out_set(self, split: str) -> torch.Tensor:
+        """The (n, seq_len) token ids of the val or test set; the same for a given seed."""
+        if split not in self.held_out:
+            generator = torch.Generator().manual_seed(self.seed * 1000 + (1 if split == "val" else 2))
+            problems = self.sampler.sample(split, self.sizes[split], generator)
+            self.held_out[split] = self.encoder.encode(*problems)
+        return self.held_out[split]
+
+    def save_tokenizer(self, run_dir: str | Path) -> Path:
+        path = Path(run_dir) / "tokenizer.json"
+        self.tokenizer.save(path)
+        return path
+
+    def train_dataloader(self):
+        if self.streaming:
+            stream = FreshBatches(self.sampler, self.encoder, self.batch_size, self.train_generator)
+            return DataLoader(stream, batch_size=None)
+        fixed = self.encoder.encode(*self.sampler.sample("train", self.n_train, self.train_generator))
+        return DataLoader(fixed, batch_size=self.batch_size, shuffle=True, drop_last=True,
+                          generator=self.train_generator)
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        return DataLoader(self.held_out_set(split), batch_size=self.eval_batch_size)
+
+    def val_dataloader(self):
+        return self._eval_loader("val")
+
+    def test_dataloader(self):
+        return self._eval_loader("test")
+
+    def state_dict(self) -> dict:
+        return {"train_generator": self.train_generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.train_generator.set_state(state["train_generator"])

@@ -1,0 +1,223 @@
+"""Arithmetic problems: how they are written, which split each belongs to, and how batches are drawn.
+
+A problem ``a <op> b`` is written as one fixed-length string, so a batch needs no padding:
+
+    [BOS] a op b = answer [EOS]          e.g. 3-digit addition, reversed answer:
+    [BOS] 123+045=8610 [EOS]             (123 + 45 = 168, written 0168 and reversed to 8610)
+
+Operands are zero-padded to ``digits``; the answer is zero-padded to a fixed width and, with
+``reverse_answer``, written least-significant digit first -- the order in which carries are computed,
+so every answer digit depends only on what is already written (see the README for the measurement).
+When subtraction is among the operators every answer also carries a sign ('+' or '-').
+
+Splits are a pure function of the problem (a hash of a, op, b), so no test problem can ever be drawn
+for training, whatever the seed, batch size or streaming mode.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+
+OPERATORS = "+-*"
+# The widest operands int64 arithmetic can hold: a*b must stay below 2**63 for '*', a+b for '+'/'-'.
+MAX_DIGITS = {"+": 17, "-": 17, "*": 9}
+SPLITS = ("train", "val", "test")
+_ENUMERATE_LIMIT = 4_000_000  # problem spaces up to this size are listed in full when sampling held-out sets
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """A splitmix64-style integer hash on int64 (multiplication wraps around, which is what we want)."""
+    x = x ^ (x >> 31)
+    x = x * 0x62A9D9ED799705F5
+    x = x ^ (x >> 28)
+    x = x * 0x4BE98134A5976FD3
+    return x ^ (x >> 32)
+
+
+def _digits_of(x: torch.Tensor, width: int) -> torch.Tensor:
+    """(N,) non-negative ints -> (N, width) decimal digits, most significant first."""
+    powers = 10 ** torch.arange(width - 1, -1, -1, dtype=torch.int64)
+    return (x.unsqueeze(-1) // powers) % 10
+
+
+@dataclass(frozen=True)
+class ProblemFormat:
+    """How problems are written; stored in checkpoints so a model can be used without its config."""
+
+    digits: int = 3
+    operators: str = "+"
+    reverse_answer: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.operators, (list, tuple)):  # accept [+, -] as well as "+-"
+            object.__setattr__(self, "operators", "".join(str(o) for o in self.operators))
+        if not self.operators or any(op not in OPERATORS for op in self.operators) or \
+                len(set(self.operators)) != len(self.operators):
+            raise ValueError(f"data.operators={self.operators!r}: give one or more of '+', '-', '*', "
+                             "each once (e.g. '+-')")
+        if not isinstance(self.digits, int) or isinstance(self.digits, bool) or self.digits < 1:
+            raise ValueError(f"data.digits={self.digits!r}: must be a whole number >= 1")
+        limit = min(MAX_DIGITS[op] for op in self.operators)
+        if self.digits > limit:
+            raise ValueError(f"data.digits={self.digits}: at most {limit} with operators {self.operators!r}")
+
+    # ---- layout -------------------------------------------------------------------------------------
+    @property
+    def signed(self) -> bool:
+        return "-" in self.operators
+
+    @property
+    def answer_digits(self) -> int:
+        widths = {"+": self.digits + 1, "-": self.digits, "*": 2 * self.digits}
+        return max(widths[op] for op in self.operators)
+
+    @property
+    def answer_len(self) -> int:
+        return self.answer_digits + int(self.signed)
+
+    @property
+    def prompt_len(self) -> int:
+        """[BOS] a op b = -> tokens before the answer."""
+        return 1 + self.digits + 1 + self.digits + 1
+
+    @property
+    def seq_len(self) -> int:
+        return self.prompt_len + self.answer_len + 1  # + [EOS]
+
+    @property
+    def n_problems(self) -> int:
+        return len(self.operators) * 10 ** (2 * self.digits)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    # ---- text ---------------------------------------------------------------------------------------
+    def prompt_text(self, a: int, op: str, b: int) -> str:
+        return f"{a:0{self.digits}d}{op}{b:0{self.digits}d}="
+
+    def answer_text(self, value: int) -> str:
+        plain = f"{abs(value):0{self.answer_digits}d}"
+        if self.signed:
+            plain = ("-" if value < 0 else "+") + plain
+        return plain[::-1] if self.reverse_answer else plain
+
+    def parse_answer(self, text: str) -> int:
+        """Inverse of :meth:`answer_text` (raises ValueError on a string that is not an answer)."""
+        plain = text[::-1] if self.reverse_answer else text
+        sign = 1
+        if self.signed:
+            sign, plain = (-1 if plain[0] == "-" else 1), plain[1:]
+        if not plain.isdigit():
+            raise ValueError(f"not an answer: {text!r}")
+        return sign * int(plain)
+
+    @staticmethod
+    def evaluate(a: int, op: str, b: int) -> int:
+        return a + b if op == "+" else a - b if op == "-" else a * b
+
+    # ---- splits -------------------------------------------------------------------------------------
+    def split_of(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor,
+                 val_fraction: float, test_fraction: float) -> torch.Tensor:
+        """Split id per problem (0 train, 1 val, 2 test): a fixed hash, independent of any seed."""
+        h = _mix(_mix(a * 0x2545F4914F6CDD1D + op_idx) ^ b).remainder(1_000_000)
+        test_cut = round(test_fraction * 1_000_000)
+        val_cut = test_cut + round(val_fraction * 1_000_000)
+        return torch.where(h < test_cut, 2, torch.where(h < val_cut, 1, 0))
+
+    # ---- sampling -----------------------------------------------------------------------------------
+    def random_problems(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        """n uniform problems: (a, op_idx, b), each (n,) int64; op_idx indexes ``self.operators``."""
+        high = 10 ** self.digits
+        a = torch.randint(high, (n,), generator=generator)
+        b = torch.randint(high, (n,), generator=generator)
+        op_idx = torch.randint(len(self.operators), (n,), generator=generator)
+        return a, op_idx, b
+
+    def all_problems(self) -> tuple[torch.Tensor, ...]:
+        """Every problem of this format (only sensible for small digit counts)."""
+        high = 10 ** self.digits
+        grid = torch.arange(self.n_problems, dtype=torch.int64)
+        return (grid // high) % high, grid // (high * high), grid % high
+
+    def values(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """The true results, vectorised."""
+        codes = torch.tensor([OPERATORS.index(op) for op in self.operators])[op_idx]  # 0 '+', 1 '-', 2 '*'
+        return torch.where(codes == 0, a + b, torch.where(codes == 1, a - b, a * b))
+
+
+class ProblemEncoder:
+    """Turns problems into token ids in bulk, with no per-problem Python.
+
+    It uses the tokenizer's vocabulary, and a test checks it against ``tokenizer.encode`` of the text.
+    """
+
+    def __init__(self, fmt: ProblemFormat, vocab: dict[str, int]):
+        self.fmt = fmt
+        self.digit_ids = torch.tensor([vocab[str(d)] for d in range(10)])
+        self.op_ids = torch.tensor([vocab[op] for op in fmt.operators])
+        self.sign_ids = torch.tensor([vocab["+"], vocab["-"]])
+        self.bos, self.eq, self.eos = vocab["[BOS]"], vocab["="], vocab["[EOS]"]
+
+    def encode(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """(N,) problems -> (N, seq_len) token ids of the full training string."""
+        fmt, n = self.fmt, a.shape[0]
+        value = fmt.values(a, op_idx, b)
+        answer = self.digit_ids[_digits_of(value.abs(), fmt.answer_digits)]  # (N, answer_digits)
+        if fmt.signed:
+            answer = torch.cat([self.sign_ids[(value < 0).long()].unsqueeze(1), answer], dim=1)
+        if fmt.reverse_answer:
+            answer = answer.flip(1)
+        column = lambda token: torch.full((n, 1), token, dtype=torch.int64)  # noqa: E731
+        return torch.cat([
+            column(self.bos),
+            self.digit_ids[_digits_of(a, fmt.digits)],
+            self.op_ids[op_idx].unsqueeze(1),
+            self.digit_ids[_digits_of(b, fmt.digits)],
+            column(self.eq),
+            answer,
+            column(self.eos),
+        ], dim=1)
+
+
+class ProblemSampler:
+    """Draws problems of one split: held-out sets once, training batches as a fresh stream."""
+
+    def __init__(self, fmt: ProblemFormat, val_fraction: float = 0.01, test_fraction: float = 0.01):
+        for name, value in (("data.val_fraction", val_fraction), ("data.test_fraction", test_fraction)):
+            if not 0.0 < value < 0.5:
+                raise ValueError(f"{name}={value!r}: must be in (0, 0.5)")
+        self.fmt = fmt
+        self.fractions = {"val": val_fraction, "test": test_fraction}
+        self.train_fraction = 1.0 - val_fraction - test_fraction
+
+    def _split(self, a, op_idx, b) -> torch.Tensor:
+        return self.fmt.split_of(a, op_idx, b, self.fractions["val"], self.fractions["test"])
+
+    def sample(self, split: str, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        """n problems of ``split``. Held-out sets are distinct problems (capped at the split's size);
+        training draws are independent, so a stream may repeat a problem, as sampling with replacement does."""
+        split_id = SPLITS.index(split)
+        if split != "train" and self.fmt.n_problems <= _ENUMERATE_LIMIT:
+            a, op_idx, b = self.fmt.all_problems()
+            keep = (self._split(a, op_idx, b) == split_id).nonzero().squeeze(1)
+            pick = keep[torch.randperm(len(keep), generator=generator)[:n]]
+            return a[pick], op_idx[pick], b[pick]
+        fraction = self.train_fraction if split == "train" else self.fractions[split]
+        parts, have, seen = [], 0, set()
+        while have < n:
+            want = math.ceil((n - have) / fraction * 1.1) + 64
+            a, op_idx, b = self.fmt.random_problems(want, generator)
+            keep = self._split(a, op_idx, b) == split_id
+            if split != "train":  # held-out sets hold distinct problems
+                for i in keep.nonzero().squeeze(1).tolist():
+                    key = (int(a[i]), int(op_idx[i]), int(b[i]))
+                    keep[i] = key not in seen
+                    seen.add(key)
+            a, op_idx, b = a[keep], op_idx[keep], b[keep]
+            parts.append((a, op_idx, b))
+            have += len(a)
+        a, op_idx, b = (torch.cat(t)[:n] for t in zip(*parts, strict=True))
+        return a, op_idx, b

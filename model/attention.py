@@ -1,0 +1,204 @@
+"""Causal multi-head attention, written the way the course's lessons name it.
+
+One block, two paths that compute the same thing:
+  * fast path      -- ``F.scaled_dot_product_attention`` (fused kernel), used when nobody asks for weights;
+  * explicit path  -- ``softmax(Q Kᵀ / √head_dim) · V``, used when ``need_weights=True``.
+
+Names follow the lessons: ``W_q``, ``W_k``, ``W_v``, ``W_o``, ``n_heads``, ``head_dim = d_model // n_heads``.
+Two per-head access points, in TransformerLens' spirit, let analysis code read or replace values with
+ordinary forward hooks:
+  * ``hook_pattern`` -- the attention weights ``(B, n_heads, T_q, T_k)`` (explicit path only);
+  * ``hook_z``       -- every head's output ``(B, n_heads, T_q, head_dim)``, before the heads are
+                        concatenated and mixed by ``W_o``.
+
+Run ``python -m model.attention`` for a walk-through that prints every tensor shape.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class KVCache:
+    """Keys and values of the positions seen so far, one per layer, for incremental decoding."""
+
+    k: torch.Tensor | None = None  # (B, n_kv_heads, T_past, head_dim)
+    v: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        return self.k, self.v
+
+
+def _check_size(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head (optionally grouped-query) attention.
+
+    Args:
+        d_model: width of the residual stream.
+        n_heads: number of query heads; ``head_dim = d_model // n_heads``.
+        n_kv_heads: number of key/value heads. ``None`` = ``n_heads`` (plain multi-head attention);
+            fewer is grouped-query attention, ``1`` is multi-query attention. Query head ``i`` reads
+            key/value head ``i // (n_heads // n_kv_heads)``.
+        dropout: dropout on the attention weights (training only).
+        bias: whether the four projections carry a bias.
+        causal: mask future positions in self-attention (ignored for cross-attention).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+        causal: bool = True,
+    ):
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
+            _check_size(name, value)
+        if d_model % n_heads:
+            divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
+            raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}; choose one of {divisors}")
+        if n_heads % n_kv_heads:
+            divisors = [h for h in range(1, n_heads + 1) if n_heads % h == 0]
+            raise ValueError(f"n_kv_heads={n_kv_heads} does not divide n_heads={n_heads}; choose one of {divisors}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.n_kv_heads = n_kv_heads
+        self.head_dim = d_model // n_heads
+        self.group_size = n_heads // n_kv_heads  # query heads sharing one key/value head
+        self.causal = causal
+        self.dropout = dropout
+
+        self.W_q = nn.Linear(d_model, n_heads * self.head_dim, bias=bias)
+        self.W_k = nn.Linear(d_model, n_kv_heads * self.head_dim, bias=bias)
+        self.W_v = nn.Linear(d_model, n_kv_heads * self.head_dim, bias=bias)
+        self.W_o = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)
+
+        self.hook_pattern = nn.Identity()  # (B, n_heads, T_q, T_k)
+        self.hook_z = nn.Identity()  # (B, n_heads, T_q, head_dim)
+
+    def _split_heads(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        """(B, T, n * head_dim) -> (B, n, T, head_dim): view the width as heads, then move heads forward."""
+        B, T, _ = x.shape
+        return x.view(B, T, n, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        head_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``x`` (B, T_q, d_model) to itself, or to ``context`` (B, T_k, d_model).
+
+        Args:
+            mask: boolean, True = may attend, broadcastable to (B, n_heads, T_q, T_k); combined with
+                the causal mask.
+            need_weights: also return the attention weights (B, n_heads, T_q, T_k).
+            head_mask: (n_heads,) or (B, n_heads); multiplies each head's output before ``W_o``
+                (1 keeps a head, 0 ablates it).
+            cache: a :class:`KVCache` for incremental self-attention decoding; the new keys and
+                values are appended to it and ``x`` holds only the new positions.
+
+        Returns:
+            ``(out, weights)``: out is (B, T_q, d_model); weights is None unless ``need_weights``.
+        """
+        B, T_q, _ = x.shape
+        source = x if context is None else context
+
+        q = self._split_heads(self.W_q(x), self.n_heads)  # (B, n_heads, T_q, head_dim)
+        k = self._split_heads(self.W_k(source), self.n_kv_heads)  # (B, n_kv_heads, T_k, head_dim)
+        v = self._split_heads(self.W_v(source), self.n_kv_heads)
+        if cache is not None:
+            k, v = cache.append(k, v)
+        if self.group_size > 1:  # grouped-query: query head i reads key/value head i // group_size
+            k = k.repeat_interleave(self.group_size, dim=1)  # (B, n_heads, T_k, head_dim)
+            v = v.repeat_interleave(self.group_size, dim=1)
+        T_k = k.shape[-2]
+
+        allowed = mask
+        causal = self.causal and context is None
+        if causal and (T_q > 1 or allowed is not None):
+            # Query t (absolute position T_k - T_q + t) may see keys up to and including itself.
+            future = torch.ones(T_q, T_k, dtype=torch.bool, device=x.device).tril(diagonal=T_k - T_q)
+            allowed = future if allowed is None else allowed & future
+        p_drop = self.dropout if self.training else 0.0
+
+        if need_weights:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, n_heads, T_q, T_k)
+            if allowed is not None:
+                scores = scores.masked_fill(~allowed, float("-inf"))
+            weights = self.hook_pattern(scores.softmax(dim=-1))
+            z = F.dropout(weights, p_drop, self.training) @ v  # (B, n_heads, T_q, head_dim)
+        else:
+            weights = None
+            fused_causal = causal and mask is None and T_q == T_k  # the kernel's own triangle suffices
+            z = F.scaled_dot_product_attention(
+                q, k, v,
+                attn_mask=None if fused_causal else allowed,
+                dropout_p=p_drop,
+                is_causal=fused_causal and T_q > 1,
+            )
+
+        if head_mask is not None:
+            # (n_heads,) or (B, n_heads) -> broadcast over positions and head_dim
+            z = z * head_mask.to(z.dtype).reshape(*head_mask.shape, 1, 1)
+        z = self.hook_z(z)
+
+        # Concatenate heads: (B, n_heads, T_q, head_dim) -> (B, T_q, n_heads * head_dim), then mix with W_o.
+        out = self.W_o(z.transpose(1, 2).reshape(B, T_q, self.n_heads * self.head_dim))
+        return out, weights
+
+
+def _walkthrough() -> None:
+    """Print the shape of every step of the block on a small input, as the lessons do on paper."""
+    torch.manual_seed(0)
+    B, T, d_model, n_heads = 2, 5, 64, 4
+    attn = MultiHeadAttention(d_model, n_heads)
+    x = torch.randn(B, T, d_model)
+    hd = attn.head_dim
+    print(f"d_model={d_model}, n_heads={n_heads}, head_dim = d_model // n_heads = {hd}")
+    print(f"x                          {tuple(x.shape)}   (batch, tokens, d_model)")
+    q = attn.W_q(x)
+    print(f"Q = W_q(x)                 {tuple(q.shape)}")
+    q = q.view(B, T, n_heads, hd)
+    print(f"Q.view(B, T, h, head_dim)  {tuple(q.shape)}")
+    q = q.transpose(1, 2)
+    print(f"Q.transpose(1, 2)          {tuple(q.shape)}   (batch, heads, tokens, head_dim)")
+    k = attn._split_heads(attn.W_k(x), n_heads)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    print(f"Q Kᵀ / √head_dim           {tuple(scores.shape)}   one T×T score table per head")
+    out, weights = attn(x, need_weights=True)
+    print(f"softmax (causal)           {tuple(weights.shape)}   row t is zero after column t")
+    print(f"weights · V                {(B, n_heads, T, hd)}")
+    print(f"concat heads               {(B, T, n_heads * hd)}")
+    print(f"W_o(concat)                {tuple(out.shape)}   back to d_model")
+    n_params = sum(p.numel() for p in attn.parameters())
+    print(f"parameters: {n_params} = 4·d² + 4·d = {4 * d_model**2 + 4 * d_model}, whatever n_heads is")
+
+
+if __name__ == "__main__":
+    _walkthrough()

@@ -1,0 +1,97 @@
+"""LightningModule: trains the transformer on answer tokens and scores answers decoded greedily."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from data.problems import ProblemFormat
+from model.transformer import Transformer, TransformerConfig
+
+
+def validate_optim(lr: float, weight_decay: float, betas, warmup_steps: int, min_lr_ratio: float) -> None:
+    if not lr > 0:
+        raise ValueError(f"optim.lr={lr!r}: must be > 0 (e.g. 5e-3)")
+    if not weight_decay >= 0:
+        raise ValueError(f"optim.weight_decay={weight_decay!r}: must be >= 0")
+    if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
+        raise ValueError(f"optim.betas={list(betas)!r}: must be two numbers in [0, 1)")
+    if not isinstance(warmup_steps, int) or warmup_steps < 0:
+        raise ValueError(f"optim.warmup_steps={warmup_steps!r}: must be a whole number >= 0")
+    if not 0 <= min_lr_ratio <= 1:
+        raise ValueError(f"optim.min_lr_ratio={min_lr_ratio!r}: must be in [0, 1]")
+
+
+class CalculatorModule(L.LightningModule):
+    """Wraps :class:`Transformer` for training on arithmetic strings.
+
+    Args:
+        model: a :class:`TransformerConfig` as a dict.
+        fmt: the :class:`ProblemFormat` as a dict (where the answer sits in each sequence).
+        optim: AdamW + warmup/cosine settings (``lr``, ``weight_decay``, ``betas``, ``warmup_steps``,
+            ``min_lr_ratio``).
+
+    All three are saved in the checkpoint, so ``CalculatorModule.load_from_checkpoint(path)`` rebuilds
+    the model with no config at hand.
+    """
+
+    def __init__(self, model: dict, fmt: dict, optim: dict):
+        super().__init__()
+        self.save_hyperparameters()
+        validate_optim(**optim)
+        self.fmt = ProblemFormat(**fmt)
+        self.net = Transformer(TransformerConfig(**model))
+
+    # ---- the two ways of reading a batch ------------------------------------------------------------
+    def answer_loss(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Cross-entropy on the answer and [EOS] tokens only; the prompt is given, not learned."""
+        P = self.fmt.prompt_len
+        logits, _ = self.net(seq[:, :-1], head_mask=head_mask)  # (B, T-1, vocab)
+        return F.cross_entropy(logits[:, P - 1:].flatten(0, 1), seq[:, P:].flatten())
+
+    def decode_answers(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Greedy answers (B, answer_len) for the prompts in ``seq``, decoded with the KV cache."""
+        return self.net.generate(seq[:, :self.fmt.prompt_len], self.fmt.answer_len, head_mask=head_mask)
+
+    def score(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """loss, exact_match (whole answer right) and digit_accuracy (per answer position), batch means."""
+        P, A = self.fmt.prompt_len, self.fmt.answer_len
+        right = self.decode_answers(seq, head_mask) == seq[:, P:P + A]  # (B, A)
+        return {
+            "loss": self.answer_loss(seq, head_mask),
+            "exact_match": right.all(dim=1).float().mean(),
+            "digit_accuracy": right.float().mean(),
+        }
+
+    # ---- Lightning hooks ----------------------------------------------------------------------------
+    def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
+        loss = self.answer_loss(batch)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def _eval_step(self, batch: torch.Tensor, split: str) -> None:
+        for name, value in self.score(batch).items():
+            self.log(f"{split}/{name}", value, prog_bar=name == "exact_match", batch_size=len(batch))
+
+    def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch: torch.Tensor, batch_idx: int) -> None:
+        self._eval_step(batch, "test")
+
+    def configure_optimizers(self):
+        o = self.hparams.optim
+        matrices = [p for p in self.parameters() if p.dim() >= 2]  # weight decay on matrices only
+        vectors = [p for p in self.parameters() if p.dim() < 2]  # biases, LayerNorm gains
+        optimizer = torch.optim.AdamW(
+            [{"params": matrices, "weight_decay": o["weight_decay"]}, {"params": vectors, "weight_decay": 0.0}],
+            lr=o["lr"], betas=tuple(o["betas"]))
+        total = max(self.trainer.max_steps, 1)
+        warmup = min(o["warmup_steps"], total - 1)
+        warm = torch.optim.lr_scheduler.LinearLR(
+            optimizer, start_factor=1.0 / max(warmup, 1), total_iters=max(warmup, 1))
+        cosine = torch.optim.lr_scheduler.CosineAnnealingLR(
+            optimizer, T_max=max(total - warmup, 1), eta_min=o["lr"] * o["min_lr_ratio"])
+        schedule = torch.optim.lr_scheduler.SequentialLR(optimizer, [warm, cosine], milestones=[max(warmup, 1)])
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

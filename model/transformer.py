@@ -1,0 +1,149 @@
+"""A small decoder-only (GPT-style) transformer built around :class:`MultiHeadAttention`.
+
+token + learned position embeddings -> n_layers x [pre-LN attention, pre-LN MLP] -> LayerNorm -> LM head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from model.attention import KVCache, MultiHeadAttention
+
+
+@dataclass
+class TransformerConfig:
+    """Everything needed to rebuild the network; stored in every checkpoint."""
+
+    vocab_size: int
+    block_size: int  # longest sequence the position embedding covers
+    d_model: int = 64
+    n_heads: int = 4
+    n_kv_heads: int | None = None
+    n_layers: int = 2
+    mlp_ratio: int = 4
+    dropout: float = 0.0
+    bias: bool = True
+    tie_weights: bool = True
+
+    def __post_init__(self) -> None:
+        # Build a throwaway attention block: it owns the head-count rules and their messages.
+        MultiHeadAttention(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
+        for name in ("vocab_size", "block_size", "n_layers", "mlp_ratio"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        hidden = cfg.mlp_ratio * cfg.d_model
+        self.fc_in = nn.Linear(cfg.d_model, hidden, bias=cfg.bias)
+        self.fc_out = nn.Linear(hidden, cfg.d_model, bias=cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.fc_out(F.gelu(self.fc_in(x))))
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.ln_attn = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.dropout, cfg.bias)
+        self.ln_mlp = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x, need_weights=False, head_mask=None, cache=None):
+        attn_out, weights = self.attn(self.ln_attn(x), need_weights=need_weights, head_mask=head_mask, cache=cache)
+        x = x + attn_out
+        x = x + self.mlp(self.ln_mlp(x))
+        return x, weights
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_weights:
+            self.lm_head.weight = self.tok_emb.weight
+        self.apply(self._init_weights)
+        # GPT-2's trick: scale the residual-writing projections down with depth.
+        for name, p in self.named_parameters():
+            if name.endswith(("attn.W_o.weight", "mlp.fc_out.weight")):
+                nn.init.normal_(p, mean=0.0, std=0.02 / (2 * cfg.n_layers) ** 0.5)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    @property
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        need_weights: bool = False,
+        head_mask: torch.Tensor | None = None,
+        caches: list[KVCache] | None = None,
+    ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        """idx (B, T) token ids -> logits (B, T, vocab_size), and each layer's weights when asked.
+
+        head_mask: (n_layers, n_heads), 1 keeps a head and 0 ablates it.
+        caches: one :class:`KVCache` per layer for incremental decoding (idx then holds new tokens only).
+        """
+        B, T = idx.shape
+        start = caches[0].length if caches else 0
+        if start + T > self.cfg.block_size:
+            raise ValueError(f"sequence of {start + T} tokens is longer than block_size={self.cfg.block_size}")
+        pos = torch.arange(start, start + T, device=idx.device)
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))  # (B, T, d_model)
+        all_weights = [] if need_weights else None
+        for i, block in enumerate(self.blocks):
+            x, weights = block(
+                x,
+                need_weights=need_weights,
+                head_mask=None if head_mask is None else head_mask[i],
+                cache=None if caches is None else caches[i],
+            )
+            if need_weights:
+                all_weights.append(weights)
+        return self.lm_head(self.ln_f(x)), all_weights
+
+    @torch.no_grad()
+    def generate(self, prompt: torch.Tensor, n_new: int, head_mask: torch.Tensor | None = None,
+                 use_cache: bool = True) -> torch.Tensor:
+        """Greedy decoding. prompt (B, T) -> the n_new tokens that follow it, (B, n_new).
+
+        With ``use_cache`` every layer keeps its keys/values, so each new token costs one position
+        of compute instead of re-running the whole sequence.
+        """
+        caches = [KVCache() for _ in self.blocks] if use_cache else None
+        seq, step_input, new = prompt, prompt, []
+        for _ in range(n_new):
+            logits, _ = self(step_input if use_cache else seq, head_mask=head_mask, caches=caches)
+            next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
+            new.append(next_token)
+            step_input = next_token
+            if not use_cache:
+                seq = torch.cat([seq, next_token], dim=1)
+        return torch.cat(new, dim=1)

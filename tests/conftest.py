@@ -1,0 +1,32 @@
+"""Shared fixtures: the real Hydra config, composed the way train.py composes it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+sys.path.insert(0, str(ROOT))
+
+
+def compose_config(overrides: list[str] | None = None):
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose(config_name="train", overrides=overrides or [], return_hydra_config=True)
+
+
+@pytest.fixture
+def make_config():
+    return compose_config
+
+
+def run_train(tmp_path: Path, *overrides: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run ``python train.py`` as a user would, with its run directory under tmp_path."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={tmp_path}", *overrides],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+    )

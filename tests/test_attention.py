@@ -1,0 +1,174 @@
+"""The attention block against the lessons' definitions and against PyTorch's own implementation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from model.attention import KVCache, MultiHeadAttention
+
+torch.manual_seed(0)
+
+
+def by_hand(attn: MultiHeadAttention, x: torch.Tensor, context=None, causal=True) -> torch.Tensor:
+    """Per-head loops straight from the formula: head_i = softmax(Q_i K_iᵀ / √d_k) V_i, then W_o(concat)."""
+    src = x if context is None else context
+    hd, group = attn.head_dim, attn.group_size
+    Q, K, V = attn.W_q(x), attn.W_k(src), attn.W_v(src)
+    heads = []
+    for i in range(attn.n_heads):
+        kv = i // group  # grouped-query: query head i reads key/value head i // group
+        q = Q[..., i * hd:(i + 1) * hd]
+        k = K[..., kv * hd:(kv + 1) * hd]
+        v = V[..., kv * hd:(kv + 1) * hd]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
+        if causal and context is None:
+            T = x.shape[1]
+            scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        heads.append(scores.softmax(-1) @ v)
+    return attn.W_o(torch.cat(heads, dim=-1))
+
+
+@pytest.mark.parametrize("n_heads", [1, 2, 4, 8, 16])
+def test_output_and_weight_shapes(n_heads):
+    attn = MultiHeadAttention(64, n_heads)
+    out, weights = attn(torch.randn(3, 7, 64), need_weights=True)
+    assert out.shape == (3, 7, 64)
+    assert weights.shape == (3, n_heads, 7, 7)
+    assert attn.head_dim == 64 // n_heads
+    assert attn(torch.randn(3, 7, 64))[1] is None  # no weights unless asked
+
+
+@pytest.mark.parametrize("d_model", [16, 64, 96])
+@pytest.mark.parametrize("n_heads", [1, 2, 4, 8, 16])
+def test_parameter_count_does_not_depend_on_head_count(d_model, n_heads):
+    if d_model % n_heads:
+        pytest.skip("not a divisor")
+    attn = MultiHeadAttention(d_model, n_heads)
+    assert sum(p.numel() for p in attn.parameters()) == 4 * d_model**2 + 4 * d_model
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_causal_no_output_depends_on_a_later_token(need_weights):
+    attn = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 9, 32)
+    changed = x.clone()
+    changed[:, 5:] = torch.randn(2, 4, 32)  # rewrite the future from position 5 on
+    before, _ = attn(x, need_weights=need_weights)
+    after, _ = attn(changed, need_weights=need_weights)
+    torch.testing.assert_close(before[:, :5], after[:, :5])
+    assert not torch.allclose(before[:, 5:], after[:, 5:])
+
+
+def test_weights_are_causal_distributions():
+    _, w = MultiHeadAttention(32, 4)(torch.randn(2, 6, 32), need_weights=True)
+    torch.testing.assert_close(w.sum(-1), torch.ones(2, 4, 6))
+    assert (w.triu(1) == 0).all()
+
+
+@pytest.mark.parametrize("n_heads,n_kv_heads", [(4, None), (4, 2), (4, 1), (8, 2)])
+def test_fast_path_equals_explicit_path_and_the_formula(n_heads, n_kv_heads):
+    attn = MultiHeadAttention(64, n_heads, n_kv_heads).eval()
+    x = torch.randn(2, 11, 64)
+    fast, _ = attn(x)
+    explicit, _ = attn(x, need_weights=True)
+    torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fast, by_hand(attn, x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n_kv_heads", [1, 2])
+def test_grouped_and_multi_query_attention_share_key_value_heads(n_kv_heads):
+    attn = MultiHeadAttention(64, 8, n_kv_heads)
+    assert attn.W_k.out_features == attn.W_v.out_features == n_kv_heads * 8
+    assert attn.W_q.out_features == 64
+    _, w = attn(torch.randn(1, 5, 64), need_weights=True)
+    # with one kv head, heads still differ (their queries differ) -- the sharing is of K and V only
+    assert w.shape == (1, 8, 5, 5)
+    n_params = sum(p.numel() for p in attn.parameters())
+    assert n_params == 2 * (64 * 64 + 64) + 2 * (64 * n_kv_heads * 8 + n_kv_heads * 8)
+
+
+def test_matches_torch_multihead_attention_given_the_same_weights():
+    d, h, T = 64, 4, 10
+    ours = MultiHeadAttention(d, h).eval()
+    theirs = nn.MultiheadAttention(d, h, batch_first=True).eval()
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([ours.W_q.bias, ours.W_k.bias, ours.W_v.bias]))
+        theirs.out_proj.weight.copy_(ours.W_o.weight)
+        theirs.out_proj.bias.copy_(ours.W_o.bias)
+    x = torch.randn(2, T, d)
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)  # torch: True = may NOT attend
+    expected, expected_w = theirs(x, x, x, attn_mask=future, average_attn_weights=False)
+    out, w = ours(x, need_weights=True)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(w, expected_w, atol=1e-5, rtol=1e-5)
+
+
+def test_cross_attention_reads_the_context_without_a_causal_mask():
+    attn = MultiHeadAttention(32, 4).eval()
+    x, ctx = torch.randn(2, 3, 32), torch.randn(2, 8, 32)
+    out, w = attn(x, context=ctx, need_weights=True)
+    assert out.shape == (2, 3, 32) and w.shape == (2, 4, 3, 8)
+    assert (w > 0).all()  # every query sees every context position
+    torch.testing.assert_close(out, by_hand(attn, x, context=ctx), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(attn(x, context=ctx)[0], out, atol=1e-5, rtol=1e-5)
+
+
+def test_boolean_mask_is_combined_with_the_causal_mask():
+    attn = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 6, 32)
+    mask = torch.ones(2, 1, 1, 6, dtype=torch.bool)
+    mask[0, ..., 0] = False  # sequence 0 may not look at position 0 (e.g. padding)
+    out, w = attn(x, mask=mask, need_weights=True)
+    assert (w[0, :, 1:, 0] == 0).all() and (w[1, :, :, 0] > 0).all()
+    assert (w[:, :, 1:].triu(2) == 0).all()  # still causal (row 0 of sequence 0 sees nothing at all)
+    fast, _ = attn(x, mask=mask)
+    torch.testing.assert_close(fast[:, 1:], out[:, 1:], atol=1e-5, rtol=1e-5)
+
+
+def test_head_mask_zeroes_a_head_before_w_o():
+    attn = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 5, 32)
+    seen = {}
+    attn.hook_z.register_forward_hook(lambda m, i, o: seen.setdefault("z", o))
+    keep = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    out, _ = attn(x, head_mask=keep)
+    z = seen["z"]  # (B, n_heads, T, head_dim), after the mask
+    assert (z[:, 1] == 0).all() and (z[:, 0] != 0).any()
+    # what W_o receives for head 1 is zero: the same as zeroing W_o's columns for that head
+    manual = MultiHeadAttention(32, 4).eval()
+    manual.load_state_dict(attn.state_dict())
+    with torch.no_grad():
+        manual.W_o.weight[:, 8:16] = 0
+    torch.testing.assert_close(out, manual(x)[0], atol=1e-6, rtol=1e-5)
+    per_example = torch.tensor([[1.0, 0, 1, 1], [1.0, 1, 1, 1]])
+    out_b, _ = attn(x, head_mask=per_example)
+    torch.testing.assert_close(out_b[0], out[0])
+    torch.testing.assert_close(out_b[1], attn(x)[0][1])
+
+
+def test_kv_cache_decoding_equals_full_recompute():
+    attn = MultiHeadAttention(32, 4, n_kv_heads=2).eval()
+    x = torch.randn(2, 7, 32)
+    full, _ = attn(x)
+    cache = KVCache()
+    steps = [attn(x[:, :4], cache=cache)[0]] + [attn(x[:, t:t + 1], cache=cache)[0] for t in range(4, 7)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert cache.length == 7
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(d_model=64, n_heads=3), "n_heads=3"),
+    (dict(d_model=64, n_heads=4, n_kv_heads=3), "n_kv_heads=3"),
+    (dict(d_model=0, n_heads=1), "d_model"),
+    (dict(d_model=64, n_heads=0), "n_heads"),
+    (dict(d_model=64, n_heads=4, n_kv_heads=0), "n_kv_heads"),
+    (dict(d_model=64, n_heads=4, dropout=1.0), "dropout"),
+])
+def test_bad_sizes_raise_a_clear_value_error(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        MultiHeadAttention(**kwargs)

@@ -1,0 +1,59 @@
+"""Every config file composes, and the overrides the README promises reach the objects they configure."""
+
+from __future__ import annotations
+
+import hydra
+import pytest
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import open_dict
+
+from tests.conftest import CONFIGS, compose_config
+
+GROUP_OPTIONS = [(group.name, f.stem) for group in sorted(CONFIGS.iterdir()) if group.is_dir()
+                 for f in sorted(group.glob("*.yaml"))]
+
+
+def resolvable(cfg, tmp_path):
+    """Give the composed config a run directory, as @hydra.main would."""
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(tmp_path)
+    HydraConfig.instance().set_config(cfg)
+    return cfg
+
+
+def test_every_group_has_its_options():
+    options = {(g, o) for g, o in GROUP_OPTIONS}
+    for expected in [("model", "calculator"), ("data", "addition"), ("data", "subtraction"),
+                     ("data", "multiplication"), ("data", "mixed"), ("trainer", "cpu"), ("trainer", "gpu"),
+                     ("trainer", "ddp"), ("logger", "wandb"), ("logger", "csv"), ("logger", "none"),
+                     ("callbacks", "default"), ("optim", "adamw")]:
+        assert expected in options
+
+
+@pytest.mark.parametrize("group,option", GROUP_OPTIONS)
+def test_every_config_file_composes(group, option, tmp_path):
+    cfg = resolvable(compose_config([f"{group}={option}"]), tmp_path)
+    if group in ("data", "model"):
+        obj = hydra.utils.instantiate(cfg[group], **({"vocab_size": 17, "block_size": 32} if group == "model" else {}))
+        assert obj is not None
+    if group in ("callbacks", "logger") and cfg.get(group):
+        for node in cfg[group].values():
+            assert node._target_.startswith("lightning.")
+
+
+def test_defaults_are_the_course_calculator(tmp_path):
+    cfg = resolvable(compose_config(), tmp_path)
+    assert (cfg.model.d_model, cfg.model.n_heads) == (64, 4)
+    assert cfg.logger.wandb.mode == "offline"
+    assert (cfg.data.digits, cfg.data.operators) == (3, "+")
+
+
+def test_documented_overrides_reach_the_objects(tmp_path):
+    cfg = resolvable(compose_config([
+        "model.d_model=32", "model.n_heads=8", "model.n_kv_heads=2", "model.n_layers=3", "data.digits=4",
+        "data.operators=+-", "trainer.max_steps=7", "seed=5", "logger=none"]), tmp_path)
+    model_cfg = hydra.utils.instantiate(cfg.model, vocab_size=17, block_size=32)
+    assert (model_cfg.d_model, model_cfg.n_heads, model_cfg.n_kv_heads, model_cfg.n_layers) == (32, 8, 2, 3)
+    dm = hydra.utils.instantiate(cfg.data)
+    assert (dm.fmt.digits, dm.fmt.operators, dm.seed) == (4, "+-", 5)
+    assert cfg.trainer.max_steps == 7 and not cfg.get("logger")

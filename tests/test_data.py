@@ -1,0 +1,107 @@
+"""Problem format, tokenizer and datamodule: round trips, disjoint splits, determinism."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from data.datamodule import ArithmeticDataModule
+from data.problems import ProblemEncoder, ProblemFormat, ProblemSampler
+from data.tokenizer import CharTokenizer, UnknownCharacterError
+
+
+def keys(seqs: torch.Tensor) -> set[tuple]:
+    return {tuple(row) for row in seqs.tolist()}
+
+
+def test_tokenizer_round_trip_and_save_load(tmp_path):
+    tok = CharTokenizer()
+    text = "0123456789+-*="
+    ids = tok.encode(text, bos=True, eos=True)
+    assert len(ids) == len(text) + 2 and ids[0] == tok.bos_id and ids[-1] == tok.eos_id
+    assert tok.decode(ids) == text
+    tok.save(tmp_path / "tokenizer.json")
+    again = CharTokenizer.load(tmp_path / "tokenizer.json")
+    assert again.encode(text) == tok.encode(text) and again.vocab_size == tok.vocab_size == 17
+
+
+@pytest.mark.parametrize("text", ["12a+3", "1 + 2", "4/2", "١+٢"])
+def test_tokenizer_refuses_unknown_characters_clearly(text):
+    with pytest.raises(UnknownCharacterError, match="unknown character"):
+        CharTokenizer().encode(text)
+
+
+@pytest.mark.parametrize("ops,digits,reverse", [("+", 3, True), ("+", 3, False), ("-", 2, True),
+                                                ("*", 2, False), ("+-*", 2, True)])
+def test_bulk_encoder_agrees_with_the_tokenizer_on_the_text(ops, digits, reverse):
+    fmt = ProblemFormat(digits, ops, reverse)
+    tok = CharTokenizer()
+    a, op_idx, b = fmt.random_problems(200, torch.Generator().manual_seed(1))
+    seqs = ProblemEncoder(fmt, tok.vocab).encode(a, op_idx, b)
+    assert seqs.shape == (200, fmt.seq_len)
+    for i in range(200):
+        op = ops[op_idx[i]]
+        value = fmt.evaluate(int(a[i]), op, int(b[i]))
+        text = fmt.prompt_text(int(a[i]), op, int(b[i])) + fmt.answer_text(value)
+        assert seqs[i].tolist() == tok.encode(text, bos=True, eos=True)
+        assert fmt.parse_answer(tok.decode(seqs[i, fmt.prompt_len:])) == value
+
+
+def test_answer_layout_examples():
+    assert ProblemFormat(3, "+", True).answer_text(168) == "8610"
+    assert ProblemFormat(3, "+", False).answer_text(168) == "0168"
+    assert ProblemFormat(2, "-", False).answer_text(-7) == "-07"
+    assert ProblemFormat(2, "-", True).answer_text(-7) == "70-"
+    assert ProblemFormat(2, "*", True).answer_len == 4
+
+
+@pytest.mark.parametrize("kwargs,needle", [(dict(operators="/"), "operators"), (dict(operators=""), "operators"),
+                                            (dict(digits=0), "digits"), (dict(digits=10, operators="*"), "digits")])
+def test_bad_format_values(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        ProblemFormat(**kwargs)
+
+
+def test_splits_are_disjoint_and_the_training_stream_never_draws_a_held_out_problem():
+    dm = ArithmeticDataModule(digits=2, n_val=200, n_test=300, batch_size=512, val_fraction=0.05, test_fraction=0.05)
+    val, test = keys(dm.held_out_set("val")), keys(dm.held_out_set("test"))
+    assert len(val) == 200 and len(test) == 300 and not val & test
+    stream = iter(dm.train_dataloader())
+    trained = set().union(*(keys(next(stream)) for _ in range(40)))  # 20k draws from 10k problems
+    assert len(trained) > 8000  # the stream covers the training split...
+    assert not trained & (val | test)  # ...and never a held-out problem
+
+
+def test_fixed_training_set_is_also_disjoint():
+    dm = ArithmeticDataModule(digits=2, streaming=False, n_train=2000, batch_size=100,
+                              val_fraction=0.05, test_fraction=0.05)
+    trained = set().union(*(keys(batch) for batch in dm.train_dataloader()))
+    assert len(trained) > 1000 and not trained & (keys(dm.held_out_set("val")) | keys(dm.held_out_set("test")))
+
+
+def test_the_split_of_a_problem_does_not_depend_on_the_seed():
+    fmt = ProblemFormat(3, "+")
+    a, op, b = fmt.random_problems(5000, torch.Generator().manual_seed(0))
+    splits = fmt.split_of(a, op, b, 0.01, 0.02)
+    assert torch.equal(splits, fmt.split_of(a, op, b, 0.01, 0.02))
+    share = torch.bincount(splits, minlength=3).float() / 5000
+    assert abs(share[2] - 0.02) < 0.01 and abs(share[1] - 0.01) < 0.01
+
+
+def test_same_seed_same_data_other_seed_other_data():
+    def draw(seed):
+        dm = ArithmeticDataModule(seed=seed, n_val=50, n_test=50)
+        return dm.held_out_set("test"), next(iter(dm.train_dataloader()))
+
+    test0, batch0 = draw(0)
+    test0_again, batch0_again = draw(0)
+    test1, batch1 = draw(1)
+    assert torch.equal(test0, test0_again) and torch.equal(batch0, batch0_again)
+    assert not torch.equal(test0, test1) and not torch.equal(batch0, batch1)
+
+
+def test_large_problem_spaces_sample_held_out_sets_without_listing_them():
+    sampler = ProblemSampler(ProblemFormat(10, "+"), 0.01, 0.01)
+    a, op, b = sampler.sample("test", 500, torch.Generator().manual_seed(0))
+    assert len(set(zip(a.tolist(), b.tolist(), strict=True))) == 500
+    assert (sampler.fmt.split_of(a, op, b, 0.01, 0.01) == 2).all()

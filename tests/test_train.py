@@ -1,0 +1,51 @@
+"""train.py end to end, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_train
+
+SMALL = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=500",
+         "data.n_test=500", "trainer.val_check_interval=50", "logger=none"]
+
+
+def test_a_short_run_really_learns_two_digit_addition(tmp_path):
+    done = run_train(tmp_path, *SMALL, "trainer.max_steps=500")
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    # 2-digit sums have 3 answer digits: guessing gets ~0.1% right
+    assert results["test_exact_match"] >= 0.9, results
+    assert results["n_test"] >= 400 and results["steps"] <= 500
+    for key in ("val_exact_match", "n_params", "steps", "train_seconds", "tokens_per_second"):
+        assert results[key] > 0
+    assert (tmp_path / "tokenizer.json").exists() and (tmp_path / "config.yaml").exists()
+    assert (tmp_path / "checkpoints" / "best.ckpt").exists()
+    assert f"run directory: {tmp_path}" in done.stdout
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("model.n_heads=3", "n_heads=3"),
+    ("model.n_kv_heads=3", "n_kv_heads=3"),
+    ("data.operators=/", "data.operators"),
+    ("optim.lr=0", "optim.lr"),
+    ("trainer.max_steps=0", "trainer.max_steps"),
+])
+def test_a_bad_config_value_is_one_clear_line(tmp_path, override, needle):
+    done = run_train(tmp_path, override, "logger=none")
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["status"] == "failed" and not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.slow
+def test_the_default_run_reaches_the_published_accuracy(tmp_path):
+    done = run_train(tmp_path, "logger=none")
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["test_exact_match"] >= 0.999 and results["n_test"] == 10_000

@@ -1,0 +1,151 @@
+"""Train the calculator: python train.py [overrides]   (see README.md and configs/train.yaml).
+
+config -> validate -> datamodule + module + callbacks + logger -> fit -> test -> results.json
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("WANDB_SILENT", "true")  # wandb's banner lines; errors still show
+
+import hydra  # noqa: E402
+import lightning as L  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.errors import InstantiationException  # noqa: E402
+from hydra.types import RunMode  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from model.module import CalculatorModule  # noqa: E402
+
+
+class ConfigError(ValueError):
+    """A user-facing configuration mistake: reported as one line, never a traceback."""
+
+
+def build(node: DictConfig, **kwargs):
+    """hydra.utils.instantiate, with a bad value turned into a one-line ConfigError."""
+    try:
+        return hydra.utils.instantiate(node, **kwargs)
+    except InstantiationException as e:
+        cause = e.__cause__ or e
+        if isinstance(cause, (ValueError, TypeError)):
+            raise ConfigError(str(cause).splitlines()[0]) from None
+        raise
+
+
+def build_parts(cfg: DictConfig):
+    """Every object of the run, validated before anything is trained or written."""
+    if cfg.resume is not None:
+        raise ConfigError("resume is not supported yet; start a new run (drop the resume=... override)")
+    datamodule = build(cfg.data)
+    fmt = datamodule.fmt
+    model_config = build(cfg.model, vocab_size=datamodule.vocab_size, block_size=fmt.seq_len)
+    try:
+        module = CalculatorModule(model=model_config.to_dict(), fmt=fmt.to_dict(),
+                                  optim=OmegaConf.to_container(cfg.optim, resolve=True))
+    except (ValueError, TypeError) as e:
+        raise ConfigError(str(e)) from None
+    if not isinstance(cfg.trainer.max_steps, int) or cfg.trainer.max_steps < 1:
+        raise ConfigError(f"trainer.max_steps={cfg.trainer.max_steps!r}: must be a whole number >= 1")
+    callbacks = [build(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
+    loggers = [build(c) for c in (cfg.get("logger") or {}).values() if c is not None]
+    trainer = build(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    return datamodule, module, trainer
+
+
+def quiet_known_noise() -> None:
+    """Drop third-party chatter that says nothing about this run (an advert, two deprecation notices)."""
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+    warnings.filterwarnings("ignore", message=r".*anonymous setting has no effect")
+    for handler in logging.getLogger("lightning.pytorch").handlers:
+        handler.addFilter(lambda record: "litlogger" not in record.getMessage())
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def run(cfg: DictConfig, run_dir: Path) -> dict:
+    started = time.perf_counter()
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule, module, trainer = build_parts(cfg)
+    datamodule.save_tokenizer(run_dir)
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    for logger in trainer.loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+
+    fit_started = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule)
+    train_seconds = time.perf_counter() - fit_started
+
+    checkpoint = trainer.checkpoint_callback
+    best = checkpoint.best_model_path if checkpoint and checkpoint.best_model_path else None
+    test = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
+
+    net, fmt = module.net, module.fmt
+    steps = trainer.global_step
+    tokens = steps * datamodule.batch_size * (fmt.seq_len - 1)
+    return {
+        "status": "ok",
+        "test_exact_match": test["test/exact_match"],
+        "test_digit_accuracy": test["test/digit_accuracy"],
+        "test_loss": test["test/loss"],
+        "val_exact_match": float(checkpoint.best_model_score) if best else None,
+        "n_test": len(datamodule.held_out_set("test")),
+        "n_params": net.n_params,
+        "attention_params": sum(p.numel() for b in net.blocks for p in b.attn.parameters()),
+        "d_model": net.cfg.d_model,
+        "n_heads": net.cfg.n_heads,
+        "n_kv_heads": net.cfg.n_kv_heads or net.cfg.n_heads,
+        "head_dim": net.cfg.d_model // net.cfg.n_heads,
+        "n_layers": net.cfg.n_layers,
+        "data": fmt.to_dict(),
+        "seed": cfg.seed,
+        "steps": steps,
+        "train_seconds": round(train_seconds, 2),
+        "tokens_per_second": round(tokens / train_seconds),
+        "total_seconds": round(time.perf_counter() - started, 2),
+        "checkpoint": best,
+        "run_dir": str(run_dir),
+    }
+
+
+def finish_loggers() -> None:
+    """Close the wandb run (if any) so the next job of a multirun starts a fresh one."""
+    if "wandb" in sys.modules:
+        import wandb
+
+        if wandb.run is not None:
+            wandb.finish()
+
+
+@hydra.main(version_base="1.3", config_path="configs", config_name="train")
+def main(cfg: DictConfig) -> None:
+    quiet_known_noise()
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    try:
+        results = run(cfg, run_dir)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        write_json(run_dir / "results.json", {"status": "failed", "error": str(e)})
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            return  # fail this job alone; the sweep goes on
+        sys.exit(2)
+    finally:
+        finish_loggers()
+    write_json(run_dir / "results.json", results)
+    print(f"test exact-match {results['test_exact_match']:.4%} on {results['n_test']} held-out problems, "
+          f"{results['steps']} steps in {results['train_seconds']:.1f}s")
+    print(f"run directory: {run_dir}")
+
+
+if __name__ == "__main__":
+    main()
