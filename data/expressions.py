@@ -1,0 +1,204 @@
+"""Problems as people write them (``7+45``, ``7 + 45 =``, ``7+45=52``), parsed for one model's format.
+
+The model's own layout (zero padding, reversed answer, sign) stays inside :class:`ProblemFormat`; this
+module only reads what a user typed and says clearly what is wrong with it:
+
+    >>> parse_expression(" 7+45 ", ProblemFormat(3, "+"))
+    Problem(a=7, op='+', b=45, given=None)
+
+Accepted: ``a op b``, optionally followed by ``=``; whole numbers written with ASCII digits, at most as many
+digits as the model was trained on; ``op`` one of the model's operators; spaces around the operator and
+``=`` are fine. ``a op b = answer`` only where an answer is expected (``allow_answer=True``), and the
+answer must be the right one (it is a label, checked against the arithmetic).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+
+from data.problems import OPERATORS, ProblemFormat
+
+_DIGIT = "0123456789"
+_EXPRESSION = re.compile(r"([0-9]+)\s*([+\-*])\s*([0-9]+)")
+_INTEGER = re.compile(r"-?[0-9]+")
+_TIMES_X = re.compile(r"[0-9]\s*[xX]\s*[0-9]")  # 3x4, 3 X 4
+_HINTS = {  # characters people type for our operators, or for operations we do not have
+    "×": "write '*' for multiplication", "·": "write '*' for multiplication",
+    "−": "write the ASCII '-'", "–": "write the ASCII '-'",
+    "＋": "write the ASCII '+'", "/": "division is not supported", "÷": "division is not supported",
+    ":": "division is not supported", "%": "'%' is not supported", "^": "powers are not supported",
+    ".": "only whole numbers", ",": "only whole numbers, without thousands separators",
+    "(": "no parentheses: one operation per line", ")": "no parentheses: one operation per line",
+}
+
+
+class ExpressionError(ValueError):
+    """An input that is not a problem this model can be asked; the message says what is accepted."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    a: int
+    op: str
+    b: int
+    given: int | None = None  # the answer written after '=', when the input carried one
+
+    @property
+    def text(self) -> str:
+        return f"{self.a}{self.op}{self.b}"
+
+    @property
+    def truth(self) -> int:
+        return ProblemFormat.evaluate(self.a, self.op, self.b)
+
+
+def accepted(fmt: ProblemFormat) -> str:
+    """What this model can be asked, e.g. 'a+b with whole numbers 0-999 (e.g. 7+45)'."""
+    ops = fmt.operators
+    shape = f"a{ops}b" if len(ops) == 1 else f"a op b (op one of {' '.join(ops)})"
+    example = f"7{ops[0]}{45 if fmt.digits > 1 else 5}"
+    return f"accepted: {shape} with whole numbers 0-{10 ** fmt.digits - 1} (e.g. {example})"
+
+
+def _character_problem(text: str) -> str | None:
+    """The first character no expression may hold, explained; None when every character is allowed."""
+    for ch in text:
+        if ch in _DIGIT or ch in OPERATORS or ch == "=" or ch.isspace():
+            continue
+        if ch.isdigit():
+            return f"{ch!r} is not an ASCII digit (write numbers with 0-9)"
+        hint = _HINTS.get(ch) or ("write '*' for multiplication" if ch in "xX" and _TIMES_X.search(text) else None)
+        if hint:
+            return f"unexpected {ch!r}: {hint}"
+        if ch.isalpha():
+            return f"unexpected letter {ch!r}"
+        return f"unexpected character {ch!r}"
+    return None
+
+
+def _shape_problem(lhs: str) -> str:
+    """Why ``lhs`` is not ``a op b`` (called only once it is known not to be)."""
+    compact = re.sub(r"\s+", "", lhs)
+    if not any(c in OPERATORS for c in compact):
+        return "no operator between the numbers" if re.search(r"[0-9]\s+[0-9]", lhs) else "no operator"
+    if compact[0] == "-" and compact[1:2].isdigit():
+        return "negative numbers are not supported"
+    if compact[0] in OPERATORS:
+        return f"missing number before {compact[0]!r}"
+    if compact[-1] in OPERATORS:
+        return f"missing number after {compact[-1]!r}"
+    run = re.search(r"[+\-*]{2,}", compact)
+    if run:
+        if len(run.group()) == 2 and run.group()[1] == "-":
+            return "negative numbers are not supported"
+        return f"operators in a row ({run.group()!r})"
+    if sum(c in OPERATORS for c in compact) > 1:
+        return "one operation per line (no chains like 1+2+3)"
+    return "a space inside a number"
+
+
+def _number(digits: str, fmt: ProblemFormat) -> int:
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > fmt.digits:  # checked before int(): Python refuses to convert > 4300 digits
+        shown = significant if len(significant) <= 20 else significant[:8] + "..."
+        raise ExpressionError(f"{shown} has {len(significant)} digits; this model was trained on at most "
+                              f"{fmt.digits}; {accepted(fmt)}")
+    return int(significant)
+
+
+def parse_expression(text: str, fmt: ProblemFormat, allow_answer: bool = False) -> Problem:
+    """``text`` -> :class:`Problem`, or :class:`ExpressionError` saying what is wrong and what is accepted.
+
+    allow_answer: accept ``a op b = answer`` (the answer must be right); otherwise only ``a op b`` or ``a op b =``.
+    """
+    s = text.strip()
+    fail = lambda why: ExpressionError(f"{why}; {accepted(fmt)}")  # noqa: E731
+    if not s:
+        raise fail("empty expression")
+    bad = _character_problem(s)
+    if bad:
+        raise fail(bad)
+    if s.count("=") > 1:
+        raise fail("more than one '='")
+    lhs, _, rhs = (part.strip() for part in s.partition("="))
+    if not lhs:
+        raise fail("nothing before '='")
+    match = _EXPRESSION.fullmatch(lhs)
+    if not match:
+        raise fail(_shape_problem(lhs))
+    a_text, op, b_text = match.groups()
+    if op not in fmt.operators:
+        known = " ".join(repr(o) for o in fmt.operators)
+        raise fail(f"this model was not trained on {op!r} (only on {known})")
+    a, b = _number(a_text, fmt), _number(b_text, fmt)
+    given = None
+    if rhs:
+        if not allow_answer:
+            raise fail(f"an answer after '=' ({rhs!r}) is only accepted when checking answers; ask with {a}{op}{b}")
+        if not _INTEGER.fullmatch(rhs) or len(rhs) > 40:
+            raise fail(f"the answer after '=' must be a whole number, got {rhs!r}")
+        given = int(rhs)
+        truth = ProblemFormat.evaluate(a, op, b)
+        if given != truth:
+            raise ExpressionError(f"the given answer {given} is wrong: {a}{op}{b} = {truth}")
+    return Problem(a, op, b, given)
+
+
+@dataclass
+class ProblemFile:
+    """The problems of a file (with their 1-based line numbers) and the lines that were not problems."""
+
+    problems: list[Problem]
+    lines: list[int]
+    invalid: list[tuple[int, str, str]]  # (line number, text, error)
+
+
+def read_problems(lines: Iterable[str], fmt: ProblemFormat) -> ProblemFile:
+    """Lines ``expr`` or ``expr=answer``; blank lines and ``#`` comments are skipped."""
+    out = ProblemFile([], [], [])
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            out.problems.append(parse_expression(text, fmt, allow_answer=True))
+            out.lines.append(number)
+        except ExpressionError as e:
+            out.invalid.append((number, text, str(e)))
+    return out
+
+
+# ---- what makes a problem hard: vectorised over (N,) int64 tensors ----------------------------------------
+def operand_digits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Digits of the longer operand (0 counts as one digit)."""
+    rest = torch.maximum(a, b) // 10
+    digits = torch.ones_like(rest)
+    while bool((rest > 0).any()):
+        digits += (rest > 0).long()
+        rest = rest // 10
+    return digits
+
+
+def carries(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """How many columns of the written addition a + b carry a 1 into the next."""
+    count, carry = torch.zeros_like(a), torch.zeros_like(a)
+    while bool((a > 0).any() or (b > 0).any()):
+        carry = (a % 10 + b % 10 + carry >= 10).long()
+        count += carry
+        a, b = a // 10, b // 10
+    return count
+
+
+def borrows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """How many columns borrow in the written subtraction larger - smaller (|a - b| is computed that way)."""
+    x, y = torch.maximum(a, b), torch.minimum(a, b)
+    count, borrow = torch.zeros_like(a), torch.zeros_like(a)
+    while bool((x > 0).any()):
+        borrow = (x % 10 - y % 10 - borrow < 0).long()
+        count += borrow
+        x, y = x // 10, y // 10
+    return count
