@@ -1,0 +1,129 @@
+"""A trained transformer used as a calculator: answer problems, and score it on many at once.
+
+The model's layout (zero padding, reversed answer, sign) lives in :class:`ProblemFormat`; problems are
+encoded by :class:`ProblemEncoder` (checked token for token against ``ProblemFormat.prompt_text`` +
+``CharTokenizer.encode`` in tests/test_data.py) and answered by greedy decoding with the KV cache
+(:meth:`Transformer.generate`), in batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from data.expressions import Problem, borrows, carries, operand_digits
+from data.problems import ProblemEncoder, ProblemFormat
+from data.tokenizer import CharTokenizer
+from model.transformer import Transformer
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the model wrote: ``text`` in its own layout, ``value`` when that text is a well-formed answer."""
+
+    text: str
+    value: int | None
+
+    def __str__(self) -> str:
+        return str(self.value) if self.value is not None else f"? (unreadable answer {self.text!r})"
+
+
+class Calculator:
+    """A :class:`Transformer`, the :class:`ProblemFormat` it was trained on and its tokenizer."""
+
+    def __init__(self, net: Transformer, fmt: ProblemFormat, tokenizer: CharTokenizer,
+                 path: Path | None = None, batch_size: int = 1024):
+        self.net, self.fmt, self.tokenizer, self.path = net.eval(), fmt, tokenizer, path
+        self.batch_size = batch_size  # 1024 decodes fastest on a CPU core (larger batches fall out of cache)
+        self.encoder = ProblemEncoder(fmt, tokenizer.vocab)
+
+    def __repr__(self) -> str:
+        return f"Calculator({self.describe()})"
+
+    def describe(self) -> str:
+        """e.g. '3-digit + problems, reversed answers, 2 layers x 4 heads'."""
+        cfg, fmt = self.net.cfg, self.fmt
+        layout = "reversed" if fmt.reverse_answer else "plain"
+        return (f"{fmt.digits}-digit {' '.join(fmt.operators)} problems, {layout} answers, "
+                f"{cfg.n_layers} layers x {cfg.n_heads} heads")
+
+    # ---- problems -> tokens -> answers ---------------------------------------------------------------
+    def encode(self, problems: list[Problem]) -> torch.Tensor:
+        """(N, seq_len) token ids: prompt followed by the true answer and [EOS]."""
+        a = torch.tensor([p.a for p in problems], dtype=torch.int64)
+        op_idx = torch.tensor([self.fmt.operators.index(p.op) for p in problems], dtype=torch.int64)
+        b = torch.tensor([p.b for p in problems], dtype=torch.int64)
+        return self.encoder.encode(a, op_idx, b)
+
+    @torch.inference_mode()
+    def generate(self, prompts: torch.Tensor, use_cache: bool = True) -> torch.Tensor:
+        """(N, prompt_len) -> the greedy answer tokens (N, answer_len), batch by batch."""
+        n_new = self.fmt.answer_len
+        if len(prompts) == 0:
+            return torch.zeros(0, n_new, dtype=torch.int64)
+        return torch.cat([self.net.generate(prompts[i:i + self.batch_size], n_new, use_cache=use_cache)
+                          for i in range(0, len(prompts), self.batch_size)])
+
+    def read(self, ids: list[int]) -> Answer:
+        """Answer tokens -> :class:`Answer`; special tokens are kept in the text, so a stray [EOS] shows."""
+        text = "".join(self.tokenizer.id_to_token[i] for i in ids)
+        try:
+            value = self.fmt.parse_answer(text)
+        except (ValueError, IndexError):
+            return Answer(text, None)
+        return Answer(text, value if self.fmt.answer_text(value) == text else None)  # exact layout only
+
+    def answer(self, problems: list[Problem]) -> list[Answer]:
+        if not problems:
+            return []
+        answers = self.generate(self.encode(problems)[:, :self.fmt.prompt_len])
+        return [self.read(row) for row in answers.tolist()]
+
+    # ---- scoring ----------------------------------------------------------------------------------------
+    def evaluate(self, problems: list[Problem], lines: list[int] | None = None, show_mistakes: int = 10) -> dict:
+        """Exact match and digit accuracy, overall and split by operator, operand length and carries.
+
+        Digit accuracy is the share of answer tokens right (padding zeros and sign included), as in
+        training. ``lines`` (the problems' line numbers) labels the mistakes listed.
+        """
+        P, A = self.fmt.prompt_len, self.fmt.answer_len
+        n = len(problems)
+        seqs = self.encode(problems)  # (N, seq_len)
+        predicted = self.generate(seqs[:, :P])  # (N, A)
+        right = predicted == seqs[:, P:P + A]  # (N, A)
+        exact, digit = right.all(dim=1), right.float().mean(dim=1)  # (N,), (N,)
+
+        a = torch.tensor([p.a for p in problems], dtype=torch.int64)
+        b = torch.tensor([p.b for p in problems], dtype=torch.int64)
+        ops = [p.op for p in problems]
+        is_add = torch.tensor([op == "+" for op in ops], dtype=torch.bool)
+        is_sub = torch.tensor([op == "-" for op in ops], dtype=torch.bool)
+        carry = torch.where(is_add, carries(a, b), torch.where(is_sub, borrows(a, b), -1))  # -1: '*'
+        splits = {
+            "by_operator": ops,
+            "by_operand_digits": [str(d) for d in operand_digits(a, b).tolist()],
+            "by_carries": ["-" if c < 0 else str(c) for c in carry.tolist()],
+        }
+
+        def summary(mask: torch.Tensor) -> dict:
+            k = int(mask.sum())
+            return {"n": k, "right": int(exact[mask].sum()),
+                    "exact_match": float(exact[mask].float().mean()) if k else None,
+                    "digit_accuracy": float(digit[mask].mean()) if k else None}
+
+        overall = summary(torch.ones(n, dtype=torch.bool))
+        report = {"n_problems": overall.pop("n"), **overall}
+        for name, keys in splits.items():
+            order = sorted(set(keys), key=lambda k: (len(k), k))  # '+' '-' '*', then 1 < 2 < 10
+            report[name] = {key: summary(torch.tensor([k == key for k in keys], dtype=torch.bool))
+                            for key in order}
+        wrong = (~exact).nonzero().squeeze(1).tolist()
+        report["n_mistakes"] = len(wrong)
+        report["mistakes"] = [
+            {"line": None if lines is None else lines[i], "problem": problems[i].text,
+             "model": str(self.read(predicted[i].tolist())), "truth": problems[i].truth}
+            for i in wrong[:show_mistakes]
+        ]
+        return report

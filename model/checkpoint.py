@@ -1,0 +1,125 @@
+"""Find and load trained calculators: a checkpoint is self-describing.
+
+``hyper_parameters`` (saved by :class:`CalculatorModule`) hold the model config and the data format; the
+tokenizer is the run directory's ``tokenizer.json`` when present, else the built-in fixed vocabulary.
+Every failure is a :class:`CheckpointError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import warnings
+from pathlib import Path
+
+import torch
+
+from data.tokenizer import CharTokenizer
+from model.calculator import Calculator
+
+CHECKPOINT_PATTERNS = ("runs/*/checkpoints/best.ckpt", "multirun/*/*/checkpoints/best.ckpt")
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be found, read or used; the message is one line."""
+
+
+def _first_line(error: BaseException, limit: int = 120) -> str:
+    """The first sentence of an error message, for a one-line report."""
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0].split(". ")[0]
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
+def find_checkpoints(root: str | Path = ".") -> list[Path]:
+    """Every run's best checkpoint under ``root`` (runs/ and multirun/), newest first by modification time."""
+    root = Path(root)
+    found = {p for pattern in CHECKPOINT_PATTERNS for p in root.glob(pattern) if p.is_file()}
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def newest_checkpoint(root: str | Path = ".") -> Path:
+    found = find_checkpoints(root)
+    if not found:
+        raise CheckpointError(f"no checkpoint found under {Path(root).resolve()} (looked for "
+                              f"{' and '.join(CHECKPOINT_PATTERNS)}); train one with  python train.py  "
+                              "or pass --ckpt PATH")
+    return found[0]
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A .ckpt file, a run directory (its checkpoints/best.ckpt) or a checkpoints/ directory."""
+    path = Path(path)
+    if path.is_dir():
+        for candidate in (path / "checkpoints" / "best.ckpt", path / "best.ckpt"):
+            if candidate.is_file():
+                return candidate
+        why = "not a run directory, or its run has saved no checkpoint yet"
+        try:
+            results = json.loads((path / "results.json").read_text())
+            if results.get("status") == "failed":
+                why = f"the run failed: {results.get('error')}"
+        except (OSError, ValueError, AttributeError):
+            pass
+        raise CheckpointError(f"no checkpoints/best.ckpt in {path} ({why})")
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such checkpoint file or run directory")
+    return path
+
+
+def run_dir_of(ckpt: Path) -> Path | None:
+    """runs/<stamp>/checkpoints/best.ckpt -> runs/<stamp>; None for a checkpoint outside a run directory."""
+    return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else None
+
+
+def load_tokenizer(ckpt: Path) -> CharTokenizer:
+    run_dir = run_dir_of(ckpt)
+    path = run_dir / "tokenizer.json" if run_dir else None
+    if path is None or not path.is_file():
+        return CharTokenizer()  # the vocabulary is fixed: every run's tokenizer.json holds this one
+    try:
+        return CharTokenizer.load(path)
+    except Exception as e:  # tokenizers raises plain Exceptions on bad JSON
+        raise CheckpointError(f"{path}: not a readable tokenizer ({_first_line(e)})") from None
+
+
+def load_calculator(path: str | Path) -> Calculator:
+    """Checkpoint file or run directory -> :class:`Calculator` on the CPU."""
+    from model.module import CalculatorModule  # imports Lightning: only when a checkpoint is really loaded
+
+    ckpt = resolve_checkpoint(path)
+    try:
+        with warnings.catch_warnings():  # torch warns about foreign pickles; the error below says it all
+            warnings.simplefilter("ignore")
+            # weights_only: tensors and plain values only -- a foreign pickle cannot run code here
+            data = torch.load(ckpt, map_location="cpu", weights_only=True)
+    except OSError as e:
+        raise CheckpointError(f"{ckpt}: cannot read ({e.strerror or _first_line(e)})") from None
+    except pickle.UnpicklingError:  # torch's message is a page about weights_only
+        raise CheckpointError(f"{ckpt}: not a tinycalc checkpoint (corrupt, or a pickle of objects other than "
+                              "tensors and plain values)") from None
+    except Exception as e:  # torch raises RuntimeError/EOFError/... on truncated or random bytes
+        raise CheckpointError(f"{ckpt}: not a readable checkpoint, corrupt or truncated? ({_first_line(e)})") \
+            from None
+    hparams = data.get("hyper_parameters") if isinstance(data, dict) else None
+    if not isinstance(hparams, dict) or not isinstance(data.get("state_dict"), dict):
+        raise CheckpointError(f"{ckpt}: not a tinycalc checkpoint (no hyper_parameters and state_dict saved "
+                              "by CalculatorModule)")
+    missing = [key for key in ("model", "fmt") if not isinstance(hparams.get(key), dict)]
+    if missing:
+        raise CheckpointError(f"{ckpt}: not a tinycalc checkpoint (hyper_parameters lack {', '.join(missing)})")
+    try:
+        module = CalculatorModule.load_from_checkpoint(ckpt, map_location="cpu", weights_only=True)
+    except Exception as e:  # wrong config keys/values or weights of another shape
+        raise CheckpointError(f"{ckpt}: incompatible with this code ({_first_line(e)})") from None
+    net, fmt = module.net, module.fmt
+    if net.cfg.block_size < fmt.seq_len - 1:
+        raise CheckpointError(f"{ckpt}: block_size={net.cfg.block_size} is too short for {fmt.digits}-digit "
+                              f"problems ({fmt.seq_len - 1} tokens)")
+    tokenizer = load_tokenizer(ckpt)
+    if tokenizer.vocab_size != net.cfg.vocab_size:
+        raise CheckpointError(f"{ckpt}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
+                              f"{net.cfg.vocab_size}")
+    try:
+        return Calculator(net, fmt, tokenizer, path=ckpt)
+    except KeyError as e:
+        raise CheckpointError(f"{ckpt}: the tokenizer lacks the token {e.args[0]!r}") from None
