@@ -22,6 +22,9 @@ from hydra.errors import InstantiationException  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+from analysis.maps import probe_sequences  # noqa: E402
+from analysis.report import analyse_heads  # noqa: E402
+from analysis.summary import print_summary  # noqa: E402
 from model.module import CalculatorModule  # noqa: E402
 
 
@@ -54,6 +57,7 @@ def build_parts(cfg: DictConfig):
         raise ConfigError(str(e)) from None
     if not isinstance(cfg.trainer.max_steps, int) or cfg.trainer.max_steps < 1:
         raise ConfigError(f"trainer.max_steps={cfg.trainer.max_steps!r}: must be a whole number >= 1")
+    validate_analysis(cfg.analysis, module)
     callbacks = [build(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
     loggers = [build(c) for c in (cfg.get("logger") or {}).values() if c is not None]
     trainer = build(cfg.trainer, callbacks=callbacks, logger=loggers or False)
@@ -66,6 +70,25 @@ def quiet_known_noise() -> None:
     warnings.filterwarnings("ignore", message=r".*anonymous setting has no effect")
     for handler in logging.getLogger("lightning.pytorch").handlers:
         handler.addFilter(lambda record: "litlogger" not in record.getMessage())
+
+
+def validate_analysis(analysis: DictConfig, module: CalculatorModule) -> None:
+    unknown = set(analysis.ablation) - {"zero", "mean"}
+    if unknown:
+        raise ConfigError(f"analysis.ablation={list(analysis.ablation)}: use zero and/or mean")
+    if analysis.n_problems is not None and (not isinstance(analysis.n_problems, int) or analysis.n_problems < 1):
+        raise ConfigError(f"analysis.n_problems={analysis.n_problems!r}: a whole number >= 1, or null for all")
+    if analysis.prune not in ("ranked", "greedy", None):
+        raise ConfigError(f"analysis.prune={analysis.prune!r}: use ranked, greedy or null")
+    if not 0 <= analysis.tolerance < 1:
+        raise ConfigError(f"analysis.tolerance={analysis.tolerance!r}: must be in [0, 1)")
+    if analysis.enabled and not analysis.probes:
+        raise ConfigError("analysis.probes is empty: give at least one problem, e.g. analysis.probes=[456+789]")
+    try:
+        if analysis.probes:
+            probe_sequences(module, list(analysis.probes))
+    except ValueError as e:
+        raise ConfigError(f"analysis.probes: {e}") from None
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -92,7 +115,8 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     net, fmt = module.net, module.fmt
     steps = trainer.global_step
     tokens = steps * datamodule.batch_size * (fmt.seq_len - 1)
-    return {
+    write_json(run_dir / "history.json", {"val": module.val_history})
+    results = {
         "status": "ok",
         "test_exact_match": test["test/exact_match"],
         "test_digit_accuracy": test["test/digit_accuracy"],
@@ -111,10 +135,17 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
         "steps": steps,
         "train_seconds": round(train_seconds, 2),
         "tokens_per_second": round(tokens / train_seconds),
-        "total_seconds": round(time.perf_counter() - started, 2),
         "checkpoint": best,
         "run_dir": str(run_dir),
     }
+    if cfg.analysis.enabled:
+        analysis_started = time.perf_counter()
+        problems = datamodule.held_out_set("test")[:cfg.analysis.n_problems]
+        results |= analyse_heads(module, problems, run_dir, list(cfg.analysis.probes), trainer.loggers,
+                                 tuple(cfg.analysis.ablation), cfg.analysis.prune, cfg.analysis.tolerance)
+        results["analysis_seconds"] = round(time.perf_counter() - analysis_started, 2)
+    results["total_seconds"] = round(time.perf_counter() - started, 2)
+    return results
 
 
 def finish_loggers() -> None:
@@ -142,6 +173,7 @@ def main(cfg: DictConfig) -> None:
     finally:
         finish_loggers()
     write_json(run_dir / "results.json", results)
+    print_summary(results)
     print(f"test exact-match {results['test_exact_match']:.4%} on {results['n_test']} held-out problems, "
           f"{results['steps']} steps in {results['train_seconds']:.1f}s")
     print(f"run directory: {run_dir}")

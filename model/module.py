@@ -42,31 +42,41 @@ class CalculatorModule(L.LightningModule):
         validate_optim(**optim)
         self.fmt = ProblemFormat(**fmt)
         self.net = Transformer(TransformerConfig(**model))
+        self.val_history: list[dict] = []  # one entry per validation: step, exact_match, loss
 
     # ---- the two ways of reading a batch ------------------------------------------------------------
-    def answer_loss(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Cross-entropy on the answer and [EOS] tokens only; the prompt is given, not learned."""
-        P = self.fmt.prompt_len
-        logits, _ = self.net(seq[:, :-1], head_mask=head_mask)  # (B, T-1, vocab)
-        return F.cross_entropy(logits[:, P - 1:].flatten(0, 1), seq[:, P:].flatten())
+    def forced_scores(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None):
+        """One teacher-forced pass -> (loss on the answer and [EOS] tokens, (B,) whole answer is argmax).
+
+        A greedy decoder writes the whole answer right exactly when every answer token is the argmax
+        given the true tokens before it, so the second value is greedy exact-match at the cost of one pass.
+        """
+        return self.answer_scores(self.net(seq[:, :-1], head_mask=head_mask)[0], seq)
+
+    def answer_scores(self, logits: torch.Tensor, seq: torch.Tensor):
+        """Logits (B, T-1, vocab) of seq[:, :-1] -> (answer loss, (B,) every answer token is the argmax)."""
+        P, A = self.fmt.prompt_len, self.fmt.answer_len
+        logits, target = logits[:, P - 1:], seq[:, P:]  # predictions of the answer and [EOS] only
+        loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
+        return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
 
     def decode_answers(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Greedy answers (B, answer_len) for the prompts in ``seq``, decoded with the KV cache."""
         return self.net.generate(seq[:, :self.fmt.prompt_len], self.fmt.answer_len, head_mask=head_mask)
 
-    def score(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """loss, exact_match (whole answer right) and digit_accuracy (per answer position), batch means."""
+    def score(self, seq: torch.Tensor) -> dict[str, torch.Tensor]:
+        """loss, exact_match (whole answer right) and digit_accuracy (per answer position) of greedy answers."""
         P, A = self.fmt.prompt_len, self.fmt.answer_len
-        right = self.decode_answers(seq, head_mask) == seq[:, P:P + A]  # (B, A)
+        right = self.decode_answers(seq) == seq[:, P:P + A]  # (B, A)
         return {
-            "loss": self.answer_loss(seq, head_mask),
+            "loss": self.forced_scores(seq)[0],
             "exact_match": right.all(dim=1).float().mean(),
             "digit_accuracy": right.float().mean(),
         }
 
     # ---- Lightning hooks ----------------------------------------------------------------------------
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
-        loss = self.answer_loss(batch)
+        loss, _ = self.forced_scores(batch)
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
@@ -76,6 +86,12 @@ class CalculatorModule(L.LightningModule):
 
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         self._eval_step(batch, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        if not self.trainer.sanity_checking:
+            metrics = self.trainer.callback_metrics
+            self.val_history.append({"step": self.global_step, "exact_match": metrics["val/exact_match"].item(),
+                                     "loss": metrics["val/loss"].item()})
 
     def test_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         self._eval_step(batch, "test")

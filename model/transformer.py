@@ -111,15 +111,24 @@ class Transformer(nn.Module):
         head_mask: (n_layers, n_heads), 1 keeps a head and 0 ablates it.
         caches: one :class:`KVCache` per layer for incremental decoding (idx then holds new tokens only).
         """
-        B, T = idx.shape
-        start = caches[0].length if caches else 0
+        x = self.embed(idx, start=caches[0].length if caches else 0)
+        x, weights = self.run_blocks(x, need_weights=need_weights, head_mask=head_mask, caches=caches)
+        return self.unembed(x), weights
+
+    def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Token ids (B, T) at positions start.. -> the residual stream (B, T, d_model)."""
+        T = idx.shape[1]
         if start + T > self.cfg.block_size:
             raise ValueError(f"sequence of {start + T} tokens is longer than block_size={self.cfg.block_size}")
         pos = torch.arange(start, start + T, device=idx.device)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))  # (B, T, d_model)
+        return self.drop(self.tok_emb(idx) + self.pos_emb(pos))
+
+    def run_blocks(self, x: torch.Tensor, start_layer: int = 0, need_weights: bool = False,
+                   head_mask: torch.Tensor | None = None, caches: list[KVCache] | None = None):
+        """The residual stream (B, T, d_model) through blocks[start_layer:] -> (stream, weights or None)."""
         all_weights = [] if need_weights else None
-        for i, block in enumerate(self.blocks):
-            x, weights = block(
+        for i in range(start_layer, len(self.blocks)):
+            x, weights = self.blocks[i](
                 x,
                 need_weights=need_weights,
                 head_mask=None if head_mask is None else head_mask[i],
@@ -127,7 +136,11 @@ class Transformer(nn.Module):
             )
             if need_weights:
                 all_weights.append(weights)
-        return self.lm_head(self.ln_f(x)), all_weights
+        return x, all_weights
+
+    def unembed(self, x: torch.Tensor) -> torch.Tensor:
+        """Residual stream (B, T, d_model) -> next-token logits (B, T, vocab_size)."""
+        return self.lm_head(self.ln_f(x))
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, n_new: int, head_mask: torch.Tensor | None = None,

@@ -37,8 +37,8 @@ def test_every_config_file_composes(group, option, tmp_path):
         obj = hydra.utils.instantiate(cfg[group], **({"vocab_size": 17, "block_size": 32} if group == "model" else {}))
         assert obj is not None
     if group in ("callbacks", "logger") and cfg.get(group):
-        for node in cfg[group].values():
-            assert node._target_.startswith("lightning.")
+        for node in cfg[group].values():  # loggers are lazy: building one starts no run
+            assert hydra.utils.instantiate(node) is not None
 
 
 def test_defaults_are_the_course_calculator(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -9,11 +10,11 @@ import pytest
 from tests.conftest import run_train
 
 SMALL = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=500",
-         "data.n_test=500", "trainer.val_check_interval=50", "logger=none"]
+         "data.n_test=500", "trainer.val_check_interval=50", "analysis.probes=[99+1,45+67]"]
 
 
-def test_a_short_run_really_learns_two_digit_addition(tmp_path):
-    done = run_train(tmp_path, *SMALL, "trainer.max_steps=500")
+def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path):
+    done = run_train(tmp_path, *SMALL, "trainer.max_steps=500", "callbacks.attention_maps.every_n_val=4")
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((tmp_path / "results.json").read_text())
     # 2-digit sums have 3 answer digits: guessing gets ~0.1% right
@@ -25,6 +26,25 @@ def test_a_short_run_really_learns_two_digit_addition(tmp_path):
     assert (tmp_path / "checkpoints" / "best.ckpt").exists()
     assert f"run directory: {tmp_path}" in done.stdout
 
+    # attention maps: every layer, during training (every 4th validation) and at the end, plus raw weights
+    for tag in ("step000200", "step000400", "final"):
+        assert [p.name for p in sorted((tmp_path / "attention").glob(f"{tag}_layer*.png"))] == \
+            [f"{tag}_layer0.png", f"{tag}_layer1.png"]
+        raw = json.loads((tmp_path / "attention" / f"{tag}.json").read_text())
+        assert len(raw["weights"]) == 2 and len(raw["weights"][0]) == 2  # layers x probes
+    # ablation: layers x heads x (zero, mean) rows; pruning curve; headline numbers
+    with (tmp_path / "ablation.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 * 4 * 2 and {r["ablation"] for r in rows} == {"zero", "mean"}
+    assert all(r["role"] for r in rows)
+    assert (tmp_path / "ablation.png").exists() and (tmp_path / "pruning.png").exists()
+    assert 0.0 <= results["prunable_fraction"] <= 1.0 and len(results["most_important_heads"]) == 3
+    assert "most important heads" in done.stdout  # the end-of-run summary
+    # the offline wandb run holds the images and tables
+    (run,) = (tmp_path / "wandb").glob("offline-run-*")
+    media = {p.relative_to(run / "files" / "media").parts[:2] for p in (run / "files" / "media").rglob("*.*")}
+    assert {("images", "attention"), ("images", "ablation"), ("images", "pruning"),
+            ("table", "ablation"), ("table", "pruning")} <= media
 
 @pytest.mark.parametrize("override,needle", [
     ("model.n_heads=3", "n_heads=3"),
@@ -32,9 +52,11 @@ def test_a_short_run_really_learns_two_digit_addition(tmp_path):
     ("data.operators=/", "data.operators"),
     ("optim.lr=0", "optim.lr"),
     ("trainer.max_steps=0", "trainer.max_steps"),
+    ("analysis.probes=[12/4]", "analysis.probes"),
+    ("analysis.ablation=[shuffle]", "analysis.ablation"),
 ])
 def test_a_bad_config_value_is_one_clear_line(tmp_path, override, needle):
-    done = run_train(tmp_path, override, "logger=none")
+    done = run_train(tmp_path, override)
     assert done.returncode != 0
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], done.stderr

@@ -1,0 +1,35 @@
+"""Lightning callbacks that watch the heads while the model trains."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+
+from analysis.maps import draw_attention_maps, probe_sequences
+
+
+class AttentionMaps(L.Callback):
+    """Draw every layer x head attention pattern of the probe problems every ``every_n_val`` validations.
+
+    With no probes it does nothing. The sanity check is skipped, and so is a validation at the last step:
+    the end-of-run analysis draws the final maps, on the best weights.
+    """
+
+    def __init__(self, probes: list[str], out_dir: str, every_n_val: int = 5):
+        if not isinstance(every_n_val, int) or every_n_val < 1:
+            raise ValueError(f"callbacks.attention_maps.every_n_val={every_n_val!r}: must be a whole number >= 1")
+        self.probes, self.out_dir, self.every_n_val = list(probes), Path(out_dir), every_n_val
+        self.n_validations = 0
+
+    def setup(self, trainer: L.Trainer, pl_module, stage: str) -> None:
+        if self.probes:
+            probe_sequences(pl_module, self.probes)  # a bad probe fails now, before training, not at step 500
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module) -> None:
+        if not self.probes or trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        self.n_validations += 1
+        if self.n_validations % self.every_n_val == 0 and trainer.global_step < trainer.max_steps:
+            step = trainer.global_step
+            draw_attention_maps(pl_module, self.probes, self.out_dir, f"step{step:06d}", trainer.loggers, step)

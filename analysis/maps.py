@@ -1,0 +1,60 @@
+"""Per-head attention maps of a few probe problems: PNG grids, raw weights as JSON, wandb images.
+
+Used by the training callback (maps as the model learns) and by the end-of-run analysis (final maps).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+
+from analysis.plots import attention_grid
+from analysis.positions import positions, token_labels
+from data.problems import ProblemEncoder
+from data.tokenizer import CharTokenizer
+from model.module import CalculatorModule
+
+PROBE = re.compile(r"\s*(\d+)\s*([+\-*])\s*(\d+)\s*")
+
+
+def probe_sequences(module: CalculatorModule, probes: list[str]) -> torch.Tensor:
+    """Probe problems like '456+789' -> (n_probes, seq_len) token ids with their true answers."""
+    fmt, problems = module.fmt, []
+    for text in probes:
+        match = PROBE.fullmatch(text)
+        if not match or match[2] not in fmt.operators or max(len(match[1]), len(match[3])) > fmt.digits:
+            raise ValueError(f"probe {text!r}: write a problem like 123+45 with operators {fmt.operators!r} "
+                             f"and at most {fmt.digits} digits per operand")
+        problems.append((int(match[1]), fmt.operators.index(match[2]), int(match[3])))
+    a, op_idx, b = (torch.tensor(column) for column in zip(*problems, strict=True))
+    return ProblemEncoder(fmt, CharTokenizer().vocab).encode(a, op_idx, b)
+
+
+@torch.no_grad()
+def draw_attention_maps(module: CalculatorModule, probes: list[str], out_dir: Path, tag: str,
+                        loggers=(), step: int | None = None) -> list[Path]:
+    """Write attention/<tag>_layer<i>.png for every layer and attention/<tag>.json; log images to wandb."""
+    seqs = probe_sequences(module, probes)
+    was_training = module.training
+    module.eval()
+    _, weights = module.net(seqs[:, :-1], need_weights=True)  # n_layers x (n_probes, n_heads, T, T)
+    module.train(was_training)
+    tokenizer = CharTokenizer()
+    labels = [token_labels([tokenizer.id_to_token[i] for i in row]) for row in seqs[:, :-1].tolist()]
+    key_labels = [p.short for p in positions(module.fmt)][:-1]  # inputs stop before [EOS]
+    paths = [attention_grid(w.float().numpy(), labels, key_labels, layer, tag, out_dir / f"{tag}_layer{layer}.png")
+             for layer, w in enumerate(weights)]
+    raw = {"tag": tag, "step": step, "probes": probes, "tokens": labels,
+           "weights": [[[[[round(x, 4) for x in row] for row in head] for head in probe] for probe in w.tolist()]
+                       for w in weights]}  # [layer][probe][head][query][key]
+    raw_path = out_dir / f"{tag}.json"
+    raw_path.write_text(json.dumps(raw))
+    for logger in loggers:
+        if type(logger).__name__ == "WandbLogger":
+            for layer, path in enumerate(paths):
+                logger.log_image(key=f"attention/layer{layer}", images=[str(path)], caption=[tag], step=step)
+            logger.experiment.save(str(raw_path), base_path=str(out_dir.parent), policy="now")
+    return paths

@@ -1,0 +1,100 @@
+"""Figures (matplotlib, no display needed): attention grids, the ablation heatmap, the pruning curve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure  # drawn straight to files: no pyplot, no display needed
+
+if TYPE_CHECKING:
+    from analysis.ablation import AblationRow, PruningStep
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    return path
+
+
+def attention_grid(weights, row_labels: list[list[str]], key_labels: list[str], layer: int, title: str,
+                   path: Path) -> Path:
+    """One layer as one mosaic: a block row per probe problem, a block column per head.
+
+    Inside a block, queries are rows and keys are columns (the causal triangle shows as the empty upper
+    half); every block shares one colour scale. Rows are labelled with the probe's tokens, columns with
+    what each position is (a·10^2, '=', ...), which is the same for every probe.
+    weights: (n_probes, n_heads, T, T) for this layer.
+    """
+    n_probes, n_heads, T, _ = weights.shape
+    gap = 1
+    canvas = np.full((n_probes * (T + gap) - gap, n_heads * (T + gap) - gap), np.nan)
+    for p in range(n_probes):
+        for h in range(n_heads):
+            canvas[p * (T + gap):p * (T + gap) + T, h * (T + gap):h * (T + gap) + T] = weights[p, h]
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="white")
+    fig = Figure(figsize=(0.14 * canvas.shape[1] + 1.8, 0.14 * canvas.shape[0] + 1.0))
+    ax = fig.add_axes((0.07, 0.07, 0.8, 0.84))
+    image = ax.imshow(canvas, vmin=0.0, vmax=1.0, cmap=cmap, interpolation="nearest")
+    # Token labels as plain text, not ticks: a hundred Tick objects cost more than the whole image.
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for p, labels in enumerate(row_labels):
+        for t, text in enumerate(labels):
+            ax.text(-0.8, p * (T + gap) + t, text, ha="right", va="center", fontsize=6)
+    for h in range(n_heads):
+        for t, text in enumerate(key_labels):
+            ax.text(h * (T + gap) + t, canvas.shape[0] - 0.3, text, ha="center", va="top", fontsize=5)
+        ax.text(h * (T + gap) + (T - 1) / 2, -1.2, f"head {h}", ha="center", va="bottom", fontsize=8)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_ylabel("query (problem tokens)", fontsize=7, labelpad=12)
+    ax.set_xlabel("key (a2 = a's hundreds digit, r0 = the result's units, ^ = [BOS])", fontsize=7, labelpad=10)
+    fig.colorbar(image, ax=ax, shrink=0.5, pad=0.02, label="attention weight")
+    fig.suptitle(f"layer {layer} attention — {title}", fontsize=9)
+    return _save(fig, path)
+
+
+def ablation_heatmap(rows: list[AblationRow], n_layers: int, n_heads: int, path: Path) -> Path:
+    """Layer x head grid of the exact-match change when each head is ablated, zero and mean side by side."""
+    kinds = sorted({r.ablation for r in rows}, key=["zero", "mean"].index)
+    fig = Figure(figsize=(1.1 * n_heads * len(kinds) + 2, 0.9 * n_layers + 1.4))
+    axes = fig.subplots(1, len(kinds), squeeze=False)[0]
+    for ax, kind in zip(axes, kinds, strict=True):
+        grid = [[0.0] * n_heads for _ in range(n_layers)]
+        for r in rows:
+            if r.ablation == kind:
+                grid[r.layer][r.head] = 100 * r.delta_exact_match
+        image = ax.imshow(grid, cmap="Reds_r", vmin=-100, vmax=0)
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                ax.text(head, layer, f"{grid[layer][head]:+.1f}", ha="center", va="center", fontsize=7,
+                        color="white" if grid[layer][head] < -50 else "black")
+        ax.set_xticks(range(n_heads), [f"h{h}" for h in range(n_heads)], fontsize=7)
+        ax.set_yticks(range(n_layers), [f"L{layer}" for layer in range(n_layers)], fontsize=7)
+        ax.set_title(f"{kind}-ablation", fontsize=9)
+    fig.colorbar(image, ax=axes, shrink=0.8, label="Δ exact-match (points)")
+    fig.suptitle("what each head is worth: test exact-match change when it is ablated", fontsize=10)
+    return _save(fig, path)
+
+
+def pruning_curve(curve: list[PruningStep], prunable: float, path: Path) -> Path:
+    """Exact-match against the fraction of heads removed, greedily, least important first."""
+    fig = Figure(figsize=(6, 3.6))
+    ax = fig.subplots()
+    xs = [s.fraction for s in curve]
+    ys = [100 * s.exact_match for s in curve]
+    ax.plot(xs, ys, marker="o")
+    for s, x, y in zip(curve[1:], xs[1:], ys[1:], strict=True):
+        layer, head = s.removed[-1]
+        ax.annotate(f"L{layer}h{head}", (x, y), textcoords="offset points", xytext=(0, 6), fontsize=7, ha="center")
+    ax.axhline(ys[0] - 1, color="grey", linestyle="--", linewidth=0.8, label="intact − 1 point")
+    ax.axvline(prunable, color="tab:green", linestyle=":", label=f"prunable fraction {prunable:.0%}")
+    ax.set_xlabel("fraction of heads removed")
+    ax.set_ylabel("test exact-match (%)")
+    ax.set_ylim(-2, 102)
+    ax.legend(fontsize=7, loc="lower left")
+    ax.set_title("greedy head pruning", fontsize=10)
+    return _save(fig, path)

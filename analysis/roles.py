@@ -1,0 +1,87 @@
+"""Describe what each head does, in one line, from where it attends on the evaluation set.
+
+Only the queries that write the answer matter for the task: the query at position p predicts token
+p + 1, so the queries from '=' up to the last answer digit produce the answer. For each head we take its
+mean attention pattern over the set, look at where those queries put most of their weight, and name the
+pattern with the problem's vocabulary (operand digits by decimal place, '=', the previous token, ...).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+
+from analysis.positions import Position, positions
+from data.problems import ProblemFormat
+
+DOMINANT = 0.5  # a key "dominates" a query when it gets at least this share of the attention
+
+
+@torch.no_grad()
+def mean_patterns(net, seqs: torch.Tensor, batch_size: int = 5000) -> torch.Tensor:
+    """Average attention (n_layers, n_heads, T, T) over ``seqs``, inputs being seqs[:, :-1]."""
+    total = None
+    for chunk in seqs.split(batch_size):
+        _, weights = net(chunk[:, :-1], need_weights=True)
+        batch = torch.stack([w.sum(dim=0) for w in weights])
+        total = batch if total is None else total + batch
+    return total / len(seqs)
+
+
+def _answer_queries(fmt: ProblemFormat) -> list[tuple[int, Position]]:
+    """(query position, the answer position it predicts) for every answer token."""
+    roles = positions(fmt)
+    return [(p - 1, roles[p]) for p in range(fmt.prompt_len, fmt.prompt_len + fmt.answer_len)]
+
+
+def describe_head(fmt: ProblemFormat, pattern: torch.Tensor) -> str:
+    """One line for one head's mean pattern (T, T)."""
+    roles = positions(fmt)
+    queries = _answer_queries(fmt)
+    digit_queries = [(q, target) for q, target in queries if target.kind == "answer"]
+
+    # 1. Aligned digits: the query predicting answer place k reads operand digits at place k + offset.
+    offsets = Counter()
+    for q, target in digit_queries:
+        top = pattern[q].topk(2)
+        for weight, key in zip(top.values.tolist(), top.indices.tolist(), strict=True):
+            role = roles[key]
+            if weight >= 0.2 and role.kind in ("a", "b"):
+                offsets[(role.kind, role.place - target.place)] += 1
+    if offsets:
+        (kind, offset), count = offsets.most_common(1)[0]
+        if count >= 0.6 * len(digit_queries):
+            both = offsets[("b" if kind == "a" else "a", offset)] >= 0.6 * len(digit_queries)
+            reads = "a and b" if both else kind
+            place = "k" if offset == 0 else f"k{offset:+d}"
+            what = "the same place" if offset == 0 else ("the carry in" if offset == -1 else "another place")
+            return f"answer digit 10^k reads {reads} digit 10^{place} ({what})"
+
+    # 2. A fixed position that most answer queries look at.
+    fixed = Counter(roles[int(pattern[q].argmax())].label for q, _ in queries if pattern[q].max() >= DOMINANT)
+    if fixed:
+        label, count = fixed.most_common(1)[0]
+        if count >= 0.6 * len(queries):
+            return f"attends to {label}"
+
+    # 3. The previous token.
+    previous = sum(int(pattern[q].argmax()) == q - 1 for q, _ in queries)
+    if previous >= 0.6 * len(queries):
+        return "previous token"
+    if sum(int(pattern[q].argmax()) == q for q, _ in queries) >= 0.6 * len(queries):
+        return "current token"
+
+    # 4. Otherwise: where the answer queries look most, on average.
+    answer_rows = pattern[[q for q, _ in queries]].mean(dim=0)
+    top = answer_rows.topk(min(2, len(answer_rows)))
+    spots = ", ".join(f"{roles[k].label} {w:.0%}" for w, k in zip(top.values.tolist(), top.indices.tolist(),
+                                                                   strict=True))
+    return f"diffuse: mostly {spots}"
+
+
+def describe_heads(fmt: ProblemFormat, patterns: torch.Tensor) -> dict[tuple[int, int], str]:
+    """{(layer, head): description} from mean patterns (n_layers, n_heads, T, T)."""
+    n_layers, n_heads = patterns.shape[:2]
+    return {(layer, head): describe_head(fmt, patterns[layer, head])
+            for layer in range(n_layers) for head in range(n_heads)}

@@ -1,0 +1,145 @@
+"""Head ablation, pruning and head roles: real measurements on a model trained here."""
+
+from __future__ import annotations
+
+import lightning as L
+import pytest
+import torch
+
+from analysis.ablation import (
+    Evaluator,
+    PruningStep,
+    ablate_each_head,
+    evaluate,
+    head_means,
+    prunable_fraction,
+    prune_heads,
+    replaced_heads,
+)
+from analysis.positions import positions
+from analysis.roles import describe_head
+from data.datamodule import ArithmeticDataModule
+from data.problems import ProblemFormat
+from model.module import CalculatorModule
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A 1-layer, 2-head model trained on 2-digit addition for a few seconds."""
+    L.seed_everything(0, verbose=False)
+    dm = ArithmeticDataModule(digits=2, n_val=300, n_test=400, val_fraction=0.05, test_fraction=0.05, seed=0)
+    module = CalculatorModule(
+        model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=64, n_heads=2, n_layers=1),
+        fmt=dm.fmt.to_dict(),
+        optim=dict(lr=5e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=50, min_lr_ratio=0.1))
+    trainer = L.Trainer(max_steps=600, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                        gradient_clip_val=1.0)
+    trainer.fit(module, datamodule=dm)
+    return module.eval(), dm.held_out_set("test")
+
+
+def test_ablating_the_heads_the_model_relies_on_breaks_it(trained):
+    module, test = trained
+    intact = evaluate(module, test)
+    assert intact.exact_match >= 0.9  # the intact model has learned the task
+    rows = ablate_each_head(module, test)
+    assert len(rows) == 1 * 2 * 2  # layers x heads x (zero, mean)
+    worst = min(r.delta_exact_match for r in rows if r.ablation == "zero")
+    assert worst <= -0.3  # removing its most important head costs it dearly...
+    everything = evaluate(module, test, torch.zeros(1, 2))
+    assert everything.exact_match <= 0.2 and everything.loss > intact.loss  # ...and with no heads it is lost
+    for r in rows:  # deltas are against the intact model
+        assert r.delta_exact_match == pytest.approx(r.exact_match - intact.exact_match)
+
+
+def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
+    module, test = trained
+    greedy = module.score(test)["exact_match"].item()
+    assert evaluate(module, test).exact_match == pytest.approx(greedy)
+    mask = torch.tensor([[1.0, 0.0]])
+    _, forced = module.forced_scores(test, mask)
+    decoded = module.decode_answers(test, mask)
+    P, A = module.fmt.prompt_len, module.fmt.answer_len
+    assert torch.equal(forced, (decoded == test[:, P:P + A]).all(dim=1))
+
+
+def test_mean_ablation_over_a_single_problem_changes_nothing(trained):
+    module, test = trained
+    one = test[:1]
+    means = head_means(module, one)  # the mean of one problem's head outputs is that problem's output
+    before, _ = module.net(one[:, :-1])
+    with replaced_heads(module, {(0, 0): means[0, 0], (0, 1): means[0, 1]}):
+        after, _ = module.net(one[:, :-1])
+    torch.testing.assert_close(before, after)
+    with replaced_heads(module, {(0, 1): torch.zeros_like(means[0, 1])}):
+        zeroed, _ = module.net(one[:, :-1])
+    torch.testing.assert_close(zeroed, module.net(one[:, :-1], head_mask=torch.tensor([[1.0, 0.0]]))[0])
+    torch.testing.assert_close(module.net(one[:, :-1])[0], before)  # the hook is gone after the block
+
+
+@pytest.mark.parametrize("order", ["ranked", "greedy"])
+def test_pruning_curve(trained, order):
+    module, test = trained
+    curve = prune_heads(module, test, order)
+    assert [len(s.removed) for s in curve] == [0, 1, 2]
+    assert curve[0].exact_match == pytest.approx(evaluate(module, test).exact_match)
+    first = torch.ones(1, 2)
+    first[curve[1].removed[0]] = 0
+    assert curve[1].exact_match == pytest.approx(evaluate(module, test, first).exact_match)
+    assert curve[-1].exact_match == pytest.approx(evaluate(module, test, torch.zeros(1, 2)).exact_match)
+    assert sorted(curve[-1].removed) == [(0, 0), (0, 1)]
+    # the head removed first is the one whose removal alone hurts least
+    alone = [evaluate(module, test, torch.tensor([[0.0, 1.0]])), evaluate(module, test, torch.tensor([[1.0, 0.0]]))]
+    assert curve[1].removed[0] == (0, max((0, 1), key=lambda h: (alone[h].exact_match, -alone[h].loss)))
+
+
+def test_scores_that_start_at_a_later_layer_equal_full_passes():
+    L.seed_everything(1, verbose=False)
+    dm = ArithmeticDataModule(digits=2, n_val=10, n_test=300, val_fraction=0.05, test_fraction=0.05)
+    module = CalculatorModule(
+        model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=3),
+        fmt=dm.fmt.to_dict(), optim=dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.98], warmup_steps=0,
+                                         min_lr_ratio=0.1)).eval()
+    test = dm.held_out_set("test")
+    evaluator = Evaluator(module, test, batch_size=128)  # several chunks
+    for layer, head in [(0, 1), (1, 2), (2, 3)]:
+        mask = torch.ones(3, 4)
+        mask[layer, head] = 0
+        cached, full = evaluator.score(mask), evaluate(module, test, mask)
+        assert cached.exact_match == full.exact_match and cached.loss == pytest.approx(full.loss, rel=1e-5)
+
+
+def test_prunable_fraction_stops_at_the_first_step_losing_more_than_the_tolerance():
+    curve = [PruningStep([], 0.0, 0.99, 0), PruningStep([(0, 0)], 0.25, 0.985, 0),
+             PruningStep([(0, 0), (0, 1)], 0.5, 0.97, 0), PruningStep([(0, 0), (0, 1), (1, 0)], 0.75, 0.99, 0)]
+    assert prunable_fraction(curve, 0.01) == 0.25
+    assert prunable_fraction(curve, 0.03) == 0.75
+    assert prunable_fraction(curve[:1], 0.01) == 0.0
+
+
+def synthetic_pattern(fmt: ProblemFormat, key_for_query) -> torch.Tensor:
+    """A (T-1, T-1) attention pattern where query q puts all its weight on key_for_query(q, roles)."""
+    roles = positions(fmt)
+    T = fmt.seq_len - 1
+    pattern = torch.zeros(T, T)
+    for q in range(T):
+        pattern[q, key_for_query(q, roles)] = 1.0
+    return pattern
+
+
+def test_roles_name_the_patterns_they_see():
+    fmt = ProblemFormat(3, "+", True)
+    roles = positions(fmt)
+    eq = next(i for i, r in enumerate(roles) if r.kind == "=")
+    assert describe_head(fmt, synthetic_pattern(fmt, lambda q, _: eq if q >= eq else 0)) == "attends to ="
+    assert describe_head(fmt, synthetic_pattern(fmt, lambda q, _: max(q - 1, 0))) == "previous token"
+
+    def aligned(q, roles):  # the query predicting answer place k looks at a's place k (b's for the top place)
+        target = roles[q + 1]
+        if target.kind != "answer":
+            return 0
+        match = [i for i, r in enumerate(roles) if r.kind == "a" and r.place == target.place]
+        return match[0] if match else 0
+
+    assert describe_head(fmt, synthetic_pattern(fmt, aligned)).startswith("answer digit 10^k reads a digit 10^k")
