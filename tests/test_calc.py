@@ -1,0 +1,405 @@
+"""calc.py and what it stands on: expressions, checkpoint loading, answering, evaluation, attention, bench."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import random
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import bench
+import calc
+from analysis.terminal import problem_attention, render_attention
+from data.datamodule import ArithmeticDataModule
+from data.expressions import ExpressionError, Problem, borrows, carries, operand_digits, parse_expression
+from data.problems import ProblemFormat
+from model.checkpoint import CheckpointError, find_checkpoints, load_calculator, newest_checkpoint
+from model.module import CalculatorModule
+from model.transformer import TransformerConfig
+from tests.conftest import CONFIGS, ROOT, run_train
+
+
+def make_run(run_dir: Path, operators: str, steps: int) -> Path:
+    """A run directory (checkpoints/best.ckpt + tokenizer.json) of a small 2-digit model trained for ``steps``."""
+    torch.manual_seed(0)
+    dm = ArithmeticDataModule(digits=2, operators=operators, batch_size=128, val_fraction=0.05,
+                              test_fraction=0.05, n_val=10, n_test=10)
+    optim = {**OmegaConf.to_container(OmegaConf.load(CONFIGS / "optim" / "adamw.yaml")), "lr": 1e-2,
+             "warmup_steps": 20}
+    model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
+    module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
+    trainer = L.Trainer(max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, limit_val_batches=0, accelerator="cpu")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*no `val_dataloader`")
+        trainer.fit(module, train_dataloaders=dm.train_dataloader())
+    trainer.save_checkpoint(run_dir / "checkpoints" / "best.ckpt")
+    dm.save_tokenizer(run_dir)
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def run_add(tmp_path_factory) -> Path:
+    """2-digit addition, 200 steps: right on most problems, wrong on some (~1.5 s)."""
+    return make_run(tmp_path_factory.mktemp("run_add"), "+", 200)
+
+
+@pytest.fixture(scope="session")
+def run_mixed(tmp_path_factory) -> Path:
+    """2-digit '+-*', one step: signed answers, mostly wrong or unreadable."""
+    return make_run(tmp_path_factory.mktemp("run_mixed"), "+-*", 1)
+
+
+def cli(*args: str, stdin: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "calc.py"), *args], input=stdin, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def call(capsys, *args: str) -> tuple[int, list[str], str]:
+    """calc.main in this process: (exit status, stdout lines, stderr)."""
+    status = calc.main(list(args))
+    out = capsys.readouterr()
+    return status, out.out.splitlines(), out.err
+
+
+# ---- expressions ------------------------------------------------------------------------------------------
+FMT = ProblemFormat(2, "+")
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("7+45", Problem(7, "+", 45)), ("  7+45\t", Problem(7, "+", 45)), ("7 + 45", Problem(7, "+", 45)),
+    ("7+45=", Problem(7, "+", 45)), ("7 + 45 = ", Problem(7, "+", 45)), ("0+0", Problem(0, "+", 0)),
+    ("007+99", Problem(7, "+", 99)),
+])
+def test_natural_writing_is_accepted(text, problem):
+    assert parse_expression(text, FMT) == problem
+
+
+MALFORMED = [  # (input, what the error line must mention) for a 2-digit '+' model
+    ("", "empty"), ("   ", "empty"), ("abc", "letter 'a'"), ("12a+3", "letter 'a'"), ("1++2", "in a row"),
+    ("+3", "missing number before '+'"), ("3+", "missing number after '+'"), ("(1+2)", "parentheses"),
+    ("1+2+3", "one operation per line"), ("3-4", "not trained on '-'"), ("3*4", "not trained on '*'"),
+    ("3/4", "division"), ("3x4", "'*'"), ("100+1", "100 has 3 digits"), ("1+" + "9" * 5000, "5000 digits"),
+    ("-3+4", "negative"), ("3+-4", "negative"), ("١+٢", "not an ASCII digit"), ("３+４", "not an ASCII digit"),
+    ("1.5+2", "whole numbers"), ("1,0+2", "whole numbers"), ("=3+4", "nothing before '='"),
+    ("3+4==7", "more than one '='"), ("3+4=7", "only accepted when checking"), ("12", "no operator"),
+    ("3 4", "no operator between"), ("1 2+3", "space inside a number"), ("3−4", "ASCII '-'"),
+    ("3+4;", "unexpected character ';'"), ("3+4=x", "letter 'x'"), ("3+\x00", "unexpected character"),
+]
+
+
+def test_at_least_twenty_kinds_of_malformed_input_are_covered():
+    assert len(MALFORMED) >= 20
+
+
+@pytest.mark.parametrize("text,needle", MALFORMED, ids=[repr(t[:12]) for t, _ in MALFORMED])
+def test_malformed_input_is_one_error_line_and_exit_status_1(capsys, run_add, text, needle):
+    status, lines, err = call(capsys, "--ckpt", str(run_add), text)
+    assert status == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("error: ") and needle in lines[0], lines[0]
+    assert "accepted" in lines[0] or "given answer" in lines[0]  # says what is accepted
+    assert "Traceback" not in err
+
+
+def test_malformed_inputs_through_the_real_cli_keep_their_lines(run_add):
+    texts = [t for t, _ in MALFORMED if "\x00" not in t]  # a NUL cannot be passed in argv
+    done = cli("--ckpt", str(run_add), "--", *texts, "12+34", "-3+4")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1 and len(lines) == len(texts) + 2, done.stdout + done.stderr
+    assert all(line.startswith("error: ") for line in lines[:len(texts)])
+    assert re.fullmatch(r"-?\d+|\? .*", lines[-2]) and lines[-1].startswith("error: ")
+    assert "Traceback" not in done.stderr
+
+
+def test_a_given_answer_must_be_right():
+    assert parse_expression("3+4=7", FMT, allow_answer=True) == Problem(3, "+", 4, given=7)
+    with pytest.raises(ExpressionError, match="given answer 8 is wrong: 3\\+4 = 7"):
+        parse_expression("3+4=8", FMT, allow_answer=True)
+
+
+# ---- answering --------------------------------------------------------------------------------------------
+def test_one_line_per_input_in_order_and_they_are_the_models_answers(run_add):
+    texts = ["12+34", "oops", "99+99", "5+5=", "1++2", "0+7"]
+    done = cli("--ckpt", str(run_add), *texts)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(texts)
+    assert [line.startswith("error: ") for line in lines] == [False, True, False, False, True, False]
+    # the same problems decoded straight through the module: the answers the CLI printed are the model's own
+    module = CalculatorModule.load_from_checkpoint(run_add / "checkpoints" / "best.ckpt", map_location="cpu")
+    fmt = module.fmt
+    prompts = [f"{a:02d}+{b:02d}=" for a, b in ((12, 34), (99, 99), (5, 5), (0, 7))]
+    tok = load_calculator(run_add).tokenizer
+    ids = torch.tensor([tok.encode(p, bos=True) for p in prompts])
+    module.eval()
+    answers = module.net.generate(ids, fmt.answer_len)
+    expected = [str(fmt.parse_answer(tok.decode(row))) for row in answers]
+    assert [lines[i] for i in (0, 2, 3, 5)] == expected
+
+
+def test_all_valid_inputs_exit_0(capsys, run_add):
+    status, lines, _ = call(capsys, "--ckpt", str(run_add), "1+1", " 2 + 2 = ")
+    assert status == 0 and len(lines) == 2 and all(re.fullmatch(r"\d+", line) for line in lines)
+
+
+def test_stdin_mode_answers_each_line_in_order(capsys, monkeypatch, run_add):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("12+34\n\n56+7\nnope\n1+2=\n"))
+    status, lines, _ = call(capsys, "--ckpt", str(run_add))
+    assert status == 1 and len(lines) == 5
+    assert [line.startswith("error: ") for line in lines] == [False, True, False, True, False]
+    assert "empty" in lines[1]
+
+
+def test_interactive_prompt_until_an_empty_line(capsys, monkeypatch, run_add):
+    typed = iter(["12+34", "x", ""])
+    monkeypatch.setattr(sys, "stdin", io.StringIO())
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(typed))
+    status, lines, err = call(capsys, "--ckpt", str(run_add))
+    assert status == 1 and len(lines) == 2 and lines[1].startswith("error: ") and "empty line" in err
+
+
+def test_check_marks_each_answer(capsys, run_add):
+    rng = random.Random(0)
+    texts = [f"{rng.randrange(100)}+{rng.randrange(100)}" for _ in range(200)]
+    status, lines, _ = call(capsys, "--ckpt", str(run_add), "--check", *texts, "3+4=7", "3+4=8")
+    assert status == 1 and len(lines) == 202
+    for text, line in zip(texts, lines, strict=False):
+        truth = eval(text)
+        assert line == f"{truth} ✓" or re.fullmatch(rf"(-?\d+|\? .*) ✗ \(truth {truth}\)", line), line
+    right = sum(line.endswith("✓") for line in lines[:200])
+    assert 0 < right < 200  # the 200-step model is right on most, not all: both branches are exercised
+    assert lines[200].endswith(("✓", f"✗ (truth {7})")) and "given answer 8 is wrong" in lines[201]
+
+
+def test_signed_and_unreadable_answers(capsys, run_mixed):
+    status, lines, _ = call(capsys, "--ckpt", str(run_mixed), "--check", "3-40", "12*12", "99+99")
+    assert status == 0 and len(lines) == 3
+    assert all(re.fullmatch(r"(-?\d+|\? \(unreadable answer '.*'\)) (✓|✗ \(truth -?\d+\))", line) for line in lines)
+
+
+# ---- evaluation -------------------------------------------------------------------------------------------
+EVAL_FILE = """\
+# carries and operand lengths are known by hand
+1+2
+99+1=100
+
+9+9
+  50 + 50 =
+oops
+10+10=21
+3-4
+"""
+
+
+def test_eval_counts(capsys, tmp_path, run_add):
+    path = tmp_path / "problems.txt"
+    path.write_text(EVAL_FILE)
+    status, lines, _ = call(capsys, "--ckpt", str(run_add), "--eval", str(path), "--json")
+    report = json.loads("\n".join(lines))
+    assert status == 0
+    assert report["n_problems"] == 4 and report["n_invalid"] == 3
+    assert [bad["line"] for bad in report["invalid"]] == [7, 8, 9]
+    assert "given answer 21 is wrong" in report["invalid"][1]["error"]
+    assert {k: v["n"] for k, v in report["by_operator"].items()} == {"+": 4}
+    assert {k: v["n"] for k, v in report["by_operand_digits"].items()} == {"1": 2, "2": 2}
+    # 1+2: 0 carries; 99+1: 2; 9+9: 1; 50+50: 1
+    assert {k: v["n"] for k, v in report["by_carries"].items()} == {"0": 1, "1": 2, "2": 1}
+    # the batched evaluation agrees with the line-by-line answers of --check
+    status, checked, _ = call(capsys, "--ckpt", str(run_add), "--check", "1+2", "99+1", "9+9", "50+50")
+    assert report["right"] == sum(line.endswith("✓") for line in checked)
+    assert report["n_mistakes"] == 4 - report["right"] == len(report["mistakes"])
+    assert report["exact_match"] == report["right"] / 4
+
+
+def test_eval_agrees_with_check_on_many_problems_and_lists_mistakes(capsys, tmp_path, run_add):
+    rng = random.Random(1)
+    texts = [f"{rng.randrange(100)}+{rng.randrange(100)}" for _ in range(300)]
+    path = tmp_path / "many.txt"
+    path.write_text("\n".join(texts) + "\n")
+    _, checked, _ = call(capsys, "--ckpt", str(run_add), "--check", *texts)
+    wrong = [i + 1 for i, line in enumerate(checked) if not line.endswith("✓")]
+    _, lines, _ = call(capsys, "--ckpt", str(run_add), "--eval", str(path), "--json", "--show-mistakes", "1000")
+    report = json.loads("\n".join(lines))
+    assert report["right"] == 300 - len(wrong) and 0 < len(wrong) < 300
+    assert [m["line"] for m in report["mistakes"]] == wrong
+    first = report["mistakes"][0]
+    assert first["problem"] == texts[first["line"] - 1] and first["truth"] == eval(first["problem"])
+    assert 0 < report["digit_accuracy"] < 1 and report["digit_accuracy"] >= report["exact_match"]
+
+
+def test_eval_by_operator_and_borrows(capsys, tmp_path, run_mixed):
+    path = tmp_path / "mixed.txt"
+    path.write_text("10-1\n5-50\n12*12\n3+4\n")  # 10-1: 1 borrow; 5-50 (50-5): 1; 12*12: not counted; 3+4: 0
+    _, lines, _ = call(capsys, "--ckpt", str(run_mixed), "--eval", str(path), "--json")
+    report = json.loads("\n".join(lines))
+    assert {k: v["n"] for k, v in report["by_operator"].items()} == {"+": 1, "-": 2, "*": 1}
+    assert {k: v["n"] for k, v in report["by_carries"].items()} == {"0": 1, "1": 2, "-": 1}
+
+
+def test_eval_table_and_missing_file(capsys, tmp_path, run_add):
+    path = tmp_path / "problems.txt"
+    path.write_text(EVAL_FILE)
+    status, lines, _ = call(capsys, "--ckpt", str(run_add), "--eval", str(path), "--show-mistakes", "2")
+    text = "\n".join(lines)
+    assert status == 0 and "exact match" in text and "2-digit operands" in text and "2 carries" in text
+    assert "line 8: '10+10=21'" in text and "3 invalid lines" in text
+    status, lines, err = call(capsys, "--ckpt", str(run_add), "--eval", str(tmp_path / "nope.txt"))
+    assert status == 2 and not lines and err.startswith("error: cannot read --eval file")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n")
+    status, _, err = call(capsys, "--ckpt", str(run_add), "--eval", str(empty), "--json")
+    assert status == 1 and "no valid problem" in err
+
+
+def test_problem_features_match_pencil_and_paper():
+    def on_paper(a, b, subtract):
+        x, y = (max(a, b), min(a, b)) if subtract else (a, b)
+        count = carry = 0
+        while x or y:
+            column = x % 10 - y % 10 - carry if subtract else x % 10 + y % 10 + carry
+            carry = int(column < 0 if subtract else column >= 10)
+            count += carry
+            x, y = x // 10, y // 10
+        return count
+
+    rng = random.Random(0)
+    a = [rng.randrange(10 ** rng.randrange(1, 7)) for _ in range(500)]
+    b = [rng.randrange(10 ** rng.randrange(1, 7)) for _ in range(500)]
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    assert carries(ta, tb).tolist() == [on_paper(x, y, False) for x, y in zip(a, b, strict=True)]
+    assert borrows(ta, tb).tolist() == [on_paper(x, y, True) for x, y in zip(a, b, strict=True)]
+    assert operand_digits(ta, tb).tolist() == [len(str(max(x, y))) for x, y in zip(a, b, strict=True)]
+
+
+# ---- checkpoints ------------------------------------------------------------------------------------------
+def bad_checkpoints(tmp_path: Path, good: Path) -> dict[str, tuple[Path, str]]:
+    data = good.read_bytes()
+    cases = {}
+
+    def write(name: str, content: bytes) -> Path:
+        (tmp_path / name).write_bytes(content)
+        return tmp_path / name
+
+    cases["missing"] = (tmp_path / "nope.ckpt", "no such checkpoint")
+    (tmp_path / "empty_run").mkdir()
+    cases["directory without a checkpoint"] = (tmp_path / "empty_run", "no checkpoints/best.ckpt in")
+    cases["truncated"] = (write("truncated.ckpt", data[: len(data) // 2]), "corrupt or truncated")
+    cases["random bytes"] = (write("random.ckpt", random.Random(0).randbytes(5000)), "not a")
+    cases["empty file"] = (write("empty.ckpt", b""), "corrupt or truncated")
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "foreign.ckpt")
+    cases["a torch file that is not ours"] = (tmp_path / "foreign.ckpt", "not a tinycalc checkpoint")
+    write("object.ckpt", pickle.dumps(Path("x")))
+    cases["a pickle of objects"] = (tmp_path / "object.ckpt", "not a tinycalc checkpoint")
+    ckpt = torch.load(good, weights_only=True)
+    torch.save({**ckpt, "hyper_parameters": {"model": ckpt["hyper_parameters"]["model"]}}, tmp_path / "nofmt.ckpt")
+    cases["no data format"] = (tmp_path / "nofmt.ckpt", "lack fmt")
+    hp = ckpt["hyper_parameters"]
+    torch.save({**ckpt, "hyper_parameters": {**hp, "model": {**hp["model"], "d_model": 48}}}, tmp_path / "shape.ckpt")
+    cases["weights of another shape"] = (tmp_path / "shape.ckpt", "incompatible")
+    return cases
+
+
+def test_bad_checkpoints_are_one_error_line_and_exit_status_2(capsys, tmp_path, run_add):
+    for kind, (path, needle) in bad_checkpoints(tmp_path, run_add / "checkpoints" / "best.ckpt").items():
+        with pytest.raises(CheckpointError, match=needle):
+            load_calculator(path)
+        status, lines, err = call(capsys, "--ckpt", str(path), "1+2")
+        assert status == 2 and not lines, kind
+        assert len(err.splitlines()) == 1 and err.startswith("error: ") and needle in err, (kind, err)
+
+
+def test_a_corrupt_checkpoint_through_the_real_cli(tmp_path, run_add):
+    data = (run_add / "checkpoints" / "best.ckpt").read_bytes()
+    (tmp_path / "cut.ckpt").write_bytes(data[:1000])
+    done = cli("--ckpt", str(tmp_path / "cut.ckpt"), "1+2")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1, done.stderr
+
+
+def test_run_directory_file_and_tokenizer_fallback(run_add, tmp_path):
+    from_dir, from_file = load_calculator(run_add), load_calculator(run_add / "checkpoints" / "best.ckpt")
+    assert from_dir.path == from_file.path and from_dir.fmt == ProblemFormat(2, "+")
+    lone = tmp_path / "lone.ckpt"  # outside a run directory: the built-in tokenizer
+    lone.write_bytes((run_add / "checkpoints" / "best.ckpt").read_bytes())
+    assert load_calculator(lone).tokenizer.vocab == from_dir.tokenizer.vocab
+
+
+def test_the_newest_checkpoint_is_found(capsys, monkeypatch, tmp_path, run_add):
+    with pytest.raises(CheckpointError, match="no checkpoint found"):
+        newest_checkpoint(tmp_path)
+    good = (run_add / "checkpoints" / "best.ckpt").read_bytes()
+    paths = [tmp_path / "runs" / "2026-01-01_00-00-00", tmp_path / "multirun" / "2026-01-02_00-00-00" / "0_seed=1",
+             tmp_path / "runs" / "2026-01-03_00-00-00"]
+    for i, run in enumerate(paths):
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "best.ckpt").write_bytes(good)
+        os.utime(run / "checkpoints" / "best.ckpt", (1_000_000 + i, 1_000_000 + i))
+    os.utime(paths[1] / "checkpoints" / "best.ckpt", (2_000_000, 2_000_000))  # the multirun job is newest
+    assert find_checkpoints(tmp_path)[0] == newest_checkpoint(tmp_path) == paths[1] / "checkpoints" / "best.ckpt"
+    monkeypatch.chdir(tmp_path)
+    status, lines, err = call(capsys, "1+2")
+    assert status == 0 and len(lines) == 1
+    assert "multirun/2026-01-02_00-00-00/0_seed=1/checkpoints/best.ckpt (newest of 3" in err
+
+
+# ---- attention --------------------------------------------------------------------------------------------
+def test_attention_of_one_problem(run_add, capsys):
+    c = load_calculator(run_add)
+    prompt = c.encode([Problem(12, "+", 34)])[0, :c.fmt.prompt_len].tolist()
+    att = problem_attention(c.net, c.tokenizer, prompt, c.fmt.answer_len)
+    T = c.fmt.prompt_len + c.fmt.answer_len
+    assert att.weights.shape == (c.net.cfg.n_layers, c.net.cfg.n_heads, T, T)
+    assert torch.allclose(att.weights.sum(-1), torch.ones(()))  # each query's weights sum to 1
+    assert (att.weights.triu(diagonal=1) == 0).all()  # causal: no query sees a later key
+    assert att.labels[:7] == ["^", "1", "2", "+", "3", "4", "="] and len(att.labels) == T
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(render_attention(att, "12+34"))
+    text = console.export_text()
+    assert "layer 1 · head 1" in text and "^ 1 2 + 3 4 =" in text
+
+
+def test_attention_goes_to_stderr_and_stdout_keeps_one_line_per_input(capsys, run_add):
+    status, lines, err = call(capsys, "--ckpt", str(run_add), "--attention", "12+34", "bad")
+    assert status == 1 and len(lines) == 2 and lines[1].startswith("error: ")
+    assert err.count("layer 0 · head 0") == 1 and "12+34 = " in err
+
+
+# ---- bench ------------------------------------------------------------------------------------------------
+def test_bench_decode_reports_json(capsys):
+    assert bench.main(["decode", "--n", "300", "--repeat", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)["decode"]
+    assert result["n"] == 300 and result["eval_seconds"] > 0
+    assert result["decode"]["kv_cache"]["tokens_per_second"] > 0 and result["decode"]["no_cache"]["seconds"] > 0
+
+
+# ---- the real thing ---------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_default_checkpoint_answers_1000_additions(tmp_path):
+    done = run_train(tmp_path, "logger=none")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rng = random.Random(12345)
+    pairs = [(rng.randrange(1000), rng.randrange(1000)) for _ in range(1000)]
+    piped = cli("--ckpt", str(tmp_path), stdin="".join(f"{a}+{b}\n" for a, b in pairs))
+    assert piped.returncode == 0 and "Traceback" not in piped.stderr
+    lines = piped.stdout.splitlines()
+    assert len(lines) == 1000
+    right = sum(line == str(a + b) for line, (a, b) in zip(lines, pairs, strict=True))
+    assert right >= 999, f"{right}/1000 right"
+    (tmp_path / "problems.txt").write_text("".join(f"{a}+{b}={a + b}\n" for a, b in pairs))
+    evaluated = cli("--ckpt", str(tmp_path), "--eval", str(tmp_path / "problems.txt"), "--json")
+    report = json.loads(evaluated.stdout)
+    assert report["n_problems"] == 1000 and report["right"] == right
