@@ -185,7 +185,7 @@ def _walkthrough(B: int = 2, T: int = 5, d_model: int = 64, n_heads: int = 4) ->
     x = torch.randn(B, T, d_model)
 
     def show(label: str, t: torch.Tensor, note: str = "") -> None:
-        print(f"   {label:<38} {str(tuple(t.shape)):<16} {note}".rstrip())
+        print(f"   {label:<37}  {str(tuple(t.shape)):<16}  {note}".rstrip())
 
     print(f"d_model={d_model}, n_heads={h}, head_dim = d_model // n_heads = {hd}   (the lessons call it d_k)")
     show("x", x, "(batch, tokens, d_model)")

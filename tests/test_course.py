@@ -1,0 +1,303 @@
+"""The multi-head attention lessons' exercises and quiz, answered by running our code (see docs/course.md).
+
+Every number here is measured on a real ``MultiHeadAttention`` (shapes, parameter counts, FLOPs, cache
+sizes) and compared with what the lessons say it should be.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import os
+import re
+import runpy
+import subprocess
+import sys
+
+import hydra
+import pytest
+import torch
+from torch.utils import flop_counter
+
+from model.attention import KVCache, MultiHeadAttention, _walkthrough
+from model.transformer import Transformer, TransformerConfig
+from tests.conftest import ROOT, compose_config
+
+torch.manual_seed(0)
+
+
+def captured(attn: MultiHeadAttention, x: torch.Tensor, **kwargs):
+    """Run the block and return (out, weights, z) with z, every head's output, read at ``hook_z``."""
+    seen = {}
+    handle = attn.hook_z.register_forward_hook(lambda _m, _i, z: seen.setdefault("z", z))
+    try:
+        out, weights = attn(x, **kwargs)
+    finally:
+        handle.remove()
+    return out, weights, seen["z"]
+
+
+def n_params(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+# ---- Exercise 1 and quiz question 2: d_k = d_model / h -------------------------------------------------
+
+@pytest.mark.parametrize("d_model,n_heads,expected_head_dim", [(1024, 16, 64), (768, 12, 64)])
+def test_exercise_1_and_quiz_2_head_dim(d_model, n_heads, expected_head_dim):
+    attn = MultiHeadAttention(d_model, n_heads).eval()
+    assert attn.head_dim == expected_head_dim
+    # each head really works in head_dim dimensions: its output, and its block of W_q's rows
+    _, weights, z = captured(attn, torch.randn(1, 3, d_model), need_weights=True)
+    assert z.shape == (1, n_heads, 3, expected_head_dim)
+    assert weights.shape == (1, n_heads, 3, 3)
+    assert attn.W_q.weight.view(n_heads, -1, d_model).shape[1] == expected_head_dim
+
+
+# The lessons' tables of real models, plus their row for our calculator. Built on the meta device: the
+# shapes and parameter counts are real, the weights are never allocated (GPT-3's block alone is 600M numbers).
+COURSE_TABLE = [  # model, d_model, heads, d_k
+    ("original Transformer", 512, 8, 64),
+    ("BERT-base / GPT-2 small", 768, 12, 64),
+    ("BERT-large / GPT-2 medium", 1024, 16, 64),
+    ("LLaMA-7B / LLaMA-2 7B", 4096, 32, 128),
+    ("GPT-3 175B", 12288, 96, 128),
+    ("our calculator", 64, 4, 16),
+]
+
+
+@pytest.mark.parametrize("name,d_model,n_heads,d_k", COURSE_TABLE, ids=[row[0] for row in COURSE_TABLE])
+def test_the_lessons_model_table(name, d_model, n_heads, d_k):
+    with torch.device("meta"):
+        attn = MultiHeadAttention(d_model, n_heads)
+    assert attn.head_dim == d_k
+    assert attn.W_q.weight.shape == attn.W_o.weight.shape == (n_heads * d_k, d_model)
+    assert n_params(attn) == 4 * d_model**2 + 4 * d_model
+
+
+def test_our_calculator_row_is_what_the_config_builds():
+    """The course's table says: our calculator, 64 dims, 4 heads, head_dim 16. Check the real config."""
+    cfg = compose_config()
+    model_cfg = hydra.utils.instantiate(cfg.model, vocab_size=17, block_size=32)
+    assert isinstance(model_cfg, TransformerConfig)
+    net = Transformer(model_cfg)
+    for block in net.blocks:
+        attn = block.attn
+        assert (attn.d_model, attn.n_heads, attn.head_dim) == (64, 4, 16)
+        assert attn.n_kv_heads == attn.n_heads  # plain multi-head attention, not grouped-query
+        assert n_params(attn) == 4 * 64**2 + 4 * 64
+
+
+# ---- Exercise 2: output shape ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_exercise_2_output_shape(need_weights):
+    attn = MultiHeadAttention(512, 8).eval()
+    x = torch.randn(2, 100, 512)
+    out, weights, z = captured(attn, x, need_weights=need_weights)
+    assert out.shape == x.shape == (2, 100, 512)  # the output has the input's shape
+    assert z.shape == (2, 8, 100, 64)  # inside: 8 heads of 64 dimensions
+    if need_weights:
+        assert weights.shape == (2, 8, 100, 100)  # one 100 x 100 pattern per head
+
+
+# ---- Parameters and FLOPs do not grow with the head count (quiz question 3) ------------------------------
+
+# On CPU the fused kernel behind F.scaled_dot_product_attention is aten._scaled_dot_product_flash_attention_for_cpu,
+# which FlopCounterMode has no formula for: left alone, the fast path's attention would count as 0 FLOPs.
+# Give it the formula torch uses for the other SDPA kernels (two batched matmuls: Q Kᵀ and weights · V).
+def _sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    return flop_counter.sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+SDPA_FORMULAS = {op: _sdpa_flops for op in [getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu",
+                                                     None)] if op is not None}
+
+
+def count_flops(attn: MultiHeadAttention, x: torch.Tensor, need_weights: bool) -> dict[str, int]:
+    with flop_counter.FlopCounterMode(display=False, custom_mapping=SDPA_FORMULAS) as counter:
+        attn(x, need_weights=need_weights)
+    return {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
+
+
+@pytest.mark.parametrize("d_model", [64, 512])
+def test_quiz_3_parameters_and_flops_are_the_same_for_every_head_count(d_model):
+    B, T = 2, 16
+    x = torch.randn(B, T, d_model)
+    params, explicit, fast = {}, {}, {}
+    for h in (1, 2, 4, 8, 16):
+        attn = MultiHeadAttention(d_model, h).eval()
+        params[h] = n_params(attn)
+        explicit[h] = count_flops(attn, x, need_weights=True)
+        fast[h] = count_flops(attn, x, need_weights=False)
+
+    assert len(set(params.values())) == 1, params
+    assert params[1] == 4 * d_model**2 + 4 * d_model
+
+    # explicit path: four projections (matmuls of B*T rows) + Q Kᵀ and weights · V (batched over heads)
+    for h, counts in explicit.items():
+        assert counts["aten.addmm"] == 4 * 2 * B * T * d_model * d_model, h
+        assert counts["aten.bmm"] == 2 * 2 * B * h * T * T * (d_model // h), h  # = 4·B·T²·d_model, whatever h is
+    assert len({sum(c.values()) for c in explicit.values()}) == 1, explicit
+
+    # fast path: the same total, once the fused kernel is counted at all
+    for h, counts in fast.items():
+        assert len(counts) == 2, f"FlopCounterMode did not see the attention kernel: {counts}"
+        assert sum(counts.values()) == sum(explicit[h].values()), (h, counts, explicit[h])
+
+
+# ---- Splitting into heads, per-head attention, concatenation and W_o ------------------------------------
+
+def test_view_and_transpose_give_each_head_its_own_slice_of_w_q():
+    """One d_model x d_model W_q is the lessons' h small W_Q_i matrices stacked: head i owns rows i*hd:(i+1)*hd."""
+    attn = MultiHeadAttention(64, 4)
+    hd = attn.head_dim
+    x = torch.randn(2, 5, 64)
+    q = attn._split_heads(attn.W_q(x), attn.n_heads)  # view + transpose, as forward does
+    assert q.shape == (2, 4, 5, hd)
+    for i in range(attn.n_heads):
+        rows = slice(i * hd, (i + 1) * hd)
+        q_i = x @ attn.W_q.weight[rows].T + attn.W_q.bias[rows]  # head i's own small projection
+        torch.testing.assert_close(q[:, i], q_i)
+    # the transpose matters: viewing straight into (B, heads, T, head_dim) scrambles tokens and heads
+    wrong = attn.W_q(x).view(2, 4, 5, hd)
+    assert not torch.allclose(wrong, q)
+
+
+def test_each_head_is_scaled_dot_product_attention_on_its_own_slices():
+    attn = MultiHeadAttention(64, 4).eval()
+    hd, T = attn.head_dim, 6
+    x = torch.randn(2, T, 64)
+    _, weights, z = captured(attn, x, need_weights=True)
+    Q, K, V = attn.W_q(x), attn.W_k(x), attn.W_v(x)
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    for i in range(attn.n_heads):
+        cols = slice(i * hd, (i + 1) * hd)
+        scores = Q[..., cols] @ K[..., cols].transpose(-2, -1) / math.sqrt(hd)
+        pattern = scores.masked_fill(future, float("-inf")).softmax(-1)
+        torch.testing.assert_close(weights[:, i], pattern)
+        torch.testing.assert_close(z[:, i], pattern @ V[..., cols])
+    # the heads do not share a pattern: each has its own notion of which token is relevant
+    assert not torch.allclose(weights[:, 0], weights[:, 1])
+
+
+def test_concatenation_then_w_o_is_a_sum_of_every_heads_contribution():
+    """out = Σ_h z_h · W_o[:, h*hd:(h+1)*hd]ᵀ + b: W_o is where the heads are mixed (quiz question 4)."""
+    attn = MultiHeadAttention(64, 4).eval()
+    hd = attn.head_dim
+    x = torch.randn(2, 5, 64)
+    out, _, z = captured(attn, x)
+    contributions = [z[:, i] @ attn.W_o.weight[:, i * hd:(i + 1) * hd].T for i in range(attn.n_heads)]
+    torch.testing.assert_close(out, sum(contributions) + attn.W_o.bias, atol=1e-6, rtol=1e-5)
+    # each head writes to every one of the d_model output features, not just to "its" 16
+    for i, c in enumerate(contributions):
+        outside = torch.cat([c[..., :i * hd], c[..., (i + 1) * hd:]], dim=-1)
+        assert (outside.abs() > 0).all()
+
+    # without the mixing (W_o = identity, no bias) the output is the bare concatenation: head i only
+    # ever fills features i*hd:(i+1)*hd and the heads never meet
+    with torch.no_grad():
+        attn.W_o.weight.copy_(torch.eye(64))
+        attn.W_o.bias.zero_()
+    bare, _, z = captured(attn, x)
+    for i in range(attn.n_heads):
+        torch.testing.assert_close(bare[..., i * hd:(i + 1) * hd], z[:, i])
+
+
+# ---- Grouped-query and multi-query attention: the KV cache ---------------------------------------------
+
+def cache_bytes(cache: KVCache) -> int:
+    return cache.k.nbytes + cache.v.nbytes
+
+
+def test_multi_query_kv_cache_is_n_heads_times_smaller():
+    d_model, n_heads, B, T = 64, 8, 2, 12
+    x = torch.randn(B, T, d_model)
+    sizes, caches = {}, {}
+    for n_kv in (8, 2, 1):  # multi-head, grouped-query (4 query heads per K/V head), multi-query
+        attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv).eval()
+        caches[n_kv] = KVCache()
+        out, _ = attn(x, cache=caches[n_kv])
+        assert out.shape == x.shape
+        assert caches[n_kv].k.shape == (B, n_kv, T, d_model // n_heads)
+        sizes[n_kv] = cache_bytes(caches[n_kv])
+    assert sizes[8] == n_heads * sizes[1]  # MQA: one K/V head instead of n_heads
+    assert sizes[8] == (n_heads // 2) * sizes[2]  # GQA with 2 K/V heads: 4x smaller
+
+    # the same in a whole model, summed over its layers' caches
+    totals = {}
+    for n_kv in (None, 1):
+        net = Transformer(TransformerConfig(vocab_size=17, block_size=16, d_model=d_model, n_heads=n_heads,
+                                            n_kv_heads=n_kv, n_layers=2)).eval()
+        layer_caches = [KVCache() for _ in net.blocks]
+        net(torch.randint(0, 17, (B, T)), caches=layer_caches)
+        totals[n_kv] = sum(cache_bytes(c) for c in layer_caches)
+    assert totals[None] == n_heads * totals[1]
+
+
+# ---- The walk-through: python -m model.attention -------------------------------------------------------
+
+def walkthrough_steps(text: str) -> tuple[list[str], list[tuple[str, tuple[int, ...]]]]:
+    """(numbered step headers, [(label, shape)]) from the walk-through's printout."""
+    headers = [line for line in text.splitlines() if re.match(r"\d+\. ", line)]
+    steps = []
+    for line in text.splitlines():
+        if line.startswith("   "):
+            label, shape, *_ = re.split(r"\s{2,}", line.strip())
+            steps.append((label, ast.literal_eval(shape)))
+    return headers, steps
+
+
+def expected_steps(B, T, d, h):
+    hd = d // h
+    return [
+        ("x", (B, T, d)),
+        ("Q = W_q(x)", (B, T, d)), ("K = W_k(x)", (B, T, d)), ("V = W_v(x)", (B, T, d)),
+        ("Q.view(B, T, n_heads, head_dim)", (B, T, h, hd)),
+        ("Q.transpose(1, 2)", (B, h, T, hd)),
+        ("K.transpose(1, 2)", (B, h, T, hd)),
+        ("V.transpose(1, 2)", (B, h, T, hd)),
+        ("K.transpose(-2, -1)", (B, h, hd, T)),
+        ("Q @ Kᵀ / √head_dim", (B, h, T, T)),
+        ("future = ones(T, T).triu(1)", (T, T)),
+        ("scores.masked_fill(future, -inf)", (B, h, T, T)),
+        ("weights = scores.softmax(-1)", (B, h, T, T)),
+        ("z = weights @ V", (B, h, T, hd)),
+        ("z.transpose(1, 2)", (B, T, h, hd)),
+        ("z.reshape(B, T, n_heads * head_dim)", (B, T, d)),
+        ("out = W_o(concat)", (B, T, d)),
+    ]
+
+
+@pytest.mark.parametrize("B,T,d_model,n_heads", [(2, 5, 64, 4), (2, 100, 512, 8), (1, 3, 64, 1)])
+def test_walkthrough_prints_every_step_with_its_shape(capsys, B, T, d_model, n_heads):
+    _walkthrough(B, T, d_model, n_heads)
+    text = capsys.readouterr().out
+    headers, steps = walkthrough_steps(text)
+    assert [int(line.split(".")[0]) for line in headers] == list(range(1, 10))  # the lessons' nine steps
+    assert steps == expected_steps(B, T, d_model, n_heads)
+    assert f"head_dim = d_model // n_heads = {d_model // n_heads}" in text
+    # the hand computation it prints is the block's: compare with forward
+    diff = float(re.search(r"max \|difference\| = (\S+)", text)[1])
+    assert diff < 1e-5
+    counts = [int(n) for n in re.findall(r"n_heads=\d+: (\d+)", text)]
+    assert len(counts) >= 4 and set(counts) == {4 * d_model**2 + 4 * d_model}
+
+
+def test_python_m_model_attention(capsys, monkeypatch):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "model.attention"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    _walkthrough()
+    assert done.stdout == capsys.readouterr().out  # the command prints the default walk-through, seeded
+
+    # its options, run in this process: exercise 2's sizes, and a head count that does not divide d_model
+    monkeypatch.setattr(sys, "argv", ["attention", "--tokens", "100", "--d-model", "512", "--heads", "8"])
+    runpy.run_path(str(ROOT / "model" / "attention.py"), run_name="__main__")
+    assert walkthrough_steps(capsys.readouterr().out)[1][-1] == ("out = W_o(concat)", (2, 100, 512))
+    monkeypatch.setattr(sys, "argv", ["attention", "--heads", "3"])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "model" / "attention.py"), run_name="__main__")
+    assert exit_.value.code == 2
+    assert "n_heads=3 does not divide d_model=64" in capsys.readouterr().err
