@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 import warnings
 from pathlib import Path
 
@@ -17,6 +18,7 @@ os.environ.setdefault("WANDB_SILENT", "true")  # wandb's banner lines; errors st
 
 import hydra  # noqa: E402
 import lightning as L  # noqa: E402
+import torch  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.errors import InstantiationException  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
@@ -41,6 +43,17 @@ def build(node: DictConfig, **kwargs):
         if isinstance(cause, (ValueError, TypeError)):
             raise ConfigError(str(cause).splitlines()[0]) from None
         raise
+
+
+def name_wandb_run(cfg: DictConfig, hydra_cfg) -> None:
+    """Default wandb names: the run after its overrides, the group after the sweep."""
+    wandb_cfg = (cfg.get("logger") or {}).get("wandb")
+    if wandb_cfg is None:
+        return
+    if wandb_cfg.name is None:
+        wandb_cfg.name = hydra_cfg.job.override_dirname or Path(hydra_cfg.runtime.output_dir).name
+    if wandb_cfg.group is None and hydra_cfg.mode == RunMode.MULTIRUN:
+        wandb_cfg.group = Path(hydra_cfg.sweep.dir).name
 
 
 def build_parts(cfg: DictConfig):
@@ -97,6 +110,10 @@ def write_json(path: Path, data: dict) -> None:
 
 def run(cfg: DictConfig, run_dir: Path) -> dict:
     started = time.perf_counter()
+    if cfg.threads is not None:
+        if not isinstance(cfg.threads, int) or cfg.threads < 1:
+            raise ConfigError(f"threads={cfg.threads!r}: a whole number >= 1, or null for torch's default")
+        torch.set_num_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule, module, trainer = build_parts(cfg)
     datamodule.save_tokenizer(run_dir)
@@ -162,13 +179,21 @@ def main(cfg: DictConfig) -> None:
     quiet_known_noise()
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
+    in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
+    name_wandb_run(cfg, hydra_cfg)
     try:
         results = run(cfg, run_dir)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        write_json(run_dir / "results.json", {"status": "failed", "error": str(e)})
-        if hydra_cfg.mode == RunMode.MULTIRUN:
-            return  # fail this job alone; the sweep goes on
+    except Exception as e:
+        if not (isinstance(e, ConfigError) or in_sweep):
+            raise  # a bug, not a bad value: the traceback is what a developer needs
+        message = str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+        if not isinstance(e, ConfigError):  # keep the traceback in the job's directory, not on the terminal
+            (run_dir / "error.log").write_text(traceback.format_exc())
+            message += f" (traceback in {run_dir / 'error.log'})"
+        print(f"error: {message}", file=sys.stderr)
+        write_json(run_dir / "results.json", {"status": "failed", "error": message})
+        if in_sweep:
+            return  # fail this job alone; the sweep goes on and its summary lists the failure
         sys.exit(2)
     finally:
         finish_loggers()

@@ -98,3 +98,35 @@ def pruning_curve(curve: list[PruningStep], prunable: float, path: Path) -> Path
     ax.legend(fontsize=7, loc="lower left")
     ax.set_title("greedy head pruning", fontsize=10)
     return _save(fig, path)
+
+
+def sweep_figure(rows: list[dict], path: Path) -> Path:
+    """Left: val exact-match against training step, one line per run. Right: each run's final test
+    exact-match (failed runs marked)."""
+    fig = Figure(figsize=(11, 4))
+    curves, finals = fig.subplots(1, 2, width_ratios=[3, 2])
+    for row in rows:
+        if row["history"]:
+            curves.plot([h["step"] for h in row["history"]], [100 * h["exact_match"] for h in row["history"]],
+                        marker=".", label=row["run"])
+    curves.axhline(99, color="grey", linestyle="--", linewidth=0.8)
+    curves.set_xlabel("training step")
+    curves.set_ylabel("val exact-match (%)")
+    curves.set_ylim(-2, 102)
+    if curves.get_legend_handles_labels()[0]:
+        curves.legend(fontsize=7)
+    curves.set_title("learning curves", fontsize=10)
+    labels = [row["run"] for row in rows]
+    values = [100 * (row["test_exact_match"] or 0) for row in rows]
+    bars = finals.barh(range(len(rows)), values, color=["tab:blue" if r["status"] == "ok" else "tab:red" for r in rows])
+    for bar, row in zip(bars, rows, strict=True):
+        text = f"{100 * row['test_exact_match']:.2f}%" if row["status"] == "ok" else "failed"
+        finals.text(1, bar.get_y() + bar.get_height() / 2, text, va="center", fontsize=7, color="white"
+                    if row["status"] == "ok" and bar.get_width() > 20 else "black")
+    finals.set_yticks(range(len(rows)), labels, fontsize=7)
+    finals.invert_yaxis()
+    finals.set_xlim(0, 100)
+    finals.set_xlabel("test exact-match (%)")
+    finals.set_title("final accuracy", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
