@@ -13,14 +13,30 @@ from data.tokenizer import CharTokenizer
 
 
 class FreshBatches(IterableDataset):
-    """An endless stream of freshly drawn training batches, (batch_size, seq_len) token ids each."""
+    """An endless stream of freshly drawn training batches, (batch_size, seq_len) token ids each.
 
-    def __init__(self, sampler: ProblemSampler, encoder: ProblemEncoder, batch_size: int, generator: torch.Generator):
-        self.sampler, self.encoder, self.batch_size, self.generator = sampler, encoder, batch_size, generator
+    Batch ``i`` is a pure function of (seed, i): the stream can restart at any step (resuming needs only
+    the step, whatever the loader prefetched), and with ``world_size`` processes every step draws one
+    global batch of ``batch_size * world_size`` problems of which process ``rank`` takes its slice --
+    so data-parallel training sees exactly the problems a single process with the global batch would.
+    """
+
+    def __init__(self, sampler: ProblemSampler, encoder: ProblemEncoder, batch_size: int, seed: int,
+                 start: int = 0, rank: int = 0, world_size: int = 1):
+        self.sampler, self.encoder, self.batch_size, self.seed = sampler, encoder, batch_size, seed
+        self.start, self.rank, self.world_size = start, rank, world_size
+
+    def batch(self, index: int) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        problems = self.sampler.sample("train", self.batch_size * self.world_size, generator)
+        mine = slice(self.rank * self.batch_size, (self.rank + 1) * self.batch_size)
+        return self.encoder.encode(*(column[mine] for column in problems))
 
     def __iter__(self):
+        index = self.start
         while True:
-            yield self.encoder.encode(*self.sampler.sample("train", self.batch_size, self.generator))
+            yield self.batch(index)
+            index += 1
 
 
 class ArithmeticDataModule(L.LightningDataModule):
@@ -64,7 +80,6 @@ class ArithmeticDataModule(L.LightningDataModule):
         self.streaming, self.n_train = streaming, n_train
         self.sizes = {"val": n_val, "test": n_test}
         self.seed = seed
-        self.train_generator = torch.Generator().manual_seed(seed)
         self.held_out: dict[str, torch.Tensor] = {}
 
     @property
@@ -85,12 +100,16 @@ class ArithmeticDataModule(L.LightningDataModule):
         return path
 
     def train_dataloader(self):
+        trainer = self.trainer  # None outside a Trainer (e.g. in tests): one process, from the start
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer else (0, 1)
         if self.streaming:
-            stream = FreshBatches(self.sampler, self.encoder, self.batch_size, self.train_generator)
-            return DataLoader(stream, batch_size=None)
-        fixed = self.encoder.encode(*self.sampler.sample("train", self.n_train, self.train_generator))
-        return DataLoader(fixed, batch_size=self.batch_size, shuffle=True, drop_last=True,
-                          generator=self.train_generator)
+            start = trainer.global_step if trainer else 0  # a resumed run picks up the stream where it stopped
+            return DataLoader(FreshBatches(self.sampler, self.encoder, self.batch_size, self.seed, start, rank, world),
+                              batch_size=None)
+        generator = torch.Generator().manual_seed(self.seed)
+        fixed = self.encoder.encode(*self.sampler.sample("train", self.n_train, generator))
+        return DataLoader(fixed[rank::world], batch_size=self.batch_size, shuffle=True, drop_last=True,
+                          generator=generator)
 
     def _eval_loader(self, split: str) -> DataLoader:
         return DataLoader(self.held_out_set(split), batch_size=self.eval_batch_size)
@@ -100,9 +119,3 @@ class ArithmeticDataModule(L.LightningDataModule):
 
     def test_dataloader(self):
         return self._eval_loader("test")
-
-    def state_dict(self) -> dict:
-        return {"train_generator": self.train_generator.get_state()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.train_generator.set_state(state["train_generator"])

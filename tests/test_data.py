@@ -105,3 +105,17 @@ def test_large_problem_spaces_sample_held_out_sets_without_listing_them():
     a, op, b = sampler.sample("test", 500, torch.Generator().manual_seed(0))
     assert len(set(zip(a.tolist(), b.tolist(), strict=True))) == 500
     assert (sampler.fmt.split_of(a, op, b, 0.01, 0.01) == 2).all()
+
+
+def test_the_stream_restarts_at_any_step_and_shards_one_global_batch_across_processes():
+    dm = ArithmeticDataModule(digits=3, batch_size=64, n_val=10, n_test=10, seed=3)
+    from data.datamodule import FreshBatches
+
+    def stream(**kw):
+        return iter(FreshBatches(dm.sampler, dm.encoder, seed=3, **kw))
+
+    whole = stream(batch_size=128)
+    first, second = next(whole), next(whole)
+    assert torch.equal(next(stream(batch_size=128, start=1)), second)  # resuming at step 1 needs only the step
+    rank0, rank1 = next(stream(batch_size=64, rank=0, world_size=2)), next(stream(batch_size=64, rank=1, world_size=2))
+    assert torch.equal(torch.cat([rank0, rank1]), first)  # two processes see what one saw with the global batch
