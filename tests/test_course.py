@@ -11,6 +11,7 @@ import math
 import os
 import re
 import runpy
+import shlex
 import subprocess
 import sys
 
@@ -132,7 +133,9 @@ def test_quiz_3_parameters_and_flops_are_the_same_for_every_head_count(d_model):
         fast[h] = count_flops(attn, x, need_weights=False)
 
     assert len(set(params.values())) == 1, params
-    assert params[1] == 4 * d_model**2 + 4 * d_model
+    assert params[1] == 4 * d_model**2 + 4 * d_model  # four d x d weight matrices and four d biases
+    no_bias = {n_params(MultiHeadAttention(d_model, h, bias=False)) for h in (1, 2, 4, 8, 16)}
+    assert no_bias == {4 * d_model**2}  # the lessons' count, which leaves the biases out
 
     # explicit path: four projections (matmuls of B*T rows) + Q Kᵀ and weights · V (batched over heads)
     for h, counts in explicit.items():
@@ -301,3 +304,91 @@ def test_python_m_model_attention(capsys, monkeypatch):
         runpy.run_path(str(ROOT / "model" / "attention.py"), run_name="__main__")
     assert exit_.value.code == 2
     assert "n_heads=3 does not divide d_model=64" in capsys.readouterr().err
+
+
+# ---- docs/course.md stays true -------------------------------------------------------------------------
+
+COURSE_MD = ROOT / "docs" / "course.md"
+
+
+def defined_names(path) -> set[str]:
+    """What a file defines: top-level names, Class.method, dataclass fields, and Class.attr for self.attr = ..."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    names.add(f"{node.name}.{item.name}")
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    names.add(f"{node.name}.{item.target.id}")
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) \
+                        and isinstance(sub.value, ast.Name) and sub.value.id == "self":
+                    names.add(f"{node.name}.{sub.attr}")
+    return names
+
+
+def module_functions(path) -> dict[str, ast.FunctionDef]:
+    return {node.name: node for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)}
+
+
+def test_course_md_names_only_what_exists(capsys, monkeypatch):
+    """Every `file.py: name`, test id, file and command that docs/course.md quotes is real."""
+    spans = set(re.findall(r"`([^`\n]+)`", COURSE_MD.read_text()))
+    code_refs, node_ids, paths, commands = set(), set(), set(), set()
+    for span in spans:
+        if m := re.fullmatch(r"([\w/]+\.py): ([\w.]+)", span):
+            code_refs.add((m[1], m[2]))
+        elif m := re.fullmatch(r"(?:python -m pytest )?(tests/\w+\.py)::(\w+)", span):
+            node_ids.add((m[1], m[2]))
+        elif span.startswith("python "):
+            commands.add(span)
+        elif re.fullmatch(r"(?:configs|model|analysis|data|tests|docs)/[\w/.-]+\.(?:py|yaml|md)", span):
+            paths.add(span)
+    assert len(code_refs) >= 10 and len(node_ids) >= 20 and len(commands) >= 8, (code_refs, node_ids, commands)
+
+    for file, name in sorted(code_refs):
+        assert (ROOT / file).is_file(), file
+        assert name in defined_names(ROOT / file), f"docs/course.md: {file} defines no {name}"
+    for file, name in sorted(node_ids):
+        tests = module_functions(ROOT / file)
+        assert name in tests, f"docs/course.md: no test {file}::{name}"
+        marks = [ast.unparse(d) for d in tests[name].decorator_list]
+        assert not any("slow" in m for m in marks), f"{file}::{name} is not in the default suite"
+    for path in sorted(paths):
+        assert (ROOT / path).exists(), path
+
+    ran = 0
+    for command in sorted(commands):
+        program, *args = shlex.split(command)[1:]
+        try:
+            check_command(program, args, capsys, monkeypatch)
+        except SystemExit as e:  # argparse rejected the options
+            pytest.fail(f"docs/course.md: {command!r} exits with {e.code}: {capsys.readouterr().err}")
+        ran += 1
+    assert ran == len(commands)
+
+
+def check_command(program: str, args: list[str], capsys, monkeypatch) -> None:
+    """Run or parse one quoted command as far as is cheap: overrides compose, options parse, walk-throughs run."""
+    import calc
+
+    command = " ".join(["python", program, *args])
+    if program == "train.py":  # the overrides compose into a config (training itself is test_train.py's job)
+        overrides = [a for a in args if a not in ("-m", "--multirun")]
+        assert compose_config(overrides) is not None, command
+    elif program == "calc.py":
+        calc.parse_args(args)  # argparse exits on an unknown option
+    elif [program, *args[:1]] == ["-m", "model.attention"]:
+        monkeypatch.setattr(sys, "argv", ["attention", *args[1:]])
+        runpy.run_path(str(ROOT / "model" / "attention.py"), run_name="__main__")
+        assert "head_dim = d_model // n_heads" in capsys.readouterr().out, command
+    elif [program, *args[:1]] == ["-m", "pytest"]:
+        assert all((ROOT / a.split("::")[0]).exists() for a in args[1:]), command
+    else:
+        pytest.fail(f"docs/course.md: a command this test does not know how to check: {command}")
