@@ -222,7 +222,8 @@ def print_report(r: dict) -> None:
     if r["n_mistakes"]:
         console.print(Text(f"first {len(r['mistakes'])} of {r['n_mistakes']:,} mistakes:", style="bold"))
         for m in r["mistakes"]:
-            console.print(Text(f"  line {m['line']}: model says {m['problem']}={m['model']}, truth {m['truth']}"))
+            said = m["model"] if m["model"] is not None else f"? (unreadable answer {m['model_text']!r})"
+            console.print(Text(f"  line {m['line']}: model says {m['problem']}={said}, truth {m['truth']}"))
     if r["n_invalid"]:
         console.print(Text(f"{r['n_invalid']:,} invalid lines (skipped), first {len(r['invalid'])}:", style="bold"))
         for bad in r["invalid"]:

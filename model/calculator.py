@@ -121,9 +121,13 @@ class Calculator:
                             for key in order}
         wrong = (~exact).nonzero().squeeze(1).tolist()
         report["n_mistakes"] = len(wrong)
-        report["mistakes"] = [
-            {"line": None if lines is None else lines[i], "problem": problems[i].text,
-             "model": str(self.read(predicted[i].tolist())), "truth": problems[i].truth}
-            for i in wrong[:show_mistakes]
-        ]
+        report["mistakes"] = []
+        for i in wrong[:show_mistakes]:
+            answer = self.read(predicted[i].tolist())
+            report["mistakes"].append({
+                "line": None if lines is None else lines[i], "problem": problems[i].text,
+                "model": answer.value,  # None: not a number in the model's layout (see model_text)
+                "model_text": answer.text,  # as the model wrote it (padded, reversed, signed)
+                "truth": problems[i].truth,
+            })
         return report

@@ -236,6 +236,7 @@ def test_eval_agrees_with_check_on_many_problems_and_lists_mistakes(capsys, tmp_
     assert [m["line"] for m in report["mistakes"]] == wrong
     first = report["mistakes"][0]
     assert first["problem"] == texts[first["line"] - 1] and first["truth"] == eval(first["problem"])
+    assert checked[first["line"] - 1] == f"{first['model']} ✗ (truth {first['truth']})"
     assert 0 < report["digit_accuracy"] < 1 and report["digit_accuracy"] >= report["exact_match"]
 
 
