@@ -8,7 +8,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from data.problems import ProblemEncoder, ProblemFormat, ProblemSampler
+from data.problems import ProblemEncoder, ProblemFormat, ProblemSampler, mix
 from data.tokenizer import CharTokenizer
 
 
@@ -27,7 +27,9 @@ class FreshBatches(IterableDataset):
         self.start, self.rank, self.world_size = start, rank, world_size
 
     def batch(self, index: int) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        # hash (seed, index) first: generators seeded with neighbouring numbers start out alike
+        key = mix(torch.tensor([self.seed * 1_000_003 + index]))
+        generator = torch.Generator().manual_seed(int(key) & (2**63 - 1))
         problems = self.sampler.sample("train", self.batch_size * self.world_size, generator)
         mine = slice(self.rank * self.batch_size, (self.rank + 1) * self.batch_size)
         return self.encoder.encode(*(column[mine] for column in problems))

@@ -28,7 +28,7 @@ SPLITS = ("train", "val", "test")
 _ENUMERATE_LIMIT = 4_000_000  # problem spaces up to this size are listed in full when sampling held-out sets
 
 
-def _mix(x: torch.Tensor) -> torch.Tensor:
+def mix(x: torch.Tensor) -> torch.Tensor:
     """A splitmix64-style integer hash on int64 (multiplication wraps around, which is what we want)."""
     x = x ^ (x >> 31)
     x = x * 0x62A9D9ED799705F5
@@ -122,7 +122,7 @@ class ProblemFormat:
     def split_of(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor,
                  val_fraction: float, test_fraction: float) -> torch.Tensor:
         """Split id per problem (0 train, 1 val, 2 test): a fixed hash, independent of any seed."""
-        h = _mix(_mix(a * 0x2545F4914F6CDD1D + op_idx) ^ b).remainder(1_000_000)
+        h = mix(mix(a * 0x2545F4914F6CDD1D + op_idx) ^ b).remainder(1_000_000)
         test_cut = round(test_fraction * 1_000_000)
         val_cut = test_cut + round(val_fraction * 1_000_000)
         return torch.where(h < test_cut, 2, torch.where(h < val_cut, 1, 0))

@@ -119,3 +119,11 @@ def test_the_stream_restarts_at_any_step_and_shards_one_global_batch_across_proc
     assert torch.equal(next(stream(batch_size=128, start=1)), second)  # resuming at step 1 needs only the step
     rank0, rank1 = next(stream(batch_size=64, rank=0, world_size=2)), next(stream(batch_size=64, rank=1, world_size=2))
     assert torch.equal(torch.cat([rank0, rank1]), first)  # two processes see what one saw with the global batch
+
+
+def test_consecutive_training_batches_are_independent_draws():
+    stream = iter(ArithmeticDataModule(digits=2, batch_size=2000, n_val=10, n_test=10).train_dataloader())
+    first, second = next(stream), next(stream)
+    same_row = (first == second).all(dim=1).float().mean().item()  # 1 in 10,000 by chance
+    same_first_operand = (first[:, 1:3] == second[:, 1:3]).all(dim=1).float().mean().item()  # 1 in 100 by chance
+    assert same_row < 0.005 and same_first_operand < 0.03
