@@ -46,6 +46,21 @@ def _check_size(name: str, value: int) -> None:
         raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
 
 
+def check_head_sizes(d_model: int, n_heads: int, n_kv_heads: int | None = None, dropout: float = 0.0) -> None:
+    """The attention block's size rules, as ValueErrors that say what to choose instead."""
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
+        _check_size(name, value)
+    if d_model % n_heads:
+        divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
+        raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}; choose one of {divisors}")
+    if n_heads % n_kv_heads:
+        divisors = [h for h in range(1, n_heads + 1) if n_heads % h == 0]
+        raise ValueError(f"n_kv_heads={n_kv_heads} does not divide n_heads={n_heads}; choose one of {divisors}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head (optionally grouped-query) attention.
 
@@ -70,17 +85,8 @@ class MultiHeadAttention(nn.Module):
         causal: bool = True,
     ):
         super().__init__()
+        check_head_sizes(d_model, n_heads, n_kv_heads, dropout)
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
-            _check_size(name, value)
-        if d_model % n_heads:
-            divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
-            raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}; choose one of {divisors}")
-        if n_heads % n_kv_heads:
-            divisors = [h for h in range(1, n_heads + 1) if n_heads % h == 0]
-            raise ValueError(f"n_kv_heads={n_kv_heads} does not divide n_heads={n_heads}; choose one of {divisors}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
 
         self.d_model = d_model
         self.n_heads = n_heads
@@ -127,6 +133,8 @@ class MultiHeadAttention(nn.Module):
             ``(out, weights)``: out is (B, T_q, d_model); weights is None unless ``need_weights``.
         """
         B, T_q, _ = x.shape
+        if cache is not None and context is not None:
+            raise ValueError("cache is for self-attention decoding; cross-attention keys come from context")
         source = x if context is None else context
 
         q = self._split_heads(self.W_q(x), self.n_heads)  # (B, n_heads, T_q, head_dim)
@@ -151,7 +159,8 @@ class MultiHeadAttention(nn.Module):
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, n_heads, T_q, T_k)
             if allowed is not None:
                 scores = scores.masked_fill(~allowed, float("-inf"))
-            weights = self.hook_pattern(scores.softmax(dim=-1))
+            # a query allowed no key at all (e.g. a fully padded row) gets zero weights, not NaN
+            weights = self.hook_pattern(scores.softmax(dim=-1).nan_to_num(0.0))
             z = F.dropout(weights, p_drop, self.training) @ v  # (B, n_heads, T_q, head_dim)
         else:
             weights = None

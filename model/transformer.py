@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from model.attention import KVCache, MultiHeadAttention
+from model.attention import KVCache, MultiHeadAttention, check_head_sizes
 
 
 @dataclass
@@ -30,8 +30,7 @@ class TransformerConfig:
     tie_weights: bool = True
 
     def __post_init__(self) -> None:
-        # Build a throwaway attention block: it owns the head-count rules and their messages.
-        MultiHeadAttention(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
+        check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
         for name in ("vocab_size", "block_size", "n_layers", "mlp_ratio"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
