@@ -1,6 +1,6 @@
 """Train the calculator: python train.py [overrides]   (see README.md and configs/train.yaml).
 
-config -> validate -> datamodule + module + callbacks + logger -> fit -> test -> results.json
+config -> validate -> datamodule + module + callbacks + logger -> fit -> test -> analysis -> results.json
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -17,21 +18,14 @@ from pathlib import Path
 os.environ.setdefault("WANDB_SILENT", "true")  # wandb's banner lines; errors still show
 
 import hydra  # noqa: E402
-import lightning as L  # noqa: E402
-import torch  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.errors import InstantiationException  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf import DictConfig, OmegaConf, open_dict  # noqa: E402
 
-from analysis.maps import probe_sequences  # noqa: E402
-from analysis.report import analyse_heads  # noqa: E402
-from analysis.summary import print_summary  # noqa: E402
-from model.module import CalculatorModule  # noqa: E402
+from validate import ConfigError, check, register_resolvers, resume_target  # noqa: E402
 
-
-class ConfigError(ValueError):
-    """A user-facing configuration mistake: reported as one line, never a traceback."""
+register_resolvers()
 
 
 def build(node: DictConfig, **kwargs):
@@ -45,8 +39,61 @@ def build(node: DictConfig, **kwargs):
         raise
 
 
-def name_wandb_run(cfg: DictConfig, hydra_cfg) -> None:
-    """Default wandb names: the run after its overrides, the group after the sweep."""
+def effective_config(cfg: DictConfig, hydra_cfg) -> DictConfig:
+    """The config this invocation runs: the composed one, or -- for resume= -- the saved config of the run
+    it continues (only trainer.max_steps may change, to train for longer)."""
+    if cfg.resume is None:
+        return cfg
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        raise ConfigError("resume= continues one run; it cannot be part of a multirun (drop -m)")
+    checkpoint = resume_target(cfg.resume)
+    saved = checkpoint.parent.parent / "config.yaml"
+    if not saved.exists():
+        raise ConfigError(f"resume={cfg.resume}: {saved} is missing, so the run's config is unknown")
+    changed = [o for o in hydra_cfg.overrides.task if not o.startswith(("resume=", "trainer.max_steps="))]
+    if changed:
+        raise ConfigError(f"resume= continues a run with its own config; drop {' '.join(changed)} "
+                          "(only trainer.max_steps may change)")
+    resumed = OmegaConf.load(saved)
+    resumed.resume = str(checkpoint)
+    resumed.trainer.max_steps = cfg.trainer.max_steps if any(
+        o.startswith("trainer.max_steps=") for o in hydra_cfg.overrides.task) else resumed.trainer.max_steps
+    return resumed
+
+
+def wandb_reachable(timeout: float = 3.0) -> str | None:
+    """None if online wandb logging can work here, else why not -- decided within about 2 x timeout."""
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    import wandb
+
+    if not wandb.login(prompt=False, verify=False):
+        return "no wandb API key (run `wandb login` or set WANDB_API_KEY)"
+    url = urlparse(os.environ.get("WANDB_BASE_URL") or wandb.Settings().base_url)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+    except OSError as e:
+        return f"cannot reach {url.hostname} ({e.strerror or e})"
+    outcome: list = []
+
+    def verify() -> None:
+        try:
+            wandb.login(prompt=False, verify=True)
+            outcome.append(None)
+        except Exception as e:  # a bad key, or the server refusing us
+            outcome.append(f"wandb rejected the login ({type(e).__name__})")
+
+    checker = threading.Thread(target=verify, daemon=True)  # daemon: a stuck check never holds up exit
+    checker.start()
+    checker.join(timeout)
+    return outcome[0] if outcome else f"no answer from {url.hostname} within {timeout:.0f}s"
+
+
+def prepare_logger_config(cfg: DictConfig, hydra_cfg, previous: dict) -> None:
+    """wandb defaults: the run named by its overrides, grouped by sweep, resumed by id, offline when online
+    cannot work (one warning line instead of a hang)."""
     wandb_cfg = (cfg.get("logger") or {}).get("wandb")
     if wandb_cfg is None:
         return
@@ -54,24 +101,37 @@ def name_wandb_run(cfg: DictConfig, hydra_cfg) -> None:
         wandb_cfg.name = hydra_cfg.job.override_dirname or Path(hydra_cfg.runtime.output_dir).name
     if wandb_cfg.group is None and hydra_cfg.mode == RunMode.MULTIRUN:
         wandb_cfg.group = Path(hydra_cfg.sweep.dir).name
+    if previous.get("wandb_run_id"):
+        with open_dict(wandb_cfg):
+            wandb_cfg.id, wandb_cfg.resume = previous["wandb_run_id"], "allow"
+    if wandb_cfg.mode == "online":
+        problem = wandb_reachable()
+        if problem:
+            print(f"warning: wandb online logging is not possible: {problem}; logging offline instead "
+                  "(upload later with `wandb sync`)", file=sys.stderr)
+            wandb_cfg.mode = "offline"
 
 
-def build_parts(cfg: DictConfig):
+def build_parts(cfg: DictConfig, run_dir: Path):
     """Every object of the run, validated before anything is trained or written."""
-    if cfg.resume is not None:
-        raise ConfigError("resume is not supported yet; start a new run (drop the resume=... override)")
+    from analysis.maps import default_probes, probe_sequences
+    from model.module import CalculatorModule
+    from run_control import FiniteLossGuard, GracefulStop
+
     datamodule = build(cfg.data)
     fmt = datamodule.fmt
     model_config = build(cfg.model, vocab_size=datamodule.vocab_size, block_size=fmt.seq_len)
+    module = CalculatorModule(model=model_config.to_dict(), fmt=fmt.to_dict(),
+                              optim=OmegaConf.to_container(cfg.optim, resolve=True))
+    if cfg.analysis.probes is None:  # chosen for the task; the callbacks read the same list
+        cfg.analysis.probes = default_probes(fmt)
     try:
-        module = CalculatorModule(model=model_config.to_dict(), fmt=fmt.to_dict(),
-                                  optim=OmegaConf.to_container(cfg.optim, resolve=True))
-    except (ValueError, TypeError) as e:
-        raise ConfigError(str(e)) from None
-    if not isinstance(cfg.trainer.max_steps, int) or cfg.trainer.max_steps < 1:
-        raise ConfigError(f"trainer.max_steps={cfg.trainer.max_steps!r}: must be a whole number >= 1")
-    validate_analysis(cfg.analysis, module)
+        probe_sequences(module, list(cfg.analysis.probes))
+    except ValueError as e:
+        raise ConfigError(f"analysis.probes: {e}") from None
+    checkpoints = run_dir / "checkpoints"
     callbacks = [build(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
+    callbacks += [GracefulStop(checkpoints), FiniteLossGuard(checkpoints)]
     loggers = [build(c) for c in (cfg.get("logger") or {}).values() if c is not None]
     trainer = build(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     return datamodule, module, trainer
@@ -85,53 +145,68 @@ def quiet_known_noise() -> None:
         handler.addFilter(lambda record: "litlogger" not in record.getMessage())
 
 
-def validate_analysis(analysis: DictConfig, module: CalculatorModule) -> None:
-    unknown = set(analysis.ablation) - {"zero", "mean"}
-    if unknown:
-        raise ConfigError(f"analysis.ablation={list(analysis.ablation)}: use zero and/or mean")
-    if analysis.n_problems is not None and (not isinstance(analysis.n_problems, int) or analysis.n_problems < 1):
-        raise ConfigError(f"analysis.n_problems={analysis.n_problems!r}: a whole number >= 1, or null for all")
-    if analysis.prune not in ("ranked", "greedy", None):
-        raise ConfigError(f"analysis.prune={analysis.prune!r}: use ranked, greedy or null")
-    if not 0 <= analysis.tolerance < 1:
-        raise ConfigError(f"analysis.tolerance={analysis.tolerance!r}: must be in [0, 1)")
-    if analysis.enabled and not analysis.probes:
-        raise ConfigError("analysis.probes is empty: give at least one problem, e.g. analysis.probes=[456+789]")
-    try:
-        if analysis.probes:
-            probe_sequences(module, list(analysis.probes))
-    except ValueError as e:
-        raise ConfigError(f"analysis.probes: {e}") from None
-
-
 def write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def run(cfg: DictConfig, run_dir: Path) -> dict:
+class Interrupted(Exception):
+    """Training stopped on Ctrl-C / SIGTERM after saving a checkpoint."""
+
+
+def run(cfg: DictConfig, hydra_cfg, run_dir: Path) -> dict:
     started = time.perf_counter()
+    check(cfg)  # every value, before anything heavy is imported or anything is written
+    previous_path = run_dir / "results.json"
+    previous = json.loads(previous_path.read_text()) if cfg.resume and previous_path.exists() else {}
+
+    import lightning as L
+    import torch
+
+    from analysis.report import analyse_heads
+
     if cfg.threads is not None:
-        if not isinstance(cfg.threads, int) or cfg.threads < 1:
-            raise ConfigError(f"threads={cfg.threads!r}: a whole number >= 1, or null for torch's default")
         torch.set_num_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule, module, trainer = build_parts(cfg)
-    datamodule.save_tokenizer(run_dir)
-    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
-    for logger in trainer.loggers:
-        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    prepare_logger_config(cfg, hydra_cfg, previous)
+    try:
+        datamodule, module, trainer = build_parts(cfg, run_dir)
+    except ValueError as e:  # the objects' own checks (d_model % n_heads, operand digits, ...)
+        raise ConfigError(str(e).splitlines()[0]) from None
+    main_process = trainer.is_global_zero
+    if main_process:
+        datamodule.save_tokenizer(run_dir)
+        if not cfg.resume:
+            OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+        for logger in trainer.loggers:
+            logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
+    stopper = next(c for c in trainer.callbacks if type(c).__name__ == "GracefulStop")
     fit_started = time.perf_counter()
-    trainer.fit(module, datamodule=datamodule)
-    train_seconds = time.perf_counter() - fit_started
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.resume)
+    except SystemExit:  # Lightning's own stop after SIGTERM, once our callback has saved the checkpoint
+        if stopper.saved is None:
+            raise
+    train_seconds = previous.get("train_seconds", 0.0) + time.perf_counter() - fit_started
+    if stopper.saved is not None:
+        wandb_ids = [lg.experiment.id for lg in trainer.loggers if type(lg).__name__ == "WandbLogger"]
+        if main_process:
+            write_json(run_dir / "results.json", {
+                "status": "interrupted", "step": trainer.global_step, "checkpoint": str(stopper.saved),
+                "train_seconds": round(train_seconds, 2), "wandb_run_id": wandb_ids[0] if wandb_ids else None,
+                "resume": f"python train.py resume={run_dir}"})
+        raise Interrupted(f"stopped at step {trainer.global_step}; checkpoint saved to {stopper.saved}; "
+                          f"continue with: python train.py resume={run_dir}")
 
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint and checkpoint.best_model_path else None
     test = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
+    if not main_process:
+        return {}
 
     net, fmt = module.net, module.fmt
     steps = trainer.global_step
-    tokens = steps * datamodule.batch_size * (fmt.seq_len - 1)
+    tokens = steps * datamodule.batch_size * trainer.world_size * (fmt.seq_len - 1)
     write_json(run_dir / "history.json", {"val": module.val_history})
     results = {
         "status": "ok",
@@ -150,9 +225,11 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
         "data": fmt.to_dict(),
         "seed": cfg.seed,
         "steps": steps,
+        "processes": trainer.world_size,
         "train_seconds": round(train_seconds, 2),
         "tokens_per_second": round(tokens / train_seconds),
         "checkpoint": best,
+        "resumed_from": cfg.resume,
         "run_dir": str(run_dir),
     }
     if cfg.analysis.enabled:
@@ -174,29 +251,47 @@ def finish_loggers() -> None:
             wandb.finish()
 
 
+def fail(run_dir: Path, message: str, status: str = "failed") -> None:
+    print(f"error: {message}" if status == "failed" else message, file=sys.stderr)
+    results = run_dir / "results.json"
+    if status == "failed" and not (results.exists() and "interrupted" in results.read_text()):
+        write_json(results, {"status": status, "error": message})  # never overwrite a resumable run's state
+
+
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> None:
     quiet_known_noise()
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
-    name_wandb_run(cfg, hydra_cfg)
     try:
-        results = run(cfg, run_dir)
+        results = run(effective_config(cfg, hydra_cfg), hydra_cfg, run_dir)
+    except Interrupted as e:
+        fail(run_dir, f"interrupted: {e}", status="interrupted")
+        sys.exit(128 + signal.SIGINT)
+    except KeyboardInterrupt:
+        fail(run_dir, "interrupted before training started or after it ended; nothing to resume", "interrupted")
+        sys.exit(128 + signal.SIGINT)
     except Exception as e:
-        if not (isinstance(e, ConfigError) or in_sweep):
+        from run_control import NonFiniteLossError
+
+        expected = isinstance(e, (ConfigError, NonFiniteLossError))
+        if not (expected or in_sweep):
             raise  # a bug, not a bad value: the traceback is what a developer needs
-        message = str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
-        if not isinstance(e, ConfigError):  # keep the traceback in the job's directory, not on the terminal
+        message = str(e) if expected else f"{type(e).__name__}: {e}"
+        if not expected:  # keep the traceback in the job's directory, not on the terminal
             (run_dir / "error.log").write_text(traceback.format_exc())
             message += f" (traceback in {run_dir / 'error.log'})"
-        print(f"error: {message}", file=sys.stderr)
-        write_json(run_dir / "results.json", {"status": "failed", "error": message})
+        fail(run_dir, message)
         if in_sweep:
             return  # fail this job alone; the sweep goes on and its summary lists the failure
-        sys.exit(2)
+        sys.exit(2 if isinstance(e, ConfigError) else 3)
     finally:
         finish_loggers()
+    if not results:  # a non-zero rank of a multi-process run: rank 0 reports
+        return
+    from analysis.summary import print_summary
+
     write_json(run_dir / "results.json", results)
     print_summary(results)
     print(f"test exact-match {results['test_exact_match']:.4%} on {results['n_test']} held-out problems, "

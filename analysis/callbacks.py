@@ -16,10 +16,10 @@ class AttentionMaps(L.Callback):
     the end-of-run analysis draws the final maps, on the best weights.
     """
 
-    def __init__(self, probes: list[str], out_dir: str, every_n_val: int = 5):
+    def __init__(self, probes: list[str] | None, out_dir: str, every_n_val: int = 5):
         if not isinstance(every_n_val, int) or every_n_val < 1:
             raise ValueError(f"callbacks.attention_maps.every_n_val={every_n_val!r}: must be a whole number >= 1")
-        self.probes, self.out_dir, self.every_n_val = list(probes), Path(out_dir), every_n_val
+        self.probes, self.out_dir, self.every_n_val = list(probes or []), Path(out_dir), every_n_val
         self.n_validations = 0
 
     def setup(self, trainer: L.Trainer, pl_module, stage: str) -> None:

@@ -6,31 +6,27 @@ Used by the training callback (maps as the model learns) and by the end-of-run a
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import torch
 
 from analysis.plots import attention_grid
 from analysis.positions import positions, token_labels
+from data.expressions import ExpressionError, parse_expression
 from data.problems import ProblemEncoder
 from data.tokenizer import CharTokenizer
 from model.module import CalculatorModule
 
-PROBE = re.compile(r"\s*(\d+)\s*([+\-*])\s*(\d+)\s*")
-
 
 def probe_sequences(module: CalculatorModule, probes: list[str]) -> torch.Tensor:
     """Probe problems like '456+789' -> (n_probes, seq_len) token ids with their true answers."""
-    fmt, problems = module.fmt, []
+    problems = []
     for text in probes:
-        match = PROBE.fullmatch(text)
-        if not match or match[2] not in fmt.operators or max(len(match[1]), len(match[3])) > fmt.digits:
-            raise ValueError(f"probe {text!r}: write a problem like 123+45 with operators {fmt.operators!r} "
-                             f"and at most {fmt.digits} digits per operand")
-        problems.append((int(match[1]), fmt.operators.index(match[2]), int(match[3])))
-    a, op_idx, b = (torch.tensor(column) for column in zip(*problems, strict=True))
-    return ProblemEncoder(fmt, CharTokenizer().vocab).encode(a, op_idx, b)
+        try:
+            problems.append(parse_expression(str(text), module.fmt))
+        except ExpressionError as e:
+            raise ValueError(f"probe {text!r}: {e}") from None
+    return ProblemEncoder(module.fmt, CharTokenizer().vocab).encode_problems(problems)
 
 
 @torch.no_grad()
@@ -58,3 +54,17 @@ def draw_attention_maps(module: CalculatorModule, probes: list[str], out_dir: Pa
                 logger.log_image(key=f"attention/layer{layer}", images=[str(path)], caption=[tag], step=step)
             logger.experiment.save(str(raw_path), base_path=str(out_dir.parent), policy="now")
     return paths
+
+
+def default_probes(fmt) -> list[str]:
+    """Problems that make carries (or borrows) ripple through every place, for any digit count."""
+    d, probes = fmt.digits, []
+    run = lambda start: "".join(str((start + i) % 10) for i in range(d))  # noqa: E731  e.g. 456 for d=3
+    for op in fmt.operators:
+        if op == "+":
+            probes += [f"{'9' * d}+1", f"{run(4)}+{run(7)}"]
+        elif op == "-":
+            probes += [f"1{'0' * (d - 1)}-1" if d > 1 else "1-1", f"{run(1)}-{run(4)}"]
+        else:
+            probes += [f"{'9' * d}*{'9' * d}", f"{run(1)}*{run(4)}"]
+    return probes[:4]

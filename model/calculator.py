@@ -52,10 +52,7 @@ class Calculator:
     # ---- problems -> tokens -> answers ---------------------------------------------------------------
     def encode(self, problems: list[Problem]) -> torch.Tensor:
         """(N, seq_len) token ids: prompt followed by the true answer and [EOS]."""
-        a = torch.tensor([p.a for p in problems], dtype=torch.int64)
-        op_idx = torch.tensor([self.fmt.operators.index(p.op) for p in problems], dtype=torch.int64)
-        b = torch.tensor([p.b for p in problems], dtype=torch.int64)
-        return self.encoder.encode(a, op_idx, b)
+        return self.encoder.encode_problems(problems)
 
     @torch.inference_mode()
     def generate(self, prompts: torch.Tensor, use_cache: bool = True) -> torch.Tensor:

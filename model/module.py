@@ -82,7 +82,7 @@ class CalculatorModule(L.LightningModule):
 
     def _eval_step(self, batch: torch.Tensor, split: str) -> None:
         for name, value in self.score(batch).items():
-            self.log(f"{split}/{name}", value, prog_bar=name == "exact_match", batch_size=len(batch))
+            self.log(f"{split}/{name}", value, prog_bar=name == "exact_match", batch_size=len(batch), sync_dist=True)
 
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         self._eval_step(batch, "val")
@@ -92,6 +92,12 @@ class CalculatorModule(L.LightningModule):
             metrics = self.trainer.callback_metrics
             self.val_history.append({"step": self.global_step, "exact_match": metrics["val/exact_match"].item(),
                                      "loss": metrics["val/loss"].item()})
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["val_history"] = self.val_history  # so a resumed run keeps its whole learning curve
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.val_history = list(checkpoint.get("val_history", []))
 
     def test_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         self._eval_step(batch, "test")

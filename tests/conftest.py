@@ -13,6 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 sys.path.insert(0, str(ROOT))
 
+from validate import register_resolvers  # noqa: E402
+
+register_resolvers()
+
 
 def compose_config(overrides: list[str] | None = None):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):

@@ -25,11 +25,14 @@ from model.module import CalculatorModule
 
 @pytest.fixture(scope="module")
 def trained():
-    """A 1-layer, 2-head model trained on 2-digit addition for a few seconds."""
+    """A 1-layer, 4-head model trained on 2-digit addition for a few seconds.
+
+    (Each answer digit needs four operand digits -- its place and the carry's -- so one layer needs four
+    heads; with fewer, small models often stall at ~10% for a long time.)"""
     L.seed_everything(0, verbose=False)
     dm = ArithmeticDataModule(digits=2, n_val=300, n_test=400, val_fraction=0.05, test_fraction=0.05, seed=0)
     module = CalculatorModule(
-        model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=64, n_heads=2, n_layers=1),
+        model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=64, n_heads=4, n_layers=1),
         fmt=dm.fmt.to_dict(),
         optim=dict(lr=5e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=50, min_lr_ratio=0.1))
     trainer = L.Trainer(max_steps=600, accelerator="cpu", logger=False, enable_checkpointing=False,
@@ -44,10 +47,10 @@ def test_ablating_the_heads_the_model_relies_on_breaks_it(trained):
     intact = evaluate(module, test)
     assert intact.exact_match >= 0.9  # the intact model has learned the task
     rows = ablate_each_head(module, test)
-    assert len(rows) == 1 * 2 * 2  # layers x heads x (zero, mean)
+    assert len(rows) == 1 * 4 * 2  # layers x heads x (zero, mean)
     worst = min(r.delta_exact_match for r in rows if r.ablation == "zero")
     assert worst <= -0.3  # removing its most important head costs it dearly...
-    everything = evaluate(module, test, torch.zeros(1, 2))
+    everything = evaluate(module, test, torch.zeros(1, 4))
     assert everything.exact_match <= 0.2 and everything.loss > intact.loss  # ...and with no heads it is lost
     for r in rows:  # deltas are against the intact model
         assert r.delta_exact_match == pytest.approx(r.exact_match - intact.exact_match)
@@ -57,7 +60,7 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
     module, test = trained
     greedy = module.score(test)["exact_match"].item()
     assert evaluate(module, test).exact_match == pytest.approx(greedy)
-    mask = torch.tensor([[1.0, 0.0]])
+    mask = torch.tensor([[1.0, 0.0, 1.0, 1.0]])
     _, forced = module.forced_scores(test, mask)
     decoded = module.decode_answers(test, mask)
     P, A = module.fmt.prompt_len, module.fmt.answer_len
@@ -69,12 +72,12 @@ def test_mean_ablation_over_a_single_problem_changes_nothing(trained):
     one = test[:1]
     means = head_means(module, one)  # the mean of one problem's head outputs is that problem's output
     before, _ = module.net(one[:, :-1])
-    with replaced_heads(module, {(0, 0): means[0, 0], (0, 1): means[0, 1]}):
+    with replaced_heads(module, {(0, h): means[0, h] for h in range(4)}):
         after, _ = module.net(one[:, :-1])
     torch.testing.assert_close(before, after)
     with replaced_heads(module, {(0, 1): torch.zeros_like(means[0, 1])}):
         zeroed, _ = module.net(one[:, :-1])
-    torch.testing.assert_close(zeroed, module.net(one[:, :-1], head_mask=torch.tensor([[1.0, 0.0]]))[0])
+    torch.testing.assert_close(zeroed, module.net(one[:, :-1], head_mask=torch.tensor([[1.0, 0.0, 1.0, 1.0]]))[0])
     torch.testing.assert_close(module.net(one[:, :-1])[0], before)  # the hook is gone after the block
 
 
@@ -82,16 +85,21 @@ def test_mean_ablation_over_a_single_problem_changes_nothing(trained):
 def test_pruning_curve(trained, order):
     module, test = trained
     curve = prune_heads(module, test, order)
-    assert [len(s.removed) for s in curve] == [0, 1, 2]
+    assert [len(s.removed) for s in curve] == [0, 1, 2, 3, 4]
     assert curve[0].exact_match == pytest.approx(evaluate(module, test).exact_match)
-    first = torch.ones(1, 2)
-    first[curve[1].removed[0]] = 0
-    assert curve[1].exact_match == pytest.approx(evaluate(module, test, first).exact_match)
-    assert curve[-1].exact_match == pytest.approx(evaluate(module, test, torch.zeros(1, 2)).exact_match)
-    assert sorted(curve[-1].removed) == [(0, 0), (0, 1)]
+    for step in curve[1:]:  # every point is a real measurement of the model with those heads zeroed
+        mask = torch.ones(1, 4)
+        for head in step.removed:
+            mask[head] = 0
+        assert step.exact_match == pytest.approx(evaluate(module, test, mask).exact_match)
+    assert sorted(curve[-1].removed) == [(0, 0), (0, 1), (0, 2), (0, 3)]
     # the head removed first is the one whose removal alone hurts least
-    alone = [evaluate(module, test, torch.tensor([[0.0, 1.0]])), evaluate(module, test, torch.tensor([[1.0, 0.0]]))]
-    assert curve[1].removed[0] == (0, max((0, 1), key=lambda h: (alone[h].exact_match, -alone[h].loss)))
+    alone = []
+    for h in range(4):
+        mask = torch.ones(1, 4)
+        mask[0, h] = 0
+        alone.append(evaluate(module, test, mask))
+    assert curve[1].removed[0] == (0, max(range(4), key=lambda h: (alone[h].exact_match, -alone[h].loss)))
 
 
 def test_scores_that_start_at_a_later_layer_equal_full_passes():

@@ -1,0 +1,74 @@
+"""Stopping a run well: Ctrl-C / SIGTERM at a step boundary with a checkpoint, and a guard on the loss.
+
+Both are Lightning callbacks that train.py adds to every run (they cost a flag check per step).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from pathlib import Path
+
+import lightning as L
+import torch
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite; the weights from before that step were saved."""
+
+    def __init__(self, step: int, loss: float, checkpoint: Path):
+        super().__init__(f"training loss became {loss} at step {step}; the weights from before that step are in "
+                         f"{checkpoint}. Lower optim.lr or raise optim.warmup_steps and start again")
+        self.step, self.loss, self.checkpoint = step, loss, checkpoint
+
+
+class GracefulStop(L.Callback):
+    """On Ctrl-C or SIGTERM, finish the current step, save ``checkpoints/interrupted.ckpt`` and stop.
+
+    A second Ctrl-C stops at once. Outside training (testing, analysis) Ctrl-C interrupts as usual.
+    """
+
+    def __init__(self, checkpoint_dir: str | Path):
+        self.path = Path(checkpoint_dir) / "interrupted.ckpt"
+        self.signal: int | None = None  # the signal that asked us to stop
+        self.saved: Path | None = None
+        self._previous: dict[int, object] = {}
+        self._training = False
+
+    def _request(self, signum, frame) -> None:
+        if self.signal is not None or not self._training:
+            raise KeyboardInterrupt
+        self.signal = signum
+        print(f"\nstopping after this step ({signal.Signals(signum).name}); again to stop at once", flush=True)
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        if trainer.is_global_zero:
+            self._previous = {s: signal.signal(s, self._request) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._training = True
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self.signal is not None and self.saved is None:
+            trainer.save_checkpoint(self.path)
+            self.saved = self.path
+            trainer.should_stop = True
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._training = False
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self.on_fit_end(trainer, pl_module)  # restore the handlers however fit ends
+
+
+class FiniteLossGuard(L.Callback):
+    """Stop with a clear message when the loss is not finite, keeping the last good weights."""
+
+    def __init__(self, checkpoint_dir: str | Path):
+        self.path = Path(checkpoint_dir) / "last-good.ckpt"
+
+    def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
+        value = loss.item()
+        if not math.isfinite(value):  # nothing has been updated by this step yet: the weights are good
+            trainer.save_checkpoint(self.path)
+            raise NonFiniteLossError(trainer.global_step, value, self.path)
