@@ -1,8 +1,11 @@
-"""Speed benchmarks:  python bench.py [decode] [--ckpt PATH] [--n 10000] [--repeat 3] [--json]
+"""Speed benchmarks:  python bench.py [decode] [analysis] [--ckpt PATH] [--n 10000] [--repeat 3] [--json]
 
-decode -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
-          lines, encode, decode greedily with the KV cache, score; (2) greedy decoding throughput of the
-          same prompts with and without the KV cache (``Transformer.generate(use_cache=...)``).
+decode   -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
+            lines, encode, decode greedily with the KV cache, score; (2) greedy decoding throughput of the
+            same prompts with and without the KV cache (``Transformer.generate(use_cache=...)``).
+analysis -- what looking inside costs: the default ``python train.py`` timed with and without attention
+            maps + ablation + pruning (``analysis=none callbacks.attention_maps=null``), the two kinds
+            alternating, --repeat runs of each (minutes: each run is a full training run).
 
 Without --ckpt a freshly initialised default model (3-digit addition, d_model=64, 4 heads, 2 layers) is
 used: speed does not depend on the weights. Each figure is the fastest of --repeat runs (timings on a
@@ -72,7 +75,43 @@ def bench_decode(calc: Calculator, n: int, repeat: int) -> dict:
     }
 
 
-SECTIONS = {"decode": bench_decode}
+def bench_analysis(calc: Calculator, n: int, repeat: int) -> dict:
+    """Whole ``python train.py`` runs, with and without analysis, alternating so both see the same machine."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+    variants = {"with_analysis": [], "without_analysis": ["analysis=none", "callbacks.attention_maps=null"]}
+    walls: dict[str, list[float]] = {name: [] for name in variants}
+    analysis_seconds, steps = [], {name: [] for name in variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(repeat):
+            for name, overrides in variants.items():
+                run_dir = Path(tmp) / f"{name}{i}"
+                started = time.perf_counter()
+                done = subprocess.run([sys.executable, str(root / "train.py"), f"hydra.run.dir={run_dir}", *overrides],
+                                      cwd=root, capture_output=True, text=True)
+                walls[name].append(time.perf_counter() - started)
+                if done.returncode != 0:
+                    raise RuntimeError(f"train.py failed: {done.stderr.strip().splitlines()[-1:]}")
+                results = json.loads((run_dir / "results.json").read_text())
+                steps[name].append(results["steps"])
+                if name == "with_analysis":
+                    analysis_seconds.append(results["analysis_seconds"])
+    median = {name: sorted(times)[len(times) // 2] for name, times in walls.items()}
+    return {
+        "command": "python train.py  vs  python train.py analysis=none callbacks.attention_maps=null",
+        "runs_each": repeat,
+        "wall_seconds": {name: [round(t, 2) for t in times] for name, times in walls.items()},
+        "steps": steps,
+        "median_wall_seconds": {name: round(t, 2) for name, t in median.items()},
+        "overhead": round(median["with_analysis"] / median["without_analysis"] - 1, 4),
+        "analysis_seconds_in_process": analysis_seconds,
+    }
+
+
+SECTIONS = {"decode": bench_decode, "analysis": bench_analysis}
 
 
 def print_decode(r: dict, console) -> None:
@@ -93,10 +132,25 @@ def print_decode(r: dict, console) -> None:
                   f"exact match of this model on them {r['eval_exact_match']:.2%}")
 
 
+def print_analysis(r: dict, console) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"analysis overhead: {r['runs_each']} default runs of each kind, alternating",
+                  title_justify="left")
+    for name in ("run", "wall seconds (each run)", "median", "steps"):
+        table.add_column(name, justify="left" if name == "run" else "right")
+    for name in ("with_analysis", "without_analysis"):
+        table.add_row(name.replace("_", " "), ", ".join(f"{t:.1f}" for t in r["wall_seconds"][name]),
+                      f"{r['median_wall_seconds'][name]:.1f}", ", ".join(map(str, r["steps"][name])))
+    console.print(table)
+    console.print(f"overhead of maps + ablation + pruning: {r['overhead']:+.1%} of the run's wall time "
+                  f"(the analysis step itself: {r['analysis_seconds_in_process']} s)")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("sections", nargs="*", metavar="SECTION", help=f"which benchmarks ({', '.join(SECTIONS)}); "
-                                                                  "default all")
+                                                                  "default decode")
     p.add_argument("--ckpt", help="checkpoint file or run directory (default: a freshly initialised model)")
     p.add_argument("--n", type=int, default=10_000, help="problems (default 10000)")
     p.add_argument("--repeat", type=int, default=3, help="timed runs per figure; the fastest counts (default 3)")
@@ -112,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    sections = args.sections or list(SECTIONS)
+    sections = args.sections or ["decode"]  # 'analysis' trains several models: only when asked
     results = {
         "checkpoint": str(calc.path) if calc.path else None,
         "model": calc.describe() + ("" if calc.path else " (freshly initialised)"),
@@ -129,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"{results['model']}; torch {results['torch']}, {results['threads']} thread(s)")
     if "decode" in results:
         print_decode(results["decode"], console)
+    if "analysis" in results:
+        print_analysis(results["analysis"], console)
     return 0
 
 

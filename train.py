@@ -141,8 +141,9 @@ def quiet_known_noise() -> None:
     """Drop third-party chatter that says nothing about this run (an advert, two deprecation notices)."""
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
     warnings.filterwarnings("ignore", message=r".*anonymous setting has no effect")
-    for handler in logging.getLogger("lightning.pytorch").handlers:
-        handler.addFilter(lambda record: "litlogger" not in record.getMessage())
+    for source in (logging.getLogger(), logging.getLogger("lightning.pytorch")):  # Hydra's handlers and Lightning's
+        for handler in source.handlers:
+            handler.addFilter(lambda record: "litlogger" not in record.getMessage())
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -19,6 +19,19 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
+ATTENTION_COLOURS = matplotlib.colormaps["viridis"].with_extremes(bad="white")  # gaps between blocks: white
+
+
+def mosaic(blocks, gap: int = 1):
+    """(R, C, T, T) attention blocks -> one (R*(T+gap)-gap, C*(T+gap)-gap) image, NaN in the gaps."""
+    R, C, T, _ = blocks.shape
+    canvas = np.full((R * (T + gap) - gap, C * (T + gap) - gap), np.nan)
+    for r in range(R):
+        for c in range(C):
+            canvas[r * (T + gap):r * (T + gap) + T, c * (T + gap):c * (T + gap) + T] = blocks[r, c]
+    return canvas
+
+
 def attention_grid(weights, row_labels: list[list[str]], key_labels: list[str], layer: int, title: str,
                    path: Path) -> Path:
     """One layer as one mosaic: a block row per probe problem, a block column per head.
@@ -30,14 +43,10 @@ def attention_grid(weights, row_labels: list[list[str]], key_labels: list[str], 
     """
     n_probes, n_heads, T, _ = weights.shape
     gap = 1
-    canvas = np.full((n_probes * (T + gap) - gap, n_heads * (T + gap) - gap), np.nan)
-    for p in range(n_probes):
-        for h in range(n_heads):
-            canvas[p * (T + gap):p * (T + gap) + T, h * (T + gap):h * (T + gap) + T] = weights[p, h]
-    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="white")
+    canvas = mosaic(weights, gap)
     fig = Figure(figsize=(0.14 * canvas.shape[1] + 1.8, 0.14 * canvas.shape[0] + 1.0))
     ax = fig.add_axes((0.07, 0.07, 0.8, 0.84))
-    image = ax.imshow(canvas, vmin=0.0, vmax=1.0, cmap=cmap, interpolation="nearest")
+    image = ax.imshow(canvas, vmin=0.0, vmax=1.0, cmap=ATTENTION_COLOURS, interpolation="nearest")
     # Token labels as plain text, not ticks: a hundred Tick objects cost more than the whole image.
     ax.set_xticks([])
     ax.set_yticks([])
@@ -128,5 +137,33 @@ def sweep_figure(rows: list[dict], path: Path) -> Path:
     finals.set_xlim(0, 100)
     finals.set_xlabel("test exact-match (%)")
     finals.set_title("final accuracy", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def head_count_comparison(runs: list[dict], path: Path) -> Path:
+    """Side by side: each run's learning curve, and its final attention (layers x heads) on one probe.
+
+    runs: dicts with "label", "history" (val entries) and "weights" ((n_layers, n_heads, T, T) array).
+    """
+    fig = Figure(figsize=(12, 2.8 * len(runs) + 0.6))
+    grid = fig.add_gridspec(len(runs), 2, width_ratios=[2, 3])
+    curves = fig.add_subplot(grid[:, 0])
+    for run in runs:
+        curves.plot([h["step"] for h in run["history"]], [100 * h["exact_match"] for h in run["history"]],
+                    marker=".", label=run["label"])
+    curves.axhline(99, color="grey", linestyle="--", linewidth=0.8)
+    curves.set_xlabel("training step")
+    curves.set_ylabel("val exact-match (%)")
+    curves.set_ylim(-2, 102)
+    curves.legend(fontsize=8)
+    curves.set_title("who learns faster", fontsize=10)
+    for i, run in enumerate(runs):
+        ax = fig.add_subplot(grid[i, 1])
+        ax.imshow(mosaic(run["weights"]), vmin=0.0, vmax=1.0, cmap=ATTENTION_COLOURS, interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(f"{run['label']}: final attention on {run['probe']} (rows: layers, columns: heads)",
+                     fontsize=9)
     fig.tight_layout()
     return _save(fig, path)

@@ -72,12 +72,18 @@ def describe_head(fmt: ProblemFormat, pattern: torch.Tensor) -> str:
     if sum(int(pattern[q].argmax()) == q for q, _ in queries) >= 0.6 * len(queries):
         return "current token"
 
-    # 4. Otherwise: where the answer queries look most, on average.
-    answer_rows = pattern[[q for q, _ in queries]].mean(dim=0)
-    top = answer_rows.topk(min(2, len(answer_rows)))
-    spots = ", ".join(f"{roles[k].label} {w:.0%}" for w, k in zip(top.values.tolist(), top.indices.tolist(),
-                                                                   strict=True))
-    return f"diffuse: mostly {spots}"
+    # 4. Otherwise: what each answer token reads, e.g. "r0<-a0+b0 r1<-a1+b1 r2<-= r3<-~" (~ = spread out).
+    return "reads " + " ".join(f"{target.short}<-{_reads(pattern[q], roles)}" for q, target in queries)
+
+
+def _reads(row: torch.Tensor, roles: list[Position]) -> str:
+    """Where one query looks: a pair of same-place operand digits, one dominant key, or '~' (spread out)."""
+    top = row.topk(2)
+    (w1, k1), (w2, k2) = zip(top.values.tolist(), top.indices.tolist(), strict=True)
+    first, second = roles[k1], roles[k2]
+    if w2 >= 0.2 and {first.kind, second.kind} == {"a", "b"} and first.place == second.place:
+        return f"a{first.place}+b{first.place}"
+    return first.short if w1 >= 0.3 else "~"
 
 
 def describe_heads(fmt: ProblemFormat, patterns: torch.Tensor) -> dict[tuple[int, int], str]:

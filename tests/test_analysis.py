@@ -151,3 +151,18 @@ def test_roles_name_the_patterns_they_see():
         return match[0] if match else 0
 
     assert describe_head(fmt, synthetic_pattern(fmt, aligned)).startswith("answer digit 10^k reads a digit 10^k")
+
+
+def test_a_head_with_no_single_habit_is_described_answer_digit_by_answer_digit():
+    fmt = ProblemFormat(2, "+", True)  # answer r0 r1 r2 (reversed), predicted from '=', r0 and r1
+    roles = positions(fmt)
+    where = {(r.kind, r.place): i for i, r in enumerate(roles)}
+    T = fmt.seq_len - 1
+    pattern = torch.full((T, T), 1.0 / T)
+    eq = where[("=", None)]
+    pattern[eq] = 0
+    pattern[eq, where[("a", 0)]] = pattern[eq, where[("b", 0)]] = 0.5  # r0 reads a0 and b0 together
+    pattern[eq + 1] = 0
+    pattern[eq + 1, where[("bos", None)]] = 1.0  # r1 reads [BOS]
+    # r2's query keeps the uniform row: spread out
+    assert describe_head(fmt, pattern) == "reads r0<-a0+b0 r1<-^ r2<-~"
