@@ -1,15 +1,18 @@
-"""Speed benchmarks:  python bench.py [decode] [analysis] [--ckpt PATH] [--n 10000] [--repeat 3] [--json]
+"""Speed benchmarks:  python bench.py [decode] [train] [analysis] [--ckpt PATH] [--n 10000] [--repeat 3] [--json]
 
 decode   -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
             lines, encode, decode greedily with the KV cache, score; (2) greedy decoding throughput of the
             same prompts with and without the KV cache (``Transformer.generate(use_cache=...)``).
+train    -- training throughput side by side (bench_train.py): our Lightning path, the same model in a
+            bare loop, a nanoGPT-style reference; tokens/s, their ratios, MFU against a measured matmul peak.
 analysis -- what looking inside costs: the default ``python train.py`` timed with and without attention
             maps + ablation + pruning (``analysis=none callbacks.attention_maps=null``), the two kinds
             alternating, --repeat runs of each (minutes: each run is a full training run).
 
-Without --ckpt a freshly initialised default model (3-digit addition, d_model=64, 4 heads, 2 layers) is
-used: speed does not depend on the weights. Each figure is the fastest of --repeat runs (timings on a
-shared machine are noisy); torch uses as many threads as OMP_NUM_THREADS allows.
+With no section named, decode and train run. Without --ckpt, decode uses a freshly initialised default
+model (3-digit addition, d_model=64, 4 heads, 2 layers): speed does not depend on the weights. Each decode
+figure is the fastest of --repeat runs, train figures are medians over --repeat rounds (timings on a shared
+machine are noisy); torch uses as many threads as OMP_NUM_THREADS allows.
 """
 
 from __future__ import annotations
@@ -111,7 +114,13 @@ def bench_analysis(calc: Calculator, n: int, repeat: int) -> dict:
     }
 
 
-SECTIONS = {"decode": bench_decode, "analysis": bench_analysis}
+def bench_training(calc: Calculator, n: int, repeat: int) -> dict:
+    from bench_train import bench_train
+
+    return bench_train(rounds=repeat)
+
+
+SECTIONS = {"decode": bench_decode, "train": bench_training, "analysis": bench_analysis}
 
 
 def print_decode(r: dict, console) -> None:
@@ -130,6 +139,23 @@ def print_decode(r: dict, console) -> None:
     console.print(f"eval = parse + encode + decode + score, runs {r['eval_seconds_runs']} s; "
                   f"KV cache speed-up x{r['kv_cache_speedup']}; "
                   f"exact match of this model on them {r['eval_exact_match']:.2%}")
+
+
+def print_train(r: dict, console) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"train: {r['setup']}", title_justify="left")
+    for name in ("path", "ms / step", "tokens / s"):
+        table.add_column(name, justify="left" if name == "path" else "right")
+    labels = {"lightning": "ours: Trainer + LightningModule + DataModule", "bare": "ours: bare PyTorch loop",
+              "nanogpt": "nanoGPT-style reference, bare loop"}
+    for name, label in labels.items():
+        table.add_row(label, f"{r['ms_per_step'][name]:.2f}", f"{r['tokens_per_second_by_path'][name]:,}")
+    console.print(table)
+    console.print(f"lightning_over_bare {r['lightning_over_bare']}, model_over_nanogpt {r['model_over_nanogpt']} "
+                  f"(> 1 = ours faster); {r['flops_per_token']:,} FLOPs/token x {r['tokens_per_second']:,} tokens/s "
+                  f"over a {r['matmul_peak_gflops']} GFLOP/s fp32 matmul peak = MFU {r['mfu']:.1%}; "
+                  f"data {r['data_problems_per_second']:,} problems/s; peak RSS {r['peak_rss_mb']} MB")
 
 
 def print_analysis(r: dict, console) -> None:
@@ -166,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    sections = args.sections or ["decode"]  # 'analysis' trains several models: only when asked
+    sections = args.sections or ["decode", "train"]  # 'analysis' trains several models: only when asked
     results = {
         "checkpoint": str(calc.path) if calc.path else None,
         "model": calc.describe() + ("" if calc.path else " (freshly initialised)"),
@@ -174,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         "threads": torch.get_num_threads(),
         **{name: SECTIONS[name](calc, args.n, args.repeat) for name in sections},
     }
+    if "train" in results:  # the headline figures, at the top level
+        results |= {k: results["train"][k] for k in ("lightning_over_bare", "model_over_nanogpt", "mfu",
+                                                     "tokens_per_second")}
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
@@ -183,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"{results['model']}; torch {results['torch']}, {results['threads']} thread(s)")
     if "decode" in results:
         print_decode(results["decode"], console)
+    if "train" in results:
+        print_train(results["train"], console)
     if "analysis" in results:
         print_analysis(results["analysis"], console)
     return 0

@@ -56,8 +56,8 @@ def effective_config(cfg: DictConfig, hydra_cfg) -> DictConfig:
                           "(only trainer.max_steps may change)")
     resumed = OmegaConf.load(saved)
     resumed.resume = str(checkpoint)
-    resumed.trainer.max_steps = cfg.trainer.max_steps if any(
-        o.startswith("trainer.max_steps=") for o in hydra_cfg.overrides.task) else resumed.trainer.max_steps
+    if any(o.startswith("trainer.max_steps=") for o in hydra_cfg.overrides.task):
+        resumed.trainer.max_steps = cfg.trainer.max_steps
     return resumed
 
 
@@ -199,6 +199,7 @@ def run(cfg: DictConfig, hydra_cfg, run_dir: Path) -> dict:
         raise Interrupted(f"stopped at step {trainer.global_step}; checkpoint saved to {stopper.saved}; "
                           f"continue with: python train.py resume={run_dir}")
 
+    history = list(module.val_history)  # now: testing loads the best checkpoint, and with it an older history
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint and checkpoint.best_model_path else None
     test = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
@@ -208,7 +209,7 @@ def run(cfg: DictConfig, hydra_cfg, run_dir: Path) -> dict:
     net, fmt = module.net, module.fmt
     steps = trainer.global_step
     tokens = steps * datamodule.batch_size * trainer.world_size * (fmt.seq_len - 1)
-    write_json(run_dir / "history.json", {"val": module.val_history})
+    write_json(run_dir / "history.json", {"val": history})
     results = {
         "status": "ok",
         "test_exact_match": test["test/exact_match"],
@@ -233,6 +234,9 @@ def run(cfg: DictConfig, hydra_cfg, run_dir: Path) -> dict:
         "resumed_from": cfg.resume,
         "run_dir": str(run_dir),
     }
+    maps = [c for c in trainer.callbacks if type(c).__name__ == "AttentionMaps"]
+    if maps:
+        results["maps_seconds"] = round(maps[0].seconds, 2)  # drawing attention maps during training
     if cfg.analysis.enabled:
         analysis_started = time.perf_counter()
         problems = datamodule.held_out_set("test")[:cfg.analysis.n_problems]

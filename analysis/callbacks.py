@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import lightning as L
@@ -16,11 +17,12 @@ class AttentionMaps(L.Callback):
     the end-of-run analysis draws the final maps, on the best weights.
     """
 
-    def __init__(self, probes: list[str] | None, out_dir: str, every_n_val: int = 5):
+    def __init__(self, probes: list[str] | None, out_dir: str, every_n_val: int = 10):
         if not isinstance(every_n_val, int) or every_n_val < 1:
             raise ValueError(f"callbacks.attention_maps.every_n_val={every_n_val!r}: must be a whole number >= 1")
         self.probes, self.out_dir, self.every_n_val = list(probes or []), Path(out_dir), every_n_val
         self.n_validations = 0
+        self.seconds = 0.0  # time spent drawing, reported in results.json as maps_seconds
 
     def setup(self, trainer: L.Trainer, pl_module, stage: str) -> None:
         if self.probes:
@@ -31,5 +33,6 @@ class AttentionMaps(L.Callback):
             return
         self.n_validations += 1
         if self.n_validations % self.every_n_val == 0 and trainer.global_step < trainer.max_steps:
-            step = trainer.global_step
+            started, step = time.perf_counter(), trainer.global_step
             draw_attention_maps(pl_module, self.probes, self.out_dir, f"step{step:06d}", trainer.loggers, step)
+            self.seconds += time.perf_counter() - started

@@ -109,22 +109,26 @@ def pruning_curve(curve: list[PruningStep], prunable: float, path: Path) -> Path
     return _save(fig, path)
 
 
+def learning_curves(ax, curves: list[tuple[str, list[dict]]], title: str) -> None:
+    """Val exact-match (%) against training step on ``ax``, one line per (label, history)."""
+    for label, history in curves:
+        if history:
+            ax.plot([h["step"] for h in history], [100 * h["exact_match"] for h in history], marker=".", label=label)
+    ax.axhline(99, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("val exact-match (%)")
+    ax.set_ylim(-2, 102)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=10)
+
+
 def sweep_figure(rows: list[dict], path: Path) -> Path:
     """Left: val exact-match against training step, one line per run. Right: each run's final test
     exact-match (failed runs marked)."""
     fig = Figure(figsize=(11, 4))
     curves, finals = fig.subplots(1, 2, width_ratios=[3, 2])
-    for row in rows:
-        if row["history"]:
-            curves.plot([h["step"] for h in row["history"]], [100 * h["exact_match"] for h in row["history"]],
-                        marker=".", label=row["run"])
-    curves.axhline(99, color="grey", linestyle="--", linewidth=0.8)
-    curves.set_xlabel("training step")
-    curves.set_ylabel("val exact-match (%)")
-    curves.set_ylim(-2, 102)
-    if curves.get_legend_handles_labels()[0]:
-        curves.legend(fontsize=7)
-    curves.set_title("learning curves", fontsize=10)
+    learning_curves(curves, [(row["run"], row["history"]) for row in rows], "learning curves")
     labels = [row["run"] for row in rows]
     values = [100 * (row["test_exact_match"] or 0) for row in rows]
     bars = finals.barh(range(len(rows)), values, color=["tab:blue" if r["status"] == "ok" else "tab:red" for r in rows])
@@ -148,16 +152,7 @@ def head_count_comparison(runs: list[dict], path: Path) -> Path:
     """
     fig = Figure(figsize=(12, 2.8 * len(runs) + 0.6))
     grid = fig.add_gridspec(len(runs), 2, width_ratios=[2, 3])
-    curves = fig.add_subplot(grid[:, 0])
-    for run in runs:
-        curves.plot([h["step"] for h in run["history"]], [100 * h["exact_match"] for h in run["history"]],
-                    marker=".", label=run["label"])
-    curves.axhline(99, color="grey", linestyle="--", linewidth=0.8)
-    curves.set_xlabel("training step")
-    curves.set_ylabel("val exact-match (%)")
-    curves.set_ylim(-2, 102)
-    curves.legend(fontsize=8)
-    curves.set_title("who learns faster", fontsize=10)
+    learning_curves(fig.add_subplot(grid[:, 0]), [(run["label"], run["history"]) for run in runs], "who learns faster")
     for i, run in enumerate(runs):
         ax = fig.add_subplot(grid[i, 1])
         ax.imshow(mosaic(run["weights"]), vmin=0.0, vmax=1.0, cmap=ATTENTION_COLOURS, interpolation="nearest")

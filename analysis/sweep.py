@@ -68,17 +68,19 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def grouped_by_heads(rows: list[dict]) -> list[dict]:
-    """Mean ± spread (min..max) over seeds for each head count that ran more than one seed."""
+def grouped_over_seeds(rows: list[dict]) -> list[dict]:
+    """Mean and spread (min..max) over seeds for every setting (a run's overrides but the seed) that ran
+    more than one seed."""
     groups: dict = {}
     for row in rows:
         if row["status"] == "ok":
-            groups.setdefault(row["n_heads"], []).append(row)
+            setting = " ".join(o for o in row["run"].split() if not o.startswith("seed=")) or "(defaults)"
+            groups.setdefault(setting, []).append(row)
     out = []
-    for n_heads, members in sorted(groups.items()):
+    for setting, members in groups.items():
         if len(members) < 2:
             continue
-        entry = {"n_heads": n_heads, "runs": len(members)}
+        entry = {"setting": setting, "runs": len(members)}
         for key in ("test_exact_match", "steps_to_99", "train_seconds", "prunable_fraction"):
             values = [m[key] for m in members if m[key] is not None]
             entry[key] = (statistics.mean(values), min(values), max(values)) if values else None
@@ -100,15 +102,15 @@ def write_summary(sweep_dir: Path) -> list[dict]:
         writer.writerows(rows)
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_fmt(row[c]) for c in COLUMNS) + " |" for row in rows]
-    grouped = grouped_by_heads(rows)
+    grouped = grouped_over_seeds(rows)
     if grouped:
         lines += ["", "Mean (min..max) over seeds:", "",
-                  "| n_heads | runs | test_exact_match | steps_to_99 | train_seconds | prunable_fraction |",
+                  "| setting | runs | test_exact_match | steps_to_99 | train_seconds | prunable_fraction |",
                   "|---|---|---|---|---|---|"]
         for g in grouped:
             cells = [f"{m[0]:.4g} ({m[1]:.4g}..{m[2]:.4g})" if m else "—"
                      for m in (g["test_exact_match"], g["steps_to_99"], g["train_seconds"], g["prunable_fraction"])]
-            lines.append(f"| {g['n_heads']} | {g['runs']} | " + " | ".join(cells) + " |")
+            lines.append(f"| {g['setting']} | {g['runs']} | " + " | ".join(cells) + " |")
     (sweep_dir / "sweep_summary.md").write_text("\n".join(lines) + "\n")
     sweep_figure(rows, sweep_dir / "sweep_summary.png")
     return rows

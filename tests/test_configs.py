@@ -57,3 +57,10 @@ def test_documented_overrides_reach_the_objects(tmp_path):
     dm = hydra.utils.instantiate(cfg.data)
     assert (dm.fmt.digits, dm.fmt.operators, dm.seed) == (4, "+-", 5)
     assert cfg.trainer.max_steps == 7 and not cfg.get("logger")
+
+
+@pytest.mark.parametrize("experiment", ["head_sweep", "why_multi_head"])
+def test_an_experiment_overrides_the_top_level_defaults(experiment, tmp_path):
+    cfg = resolvable(compose_config([f"experiment={experiment}"]), tmp_path)
+    assert cfg.target_accuracy is None and cfg.trainer.max_steps == 1500  # equal budgets, no early stop
+    assert "model.n_heads" in cfg.hydra.sweeper.params

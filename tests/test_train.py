@@ -24,6 +24,8 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
         assert results[key] > 0
     assert (tmp_path / "tokenizer.json").exists() and (tmp_path / "config.yaml").exists()
     assert (tmp_path / "checkpoints" / "best.ckpt").exists()
+    history = json.loads((tmp_path / "history.json").read_text())["val"]
+    assert history[-1]["step"] == results["steps"]  # the whole curve, not the best checkpoint's part of it
     assert f"run directory: {tmp_path}" in done.stdout
 
     # attention maps: every layer, during training (every 4th validation) and at the end, plus raw weights
