@@ -54,6 +54,12 @@ def effective_config(cfg: DictConfig, hydra_cfg) -> DictConfig:
     if changed:
         raise ConfigError(f"resume= continues a run with its own config; drop {' '.join(changed)} "
                           "(only trainer.max_steps may change)")
+    from model.checkpoint import CheckpointError, load_calculator
+
+    try:
+        load_calculator(checkpoint)  # a missing, corrupt or foreign checkpoint is one clear line, here
+    except CheckpointError as e:
+        raise ConfigError(f"resume={cfg.resume}: {e}") from None
     resumed = OmegaConf.load(saved)
     resumed.resume = str(checkpoint)
     if any(o.startswith("trainer.max_steps=") for o in hydra_cfg.overrides.task):
@@ -157,6 +163,8 @@ class Interrupted(Exception):
 def run(cfg: DictConfig, hydra_cfg, run_dir: Path) -> dict:
     started = time.perf_counter()
     check(cfg)  # every value, before anything heavy is imported or anything is written
+    # a run shorter than the validation interval still validates (and checkpoints) once, at its end
+    cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
     previous_path = run_dir / "results.json"
     previous = json.loads(previous_path.read_text()) if cfg.resume and previous_path.exists() else {}
 

@@ -130,9 +130,6 @@ def check(cfg: DictConfig) -> None:
     devices = cfg.trainer.get("devices", 1)
     if not (devices == "auto" or (isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1)):
         raise ConfigError(f"trainer.devices={devices!r} is not allowed: use a whole number >= 1 or auto")
-    if cfg.trainer.val_check_interval > cfg.trainer.max_steps:
-        raise ConfigError(f"trainer.val_check_interval={cfg.trainer.val_check_interval} is more than "
-                          f"trainer.max_steps={cfg.trainer.max_steps}: the run would never validate; lower it")
     ops = cfg.data.operators
     if not isinstance(ops, (str, Sequence)) or isinstance(ops, bytes):
         raise ConfigError(f"data.operators={ops!r} is not allowed: use a string of '+', '-', '*' such as '+-'")

@@ -41,7 +41,6 @@ BAD_CONFIGS = [
     ("optim.warmup_steps=1.5", "optim.warmup_steps=1.5"),
     ("trainer.max_steps=0", "trainer.max_steps=0"),
     ("trainer.val_check_interval=0", "trainer.val_check_interval=0"),
-    ("trainer.val_check_interval=5000", "trainer.val_check_interval=5000"),
     ("trainer.precision=fp8", "trainer.precision='fp8'"),
     ("seed=-1", "seed=-1"),
     ("threads=0", "threads=0"),
@@ -130,6 +129,17 @@ def test_resume_refuses_other_overrides(tmp_path):
     (tmp_path / "config.yaml").write_text("seed: 0\n")
     done = run_train(tmp_path / "new", f"resume={tmp_path}", "model.n_heads=8")
     assert done.returncode == 2 and "drop model.n_heads=8" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint at all", b"PK\x03\x04 truncated zip"])
+def test_resuming_from_a_corrupt_checkpoint_is_one_clear_line(tmp_path, content):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "interrupted.ckpt").write_bytes(content)
+    (tmp_path / "config.yaml").write_text("seed: 0\n")
+    done = run_train(tmp_path / "new", f"resume={tmp_path}")
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and "checkpoint" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_loss_that_blows_up_stops_the_run_with_one_line_and_keeps_good_weights(tmp_path):
