@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 
-from tests.conftest import ROOT
+from tests.conftest import run_sweep
 
 
 def test_a_two_job_sweep_with_a_bad_value_writes_a_summary(tmp_path):
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "-m", "model.n_heads=3,2", "data.digits=2",
-         "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=200", "data.n_test=200",
-         "trainer.max_steps=200", "trainer.val_check_interval=50", "analysis=none", "logger=none",
-         f"hydra.sweep.dir={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = run_sweep(tmp_path, "model.n_heads=3,2", "analysis=none")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr + done.stdout
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
@@ -53,12 +46,7 @@ def test_seeds_are_averaged_per_setting_not_across_settings():
 
 
 def test_why_multi_head_writes_its_comparison_and_verdict(tmp_path):
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "-m", "experiment=why_multi_head", "data.digits=2",
-         "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=200", "data.n_test=200",
-         "trainer.max_steps=200", "trainer.val_check_interval=50", "analysis.n_problems=100", "logger=none",
-         f"hydra.sweep.dir={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = run_sweep(tmp_path, "experiment=why_multi_head", "analysis.n_problems=100")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "why multiple heads?" in done.stdout and "1 head x 64 dims" in done.stdout
     assert "4 heads x 16 dims" in done.stdout and "Traceback" not in done.stderr
