@@ -11,7 +11,7 @@ Scores are teacher-forced: one forward pass gives the loss and greedy exact-matc
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 
 import torch
@@ -35,9 +35,6 @@ class AblationRow:
     loss: float
     delta_loss: float
     role: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class Evaluator:
