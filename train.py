@@ -137,10 +137,11 @@ def build_parts(cfg: DictConfig, run_dir: Path):
         raise ConfigError(f"analysis.probes: {e}") from None
     checkpoints = run_dir / "checkpoints"
     callbacks = [build(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
-    callbacks += [GracefulStop(checkpoints), FiniteLossGuard(checkpoints)]
+    stopper = GracefulStop(checkpoints)
+    callbacks += [stopper, FiniteLossGuard(checkpoints)]
     loggers = [build(c) for c in (cfg.get("logger") or {}).values() if c is not None]
     trainer = build(cfg.trainer, callbacks=callbacks, logger=loggers or False)
-    return datamodule, module, trainer
+    return datamodule, module, trainer, stopper
 
 
 def quiet_known_noise() -> None:
@@ -171,6 +172,8 @@ def run(cfg: DictConfig, hydra_cfg, run_dir: Path) -> dict:
     import lightning as L
     import torch
 
+    from analysis.callbacks import AttentionMaps
+    from analysis.maps import wandb_loggers
     from analysis.report import analyse_heads
 
     if cfg.threads is not None:
@@ -178,7 +181,7 @@ def run(cfg: DictConfig, hydra_cfg, run_dir: Path) -> dict:
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     prepare_logger_config(cfg, hydra_cfg, previous)
     try:
-        datamodule, module, trainer = build_parts(cfg, run_dir)
+        datamodule, module, trainer, stopper = build_parts(cfg, run_dir)
     except ValueError as e:  # the objects' own checks (d_model % n_heads, operand digits, ...)
         raise ConfigError(str(e).splitlines()[0]) from None
     main_process = trainer.is_global_zero
@@ -189,7 +192,6 @@ def run(cfg: DictConfig, hydra_cfg, run_dir: Path) -> dict:
         for logger in trainer.loggers:
             logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
-    stopper = next(c for c in trainer.callbacks if type(c).__name__ == "GracefulStop")
     fit_started = time.perf_counter()
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.resume)
@@ -198,7 +200,7 @@ def run(cfg: DictConfig, hydra_cfg, run_dir: Path) -> dict:
             raise
     train_seconds = previous.get("train_seconds", 0.0) + time.perf_counter() - fit_started
     if stopper.saved is not None:
-        wandb_ids = [lg.experiment.id for lg in trainer.loggers if type(lg).__name__ == "WandbLogger"]
+        wandb_ids = [logger.experiment.id for logger in wandb_loggers(trainer.loggers)]
         if main_process:
             write_json(run_dir / "results.json", {
                 "status": "interrupted", "step": trainer.global_step, "checkpoint": str(stopper.saved),
@@ -242,7 +244,7 @@ def run(cfg: DictConfig, hydra_cfg, run_dir: Path) -> dict:
         "resumed_from": cfg.resume,
         "run_dir": str(run_dir),
     }
-    maps = [c for c in trainer.callbacks if type(c).__name__ == "AttentionMaps"]
+    maps = [c for c in trainer.callbacks if isinstance(c, AttentionMaps)]
     if maps:
         results["maps_seconds"] = round(maps[0].seconds, 2)  # drawing attention maps during training
     if cfg.analysis.enabled:

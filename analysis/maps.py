@@ -29,6 +29,13 @@ def probe_sequences(module: CalculatorModule, probes: list[str]) -> torch.Tensor
     return ProblemEncoder(module.fmt, CharTokenizer().vocab).encode_problems(problems)
 
 
+def wandb_loggers(loggers) -> list:
+    """The WandbLoggers among a trainer's loggers."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    return [logger for logger in loggers if isinstance(logger, WandbLogger)]
+
+
 @torch.no_grad()
 def draw_attention_maps(module: CalculatorModule, probes: list[str], out_dir: Path, tag: str,
                         loggers=(), step: int | None = None) -> list[Path]:
@@ -48,11 +55,10 @@ def draw_attention_maps(module: CalculatorModule, probes: list[str], out_dir: Pa
                        for w in weights]}  # [layer][probe][head][query][key]
     raw_path = out_dir / f"{tag}.json"
     raw_path.write_text(json.dumps(raw))
-    for logger in loggers:
-        if type(logger).__name__ == "WandbLogger":
-            for layer, path in enumerate(paths):
-                logger.log_image(key=f"attention/layer{layer}", images=[str(path)], caption=[tag], step=step)
-            logger.experiment.save(str(raw_path), base_path=str(out_dir.parent), policy="now")
+    for logger in wandb_loggers(loggers):
+        for layer, path in enumerate(paths):
+            logger.log_image(key=f"attention/layer{layer}", images=[str(path)], caption=[tag], step=step)
+        logger.experiment.save(str(raw_path), base_path=str(out_dir.parent), policy="now")
     return paths
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from analysis.ablation import Evaluator, ablate_each_head, prunable_fraction, prune_heads
-from analysis.maps import draw_attention_maps
+from analysis.maps import draw_attention_maps, wandb_loggers
 from analysis.plots import ablation_heatmap, pruning_curve
 from analysis.roles import describe_heads, mean_patterns
 from model.module import CalculatorModule
@@ -26,10 +26,6 @@ def _write_csv(path: Path, columns: list[str], rows: list[list]) -> None:
         writer = csv.writer(f)
         writer.writerow(columns)
         writer.writerows(rows)
-
-
-def _wandb_loggers(loggers):
-    return [lg for lg in loggers if type(lg).__name__ == "WandbLogger"]
 
 
 @torch.no_grad()
@@ -73,7 +69,7 @@ def analyse_heads(module: CalculatorModule, seqs: torch.Tensor, run_dir: Path, p
         _write_csv(run_dir / "pruning.csv", PRUNING_COLUMNS, pruning_rows)
         images["pruning"] = pruning_curve(curve, results["prunable_fraction"], run_dir / "pruning.png")
 
-    for logger in _wandb_loggers(loggers):
+    for logger in wandb_loggers(loggers):
         logger.log_table(key="ablation/table", columns=ABLATION_COLUMNS, data=ablation_rows)
         logger.log_image(key="ablation/heatmap", images=[str(images["ablation"])])
         if prune:

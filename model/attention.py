@@ -41,7 +41,8 @@ class KVCache:
         return self.k, self.v
 
 
-def _check_size(name: str, value: int) -> None:
+def check_size(name: str, value: int) -> None:
+    """ValueError unless ``value`` is a whole number >= 1."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
 
@@ -50,7 +51,7 @@ def check_head_sizes(d_model: int, n_heads: int, n_kv_heads: int | None = None, 
     """The attention block's size rules, as ValueErrors that say what to choose instead."""
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
-        _check_size(name, value)
+        check_size(name, value)
     if d_model % n_heads:
         divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
         raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}; choose one of {divisors}")

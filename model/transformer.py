@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from model.attention import KVCache, MultiHeadAttention, check_head_sizes
+from model.attention import KVCache, MultiHeadAttention, check_head_sizes, check_size
 
 
 @dataclass
@@ -32,9 +32,7 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
         for name in ("vocab_size", "block_size", "n_layers", "mlp_ratio"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+            check_size(name, getattr(self, name))
 
     def to_dict(self) -> dict:
         return asdict(self)
