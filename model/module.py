@@ -51,12 +51,19 @@ class CalculatorModule(L.LightningModule):
         A greedy decoder writes the whole answer right exactly when every answer token is the argmax
         given the true tokens before it, so the second value is greedy exact-match at the cost of one pass.
         """
-        return self.answer_scores(self.net(seq[:, :-1], head_mask=head_mask)[0], seq)
+        logits, _ = self.net(seq[:, :-1], head_mask=head_mask, logits_from=self.answer_logits_from)
+        return self.answer_scores(logits, seq)
+
+    @property
+    def answer_logits_from(self) -> int:
+        """The position whose next-token logits predict the first answer token (the '=' sign)."""
+        return self.fmt.prompt_len - 1
 
     def answer_scores(self, logits: torch.Tensor, seq: torch.Tensor):
-        """Logits (B, T-1, vocab) of seq[:, :-1] -> (answer loss, (B,) every answer token is the argmax)."""
-        P, A = self.fmt.prompt_len, self.fmt.answer_len
-        logits, target = logits[:, P - 1:], seq[:, P:]  # predictions of the answer and [EOS] only
+        """Logits (B, answer_len + 1, vocab) of seq's positions answer_logits_from.. -> (loss on the answer and
+        [EOS], (B,) every answer token is the argmax)."""
+        A = self.fmt.answer_len
+        target = seq[:, self.fmt.prompt_len:]  # the answer and [EOS]
         loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
         return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
 
@@ -108,7 +115,8 @@ class CalculatorModule(L.LightningModule):
         vectors = [p for p in self.parameters() if p.dim() < 2]  # biases, LayerNorm gains
         optimizer = torch.optim.AdamW(
             [{"params": matrices, "weight_decay": o["weight_decay"]}, {"params": vectors, "weight_decay": 0.0}],
-            lr=o["lr"], betas=tuple(o["betas"]))
+            lr=o["lr"], betas=tuple(o["betas"]),
+            fused=self.device.type in ("cpu", "cuda"))  # one kernel for all tensors: ~4% of a CPU step
         total = max(self.trainer.max_steps, 1)
         warmup = min(o["warmup_steps"], total - 1)
         warm = torch.optim.lr_scheduler.LinearLR(

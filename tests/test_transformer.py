@@ -45,6 +45,19 @@ def test_cached_generation_equals_recomputing_the_whole_sequence(n_kv_heads):
     assert torch.equal(logits[:, 5:].argmax(-1), cached)
 
 
+@pytest.mark.parametrize("n_layers", [1, 3])
+def test_logits_from_skips_earlier_positions_without_changing_the_rest(n_layers):
+    model = tiny(n_layers=n_layers).train()
+    idx = torch.randint(17, (3, 12))
+    full, _ = model(idx)
+    part, _ = model(idx, logits_from=7)
+    assert part.shape == (3, 5, 17)
+    torch.testing.assert_close(part, full[:, 7:])
+    # earlier positions still learn: as keys and values of the later positions' queries
+    part.sum().backward()
+    assert (model.pos_emb.weight.grad[:7].abs().sum(dim=1) > 0).all()
+
+
 def test_head_mask_per_layer_and_head():
     model = tiny(n_layers=2)
     idx = torch.randint(17, (2, 8))
