@@ -153,9 +153,12 @@ def print_train(r: dict, console) -> None:
         table.add_row(label, f"{r['ms_per_step'][name]:.2f}", f"{r['tokens_per_second_by_path'][name]:,}")
     console.print(table)
     console.print(f"lightning_over_bare {r['lightning_over_bare']}, model_over_nanogpt {r['model_over_nanogpt']} "
-                  f"(> 1 = ours faster); {r['flops_per_token']:,} FLOPs/token x {r['tokens_per_second']:,} tokens/s "
-                  f"over a {r['matmul_peak_gflops']} GFLOP/s fp32 matmul peak = MFU {r['mfu']:.1%}; "
-                  f"data {r['data_problems_per_second']:,} problems/s; peak RSS {r['peak_rss_mb']} MB")
+                  f"(> 1 = ours faster); {r['flops_per_token']:,} FLOPs/token (reference "
+                  f"{r['reference_flops_per_token']:,}) x {r['tokens_per_second']:,} tokens/s over a "
+                  f"{r['matmul_peak_gflops']} GFLOP/s fp32 matmul peak = MFU {r['mfu']:.1%}")
+    console.print(f"where the time goes: matrix multiplies take {r['matmul_share_of_step']:.0%} of a step and run at "
+                  f"{r['matmul_gflops_in_step']} GFLOP/s; the rest is attention kernels, LayerNorm, GELU and "
+                  f"the optimizer. Data {r['data_problems_per_second']:,} problems/s; peak RSS {r['peak_rss_mb']} MB")
 
 
 def print_analysis(r: dict, console) -> None:

@@ -16,6 +16,8 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
+from torch.utils.flop_counter import FlopCounterMode
 
 from data.datamodule import ArithmeticDataModule
 from model.module import CalculatorModule
@@ -62,17 +64,22 @@ def _optimizer(model: nn.Module) -> torch.optim.Optimizer:
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.dim() < 2]
     return torch.optim.AdamW([{"params": matrices, "weight_decay": OPTIM["weight_decay"]},
-                              {"params": vectors, "weight_decay": 0.0}], lr=OPTIM["lr"], betas=OPTIM["betas"])
+                              {"params": vectors, "weight_decay": 0.0}], lr=OPTIM["lr"], betas=OPTIM["betas"],
+                             fused=True)  # as CalculatorModule.configure_optimizers does on CPU
 
 
-def bare_steps(logits_of, model: nn.Module, dm: ArithmeticDataModule, steps: int) -> list[float]:
-    """A plain PyTorch loop; returns each step's seconds. ``logits_of(seq)`` -> logits of seq[:, :-1]."""
-    optimizer, stream, P, times = _optimizer(model), iter(dm.train_dataloader()), dm.fmt.prompt_len, []
+def reference_loss(reference: RefGPT, seq: torch.Tensor, prompt_len: int) -> torch.Tensor:
+    """nanoGPT's way: logits at every position, the loss on the answer's (the task ours trains on)."""
+    logits = reference(seq[:, :-1])[:, prompt_len - 1:]
+    return F.cross_entropy(logits.flatten(0, 1), seq[:, prompt_len:].flatten())
+
+
+def bare_steps(loss_of, model: nn.Module, dm: ArithmeticDataModule, steps: int) -> list[float]:
+    """A plain PyTorch loop; returns each step's seconds. ``loss_of(seq)`` -> the batch's loss."""
+    optimizer, stream, times = _optimizer(model), iter(dm.train_dataloader()), []
     for _ in range(steps):
         started = time.perf_counter()
-        seq = next(stream)
-        logits = logits_of(seq)[:, P - 1:]
-        loss = F.cross_entropy(logits.flatten(0, 1), seq[:, P:].flatten())
+        loss = loss_of(next(stream))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -105,12 +112,22 @@ def lightning_steps(module: CalculatorModule, dm: ArithmeticDataModule, steps: i
     return timer.times
 
 
-# ---- FLOPs and the machine's peak ----------------------------------------------------------------------------
-def flops_per_token(model: nn.Module, n_layers: int, d_model: int, context: int) -> int:
-    """Training FLOPs per token: 6 x (parameters used in matrix multiplies) + 12 x layers x context x d_model
-    for the attention scores and weighted sums (forward + backward), as in the PaLM/nanoGPT estimate."""
-    matmul_params = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
-    return 6 * matmul_params + 12 * n_layers * context * d_model
+# ---- FLOPs, the machine's peak, and where a step's time goes ------------------------------------------------
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm")
+
+
+def step_flops(loss_of, seq: torch.Tensor, n_layers: int, d_model: int) -> tuple[int, int]:
+    """(all, matmul-only) FLOPs of one training step's forward + backward on ``seq``, counted as run.
+
+    Matrix multiplies are counted by torch's FlopCounterMode, so work a model skips is not counted. The
+    attention kernel is invisible to it on CPU, so its scores and weighted sums are added as the PaLM/nanoGPT
+    estimate does: 12 x layers x context x d_model per token (forward + backward, full T x T square).
+    """
+    with FlopCounterMode(display=False) as counter:
+        loss_of(seq).backward()
+    B, T = seq.shape[0], seq.shape[1] - 1
+    matmul = counter.get_total_flops()
+    return matmul + 12 * n_layers * T * d_model * B * T, matmul
 
 
 def matmul_peak(size: int = 2048, repeat: int = 5) -> float:
@@ -119,6 +136,16 @@ def matmul_peak(size: int = 2048, repeat: int = 5) -> float:
     a @ b
     best = min(_timed(lambda: a @ b) for _ in range(repeat))
     return 2 * size**3 / best
+
+
+def matmul_share(loss_of, model: nn.Module, dm: ArithmeticDataModule, steps: int = 10) -> float:
+    """Share of a bare training step's time spent inside matrix multiplies (torch.profiler, ``steps`` steps)."""
+    bare_steps(loss_of, model, dm, 3)  # warm up
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        bare_steps(loss_of, model, dm, steps)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    return sum(e.self_cpu_time_total for e in events if e.key in MATMUL_OPS) / total
 
 
 def _timed(fn) -> float:
@@ -137,34 +164,46 @@ def data_throughput(dm: ArithmeticDataModule, batches: int = 200) -> float:
 def bench_train(rounds: int = 3, steps: int = 60, warmup: int = 10) -> dict:
     torch.manual_seed(0)
     dm = ArithmeticDataModule(batch_size=256, n_val=10, n_test=10)
-    tokens_per_step = dm.batch_size * (dm.fmt.seq_len - 1)
-    ours = CalculatorModule(model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len),
-                            fmt=dm.fmt.to_dict(), optim=OPTIM)
-    bare_model = CalculatorModule(model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len),
-                                  fmt=dm.fmt.to_dict(), optim=OPTIM).net
+    P, T = dm.fmt.prompt_len, dm.fmt.seq_len - 1
+    tokens_per_step = dm.batch_size * T
+
+    def calculator() -> CalculatorModule:
+        return CalculatorModule(model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len),
+                                fmt=dm.fmt.to_dict(), optim=OPTIM)
+
+    ours, bare = calculator(), calculator()
     reference = RefGPT(dm.vocab_size, dm.fmt.seq_len)
+    losses = {"bare": lambda s: bare.forced_scores(s)[0], "nanogpt": lambda s: reference_loss(reference, s, P)}
+    models = {"bare": bare, "nanogpt": reference}
     per_step: dict[str, list[float]] = {"lightning": [], "bare": [], "nanogpt": []}
     for _ in range(rounds):  # take turns, so every variant sees the same machine
         per_step["lightning"] += lightning_steps(ours, dm, warmup + steps)[warmup:]
-        per_step["bare"] += bare_steps(lambda s: bare_model(s[:, :-1])[0], bare_model, dm, warmup + steps)[warmup:]
-        per_step["nanogpt"] += bare_steps(lambda s: reference(s[:, :-1]), reference, dm, warmup + steps)[warmup:]
+        for name in ("bare", "nanogpt"):
+            per_step[name] += bare_steps(losses[name], models[name], dm, warmup + steps)[warmup:]
     median = {name: statistics.median(times) for name, times in per_step.items()}
     tps = {name: tokens_per_step / seconds for name, seconds in median.items()}
-    net = ours.net
-    fpt = flops_per_token(net, net.cfg.n_layers, net.cfg.d_model, dm.fmt.seq_len - 1)
+
+    cfg, batch = ours.net.cfg, next(iter(dm.train_dataloader()))
+    flops, matmul_flops = step_flops(losses["bare"], batch, cfg.n_layers, cfg.d_model)
+    reference_flops, _ = step_flops(losses["nanogpt"], batch, cfg.n_layers, cfg.d_model)
+    share = matmul_share(losses["bare"], bare, dm)
     peak = matmul_peak()
     return {
-        "setup": f"3-digit addition, d_model=64, 4 heads, 2 layers, batch 256 x {dm.fmt.seq_len - 1} tokens, fp32, "
-                 f"{torch.get_num_threads()} threads; median of {rounds} x {steps} steps each",
+        "setup": f"3-digit addition, d_model={cfg.d_model}, {cfg.n_heads} heads, {cfg.n_layers} layers, "
+                 f"batch {dm.batch_size} x {T} tokens, fp32, {torch.get_num_threads()} threads; "
+                 f"median of {rounds} x {steps} steps each",
         "ms_per_step": {name: round(1000 * s, 2) for name, s in median.items()},
         "tokens_per_second": round(tps["lightning"]),
         "tokens_per_second_by_path": {name: round(v) for name, v in tps.items()},
         "lightning_over_bare": round(tps["lightning"] / tps["bare"], 3),
         "model_over_nanogpt": round(tps["bare"] / tps["nanogpt"], 3),
-        "flops_per_token": fpt,
+        "flops_per_token": round(flops / tokens_per_step),
+        "reference_flops_per_token": round(reference_flops / tokens_per_step),
         "matmul_peak_gflops": round(peak / 1e9, 1),
-        "mfu": round(fpt * tps["lightning"] / peak, 3),
+        "mfu": round(flops / median["lightning"] / peak, 3),
+        "matmul_share_of_step": round(share, 3),
+        "matmul_gflops_in_step": round(matmul_flops / (share * median["bare"]) / 1e9, 1),
         "data_problems_per_second": round(data_throughput(dm)),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "params": net.n_params,
+        "params": ours.net.n_params,
     }
