@@ -8,6 +8,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
 from tests.conftest import CONFIGS, compose_config
+from validate import check
 
 GROUP_OPTIONS = [(group.name, f.stem) for group in sorted(CONFIGS.iterdir()) if group.is_dir()
                  for f in sorted(group.glob("*.yaml"))]
@@ -64,3 +65,12 @@ def test_an_experiment_overrides_the_top_level_defaults(experiment, tmp_path):
     cfg = resolvable(compose_config([f"experiment={experiment}"]), tmp_path)
     assert cfg.target_accuracy is None and cfg.trainer.max_steps == 1500  # equal budgets, no early stop
     assert "model.n_heads" in cfg.hydra.sweeper.params
+
+
+def test_add10_is_ten_digit_addition_on_the_default_calculator(tmp_path):
+    cfg = resolvable(compose_config(["experiment=add10"]), tmp_path)
+    check(cfg)
+    dm = hydra.utils.instantiate(cfg.data)
+    assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.reverse_answer, dm.fmt.seq_len) == (10, "+", True, 35)
+    assert (cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers) == (64, 4, 2)
+    assert cfg.target_accuracy is not None  # stops early once the validation set is all right
