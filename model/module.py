@@ -12,7 +12,7 @@ from model.transformer import Transformer, TransformerConfig
 
 def validate_optim(lr: float, weight_decay: float, betas, warmup_steps: int, min_lr_ratio: float) -> None:
     if not lr > 0:
-        raise ValueError(f"optim.lr={lr!r}: must be > 0 (e.g. 5e-3)")
+        raise ValueError(f"optim.lr={lr!r}: must be > 0 (e.g. 3e-3)")
     if not weight_decay >= 0:
         raise ValueError(f"optim.weight_decay={weight_decay!r}: must be >= 0")
     if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
@@ -71,15 +71,19 @@ class CalculatorModule(L.LightningModule):
         """Greedy answers (B, answer_len) for the prompts in ``seq``, decoded with the KV cache."""
         return self.net.generate(seq[:, :self.fmt.prompt_len], self.fmt.answer_len, head_mask=head_mask)
 
-    def score(self, seq: torch.Tensor) -> dict[str, torch.Tensor]:
-        """loss, exact_match (whole answer right) and digit_accuracy (per answer position) of greedy answers."""
+    def score(self, seq: torch.Tensor, greedy: bool = True) -> dict[str, torch.Tensor]:
+        """loss, exact_match (whole answer right) and digit_accuracy (per answer position).
+
+        greedy: decode the answers, as a user of the model gets them. Otherwise read them off the one
+        teacher-forced pass that gives the loss: the same exact-match (see ``forced_scores``) for less than
+        half the cost, with digit accuracy then counting each digit given the true digits before it.
+        """
         P, A = self.fmt.prompt_len, self.fmt.answer_len
-        right = self.decode_answers(seq) == seq[:, P:P + A]  # (B, A)
-        return {
-            "loss": self.forced_scores(seq)[0],
-            "exact_match": right.all(dim=1).float().mean(),
-            "digit_accuracy": right.float().mean(),
-        }
+        logits, _ = self.net(seq[:, :-1], logits_from=self.answer_logits_from)
+        loss, _ = self.answer_scores(logits, seq)
+        answers = self.decode_answers(seq) if greedy else logits[:, :A].argmax(-1)
+        right = answers == seq[:, P:P + A]  # (B, A)
+        return {"loss": loss, "exact_match": right.all(dim=1).float().mean(), "digit_accuracy": right.float().mean()}
 
     # ---- Lightning hooks ----------------------------------------------------------------------------
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
@@ -88,7 +92,8 @@ class CalculatorModule(L.LightningModule):
         return loss
 
     def _eval_step(self, batch: torch.Tensor, split: str) -> None:
-        for name, value in self.score(batch).items():
+        # validation runs often during training: teacher-forced; the test decodes greedily
+        for name, value in self.score(batch, greedy=split == "test").items():
             self.log(f"{split}/{name}", value, prog_bar=name == "exact_match", batch_size=len(batch), sync_dist=True)
 
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:

@@ -60,6 +60,7 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
     module, test = trained
     greedy = module.score(test)["exact_match"].item()
     assert evaluate(module, test).exact_match == pytest.approx(greedy)
+    assert module.score(test, greedy=False)["exact_match"].item() == pytest.approx(greedy)  # validation's way
     mask = torch.tensor([[1.0, 0.0, 1.0, 1.0]])
     _, forced = module.forced_scores(test, mask)
     decoded = module.decode_answers(test, mask)
