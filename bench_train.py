@@ -22,7 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from data.datamodule import ArithmeticDataModule
 from model.module import CalculatorModule
 
-OPTIM = dict(lr=5e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=100, min_lr_ratio=0.1)
+OPTIM = dict(lr=3e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=100, min_lr_ratio=0.1)
 
 
 # ---- a nanoGPT-style reference: one fused c_attn projection, scaled_dot_product_attention ----------------
