@@ -1,4 +1,4 @@
-"""Speed benchmarks:  python bench.py [decode] [train] [analysis] [--ckpt PATH] [--n 10000] [--repeat 3] [--json]
+"""Speed benchmarks:  python bench.py [decode] [train] [analysis] [--ckpt PATH] [--n 10000] [--repeat 3] [--digits 3] [--json]
 
 decode   -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
             lines, encode, decode greedily with the KV cache, score; (2) greedy decoding throughput of the
@@ -78,7 +78,7 @@ def bench_decode(calc: Calculator, n: int, repeat: int) -> dict:
     }
 
 
-def bench_analysis(calc: Calculator, n: int, repeat: int) -> dict:
+def bench_analysis(repeat: int) -> dict:
     """Whole ``python train.py`` runs, with and without analysis, alternating so both see the same machine."""
     import subprocess
     import tempfile
@@ -114,13 +114,17 @@ def bench_analysis(calc: Calculator, n: int, repeat: int) -> dict:
     }
 
 
-def bench_training(calc: Calculator, n: int, repeat: int) -> dict:
+def bench_training(repeat: int, digits: int) -> dict:
     from bench_train import bench_train
 
-    return bench_train(rounds=repeat)
+    return bench_train(rounds=repeat, digits=digits)
 
 
-SECTIONS = {"decode": bench_decode, "train": bench_training, "analysis": bench_analysis}
+SECTIONS = {  # name -> (calculator, command-line args) -> figures
+    "decode": lambda calc, args: bench_decode(calc, args.n, args.repeat),
+    "train": lambda calc, args: bench_training(args.repeat, args.digits),
+    "analysis": lambda calc, args: bench_analysis(args.repeat),
+}
 
 
 def print_decode(r: dict, console) -> None:
@@ -179,14 +183,16 @@ def print_analysis(r: dict, console) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("sections", nargs="*", metavar="SECTION", help=f"which benchmarks ({', '.join(SECTIONS)}); "
-                                                                  "default decode")
+                                                                  "default: decode and train")
     p.add_argument("--ckpt", help="checkpoint file or run directory (default: a freshly initialised model)")
     p.add_argument("--n", type=int, default=10_000, help="problems (default 10000)")
     p.add_argument("--repeat", type=int, default=3, help="timed runs per figure; the fastest counts (default 3)")
+    p.add_argument("--digits", type=int, default=3,
+                   help="train section: operand digits of the addition problems timed (default 3; 10 = add10)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
-    if args.n < 1 or args.repeat < 1:
-        p.error("--n and --repeat must be >= 1")
+    if args.n < 1 or args.repeat < 1 or args.digits < 1:
+        p.error("--n, --repeat and --digits must be >= 1")
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:
         p.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": calc.describe() + ("" if calc.path else " (freshly initialised)"),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        **{name: SECTIONS[name](calc, args.n, args.repeat) for name in sections},
+        **{name: SECTIONS[name](calc, args) for name in sections},
     }
     if "train" in results:  # the headline figures, at the top level
         results |= {k: results["train"][k] for k in ("lightning_over_bare", "model_over_nanogpt", "mfu",

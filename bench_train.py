@@ -1,8 +1,8 @@
 """Training speed, side by side in one process: our Lightning path, the same model in a bare loop, and a
 nanoGPT-style reference model -- plus this machine's matrix-multiply peak, to turn tokens/s into MFU.
 
-Used by ``python bench.py train``. Every variant trains the default calculator (3-digit addition,
-d_model=64, 4 heads, 2 layers, batch 256, fp32) on the same data stream with the same optimizer; the
+Used by ``python bench.py train [--digits N]``. Every variant trains the default calculator (d_model=64,
+4 heads, 2 layers, batch 256, fp32; 3-digit addition unless told otherwise) on the same data stream with the same optimizer; the
 variants take turns, round after round, so a noisy neighbour slows them all alike.
 """
 
@@ -161,9 +161,9 @@ def data_throughput(dm: ArithmeticDataModule, batches: int = 200) -> float:
 
 
 # ---- the section -------------------------------------------------------------------------------------------
-def bench_train(rounds: int = 3, steps: int = 60, warmup: int = 10) -> dict:
+def bench_train(rounds: int = 3, steps: int = 60, warmup: int = 10, digits: int = 3) -> dict:
     torch.manual_seed(0)
-    dm = ArithmeticDataModule(batch_size=256, n_val=10, n_test=10)
+    dm = ArithmeticDataModule(digits=digits, batch_size=256, n_val=10, n_test=10)
     P, T = dm.fmt.prompt_len, dm.fmt.seq_len - 1
     tokens_per_step = dm.batch_size * T
 
@@ -189,7 +189,7 @@ def bench_train(rounds: int = 3, steps: int = 60, warmup: int = 10) -> dict:
     share = matmul_share(losses["bare"], bare, dm)
     peak = matmul_peak()
     return {
-        "setup": f"3-digit addition, d_model={cfg.d_model}, {cfg.n_heads} heads, {cfg.n_layers} layers, "
+        "setup": f"{digits}-digit addition, d_model={cfg.d_model}, {cfg.n_heads} heads, {cfg.n_layers} layers, "
                  f"batch {dm.batch_size} x {T} tokens, fp32, {torch.get_num_threads()} threads; "
                  f"median of {rounds} x {steps} steps each",
         "ms_per_step": {name: round(1000 * s, 2) for name, s in median.items()},
