@@ -1,4 +1,4 @@
-"""Speed benchmarks:  python bench.py [decode] [train] [analysis] [--ckpt PATH] [--n 10000] [--repeat 3] [--digits 3] [--json]
+"""Speed benchmarks:  python bench.py [decode] [train] [analysis] [--ckpt P] [--n N] [--repeat R] [--digits D] [--json]
 
 decode   -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
             lines, encode, decode greedily with the KV cache, score; (2) greedy decoding throughput of the

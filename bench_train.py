@@ -2,8 +2,8 @@
 nanoGPT-style reference model -- plus this machine's matrix-multiply peak, to turn tokens/s into MFU.
 
 Used by ``python bench.py train [--digits N]``. Every variant trains the default calculator (d_model=64,
-4 heads, 2 layers, batch 256, fp32; 3-digit addition unless told otherwise) on the same data stream with the same optimizer; the
-variants take turns, round after round, so a noisy neighbour slows them all alike.
+4 heads, 2 layers, batch 256, fp32; 3-digit addition unless told otherwise) on the same data stream with
+the same optimizer; the variants take turns, round after round, so a noisy neighbour slows them all alike.
 """
 
 from __future__ import annotations
@@ -119,15 +119,19 @@ MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm")
 def step_flops(loss_of, seq: torch.Tensor, n_layers: int, d_model: int) -> tuple[int, int]:
     """(all, matmul-only) FLOPs of one training step's forward + backward on ``seq``, counted as run.
 
-    Matrix multiplies are counted by torch's FlopCounterMode, so work a model skips is not counted. The
-    attention kernel is invisible to it on CPU, so its scores and weighted sums are added as the PaLM/nanoGPT
-    estimate does: 12 x layers x context x d_model per token (forward + backward, full T x T square).
+    Matrix multiplies are counted by torch's FlopCounterMode, so work a model skips is not counted. Where it
+    does not see the attention kernel (the fused CPU kernel, in torch 2.13), the scores and weighted sums are
+    added as the PaLM/nanoGPT estimate does: 12 x layers x context x d_model per token (forward + backward).
     """
     with FlopCounterMode(display=False) as counter:
         loss_of(seq).backward()
     B, T = seq.shape[0], seq.shape[1] - 1
-    matmul = counter.get_total_flops()
-    return matmul + 12 * n_layers * T * d_model * B * T, matmul
+    counts = counter.get_flop_counts()["Global"]
+    matmul = sum(n for op, n in counts.items() if str(op).rsplit(".", 1)[-1] in ("mm", "addmm", "bmm"))
+    total = counter.get_total_flops()
+    if not any("attention" in str(op) for op in counts):
+        total += 12 * n_layers * T * d_model * B * T
+    return total, matmul
 
 
 def matmul_peak(size: int = 2048, repeat: int = 5) -> float:

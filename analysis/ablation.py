@@ -78,7 +78,7 @@ class Evaluator:
         total_loss, n_right = 0.0, 0
         for c, chunk in enumerate(self.chunks):
             x, _ = self.net.run_blocks(self.stream(c, start_layer), start_layer, head_mask=head_mask,
-                                       logits_from=self.module.answer_logits_from)
+                                       keep_from=self.module.answer_logits_from)
             loss, exact = self.module.answer_scores(self.net.unembed(x), chunk)
             total_loss += loss.item() * len(chunk)
             n_right += int(exact.sum())

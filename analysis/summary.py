@@ -22,7 +22,8 @@ def print_summary(results: dict, console: Console | None = None) -> None:
                                       f"(per digit {results['test_digit_accuracy']:.2%})")
     for i, head in enumerate(results.get("most_important_heads", [])):
         table.add_row("most important heads" if i == 0 else "",
-                      f"L{head['layer']}h{head['head']}: {head['delta_exact_match']:+.1%} when zeroed — {head['role']}")
+                      f"L{head['layer']}h{head['head']}: {head['delta_exact_match']:+.1%} when zeroed — "
+                      f"{head['role']}")
     if "prunable_fraction" in results:
         table.add_row("prunable", f"{results['prunable_fraction']:.0%} of heads removable losing ≤ 1 point")
     if "images" in results:

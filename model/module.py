@@ -1,4 +1,4 @@
-"""LightningModule: trains the transformer on answer tokens and scores answers decoded greedily."""
+"""LightningModule: trains the transformer on answer tokens; validates teacher-forced, tests by greedy decoding."""
 
 from __future__ import annotations
 
@@ -51,8 +51,11 @@ class CalculatorModule(L.LightningModule):
         A greedy decoder writes the whole answer right exactly when every answer token is the argmax
         given the true tokens before it, so the second value is greedy exact-match at the cost of one pass.
         """
-        logits, _ = self.net(seq[:, :-1], head_mask=head_mask, logits_from=self.answer_logits_from)
-        return self.answer_scores(logits, seq)
+        return self.answer_scores(self.answer_logits(seq, head_mask), seq)
+
+    def answer_logits(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher-forced logits (B, answer_len + 1, vocab) predicting seq's answer and [EOS] tokens."""
+        return self.net(seq[:, :-1], head_mask=head_mask, logits_from=self.answer_logits_from)[0]
 
     @property
     def answer_logits_from(self) -> int:
@@ -79,7 +82,7 @@ class CalculatorModule(L.LightningModule):
         half the cost, with digit accuracy then counting each digit given the true digits before it.
         """
         P, A = self.fmt.prompt_len, self.fmt.answer_len
-        logits, _ = self.net(seq[:, :-1], logits_from=self.answer_logits_from)
+        logits = self.answer_logits(seq)
         loss, _ = self.answer_scores(logits, seq)
         answers = self.decode_answers(seq) if greedy else logits[:, :A].argmax(-1)
         right = answers == seq[:, P:P + A]  # (B, A)

@@ -113,9 +113,11 @@ class Transformer(nn.Module):
         logits_from: the first position whose next-token logits are wanted. Training only needs the
             answer's; the last layer then skips the MLP on earlier positions (~18% of a default step).
         """
+        if caches and logits_from:
+            raise ValueError("logits_from is for whole sequences; with caches idx holds only the new tokens")
         x = self.embed(idx, start=caches[0].length if caches else 0)
         x, weights = self.run_blocks(x, need_weights=need_weights, head_mask=head_mask, caches=caches,
-                                     logits_from=logits_from)
+                                     keep_from=logits_from)
         return self.unembed(x), weights
 
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -128,10 +130,10 @@ class Transformer(nn.Module):
 
     def run_blocks(self, x: torch.Tensor, start_layer: int = 0, need_weights: bool = False,
                    head_mask: torch.Tensor | None = None, caches: list[KVCache] | None = None,
-                   logits_from: int = 0):
+                   keep_from: int = 0):
         """The residual stream (B, T, d_model) through blocks[start_layer:] -> (stream, weights or None).
 
-        The returned stream holds positions logits_from.. only (see ``forward``)."""
+        The returned stream holds positions keep_from.. only: the last block skips the others (see ``forward``)."""
         all_weights = [] if need_weights else None
         last = len(self.blocks) - 1
         for i in range(start_layer, len(self.blocks)):
@@ -140,7 +142,7 @@ class Transformer(nn.Module):
                 need_weights=need_weights,
                 head_mask=None if head_mask is None else head_mask[i],
                 cache=None if caches is None else caches[i],
-                keep_from=logits_from if i == last else 0,
+                keep_from=keep_from if i == last else 0,
             )
             if need_weights:
                 all_weights.append(weights)

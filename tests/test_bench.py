@@ -7,7 +7,7 @@ import torch
 
 from bench_train import RefGPT, bench_train, reference_loss, step_flops
 from model.module import CalculatorModule
-from model.transformer import Transformer, TransformerConfig
+from model.transformer import Transformer
 
 
 def test_train_benchmark_reports_side_by_side_figures():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from model.attention import KVCache
 from model.transformer import Transformer, TransformerConfig
 
 
@@ -84,3 +85,9 @@ def test_config_validation(bad):
     kw = dict(vocab_size=17, block_size=16, d_model=32, n_heads=4) | bad
     with pytest.raises(ValueError):
         TransformerConfig(**kw)
+
+
+def test_logits_from_with_a_kv_cache_is_a_clear_error():
+    model = tiny()
+    with pytest.raises(ValueError, match="logits_from"):
+        model(torch.randint(17, (1, 4)), caches=[KVCache() for _ in model.blocks], logits_from=2)
