@@ -57,10 +57,9 @@ class Evaluator:
         if self._streams is None:
             self._streams = []
             for c in range(len(self.chunks)):
-                x, inputs = self.stream(c, 0), []
-                for block in self.net.blocks:
-                    inputs.append(x)
-                    x, _ = block(x)
+                inputs = [self.stream(c, 0)]
+                for block in self.net.blocks[:-1]:  # the last block's output is never an input
+                    inputs.append(block(inputs[-1])[0])
                 self._streams.append(inputs)
         return self._streams[chunk][layer]
 
