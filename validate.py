@@ -82,7 +82,6 @@ RULES: dict[str, Rule] = {
     "model.dropout": number(0, 1, high_open=True),
     "model.bias": FLAG,
     "model.tie_weights": FLAG,
-    "model.pos_init_std": number(0, low_open=True),
     "data.digits": whole(1),
     "data.reverse_answer": FLAG,
     "data.batch_size": whole(1),

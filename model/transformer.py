@@ -28,14 +28,11 @@ class TransformerConfig:
     dropout: float = 0.0
     bias: bool = True
     tie_weights: bool = True
-    pos_init_std: float = 0.02  # initial spread of the position embeddings (token embeddings: 0.02)
 
     def __post_init__(self) -> None:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
         for name in ("vocab_size", "block_size", "n_layers", "mlp_ratio"):
             check_size(name, getattr(self, name))
-        if not self.pos_init_std > 0:
-            raise ValueError(f"pos_init_std must be > 0, got {self.pos_init_std!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,10 +87,10 @@ class Transformer(nn.Module):
             if name.endswith(("attn.W_o.weight", "mlp.fc_out.weight")):
                 nn.init.normal_(p, mean=0.0, std=0.02 / (2 * cfg.n_layers) ** 0.5)
 
-    def _init_weights(self, module: nn.Module) -> None:
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            std = self.cfg.pos_init_std if module is self.pos_emb else 0.02
-            nn.init.normal_(module.weight, mean=0.0, std=std)
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
