@@ -20,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from data.datamodule import ArithmeticDataModule
-from model.module import CalculatorModule
+from model.module import CalculatorModule, adamw
 
 OPTIM = dict(lr=3e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=100, min_lr_ratio=0.1)
 
@@ -60,14 +60,6 @@ class RefGPT(nn.Module):
 
 
 # ---- the three training paths ------------------------------------------------------------------------------
-def _optimizer(model: nn.Module) -> torch.optim.Optimizer:
-    matrices = [p for p in model.parameters() if p.dim() >= 2]
-    vectors = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": matrices, "weight_decay": OPTIM["weight_decay"]},
-                              {"params": vectors, "weight_decay": 0.0}], lr=OPTIM["lr"], betas=OPTIM["betas"],
-                             fused=True)  # as CalculatorModule.configure_optimizers does on CPU
-
-
 def reference_loss(reference: RefGPT, seq: torch.Tensor, prompt_len: int) -> torch.Tensor:
     """nanoGPT's way: logits at every position, the loss on the answer's (the task ours trains on)."""
     logits = reference(seq[:, :-1])[:, prompt_len - 1:]
@@ -76,7 +68,8 @@ def reference_loss(reference: RefGPT, seq: torch.Tensor, prompt_len: int) -> tor
 
 def bare_steps(loss_of, model: nn.Module, dm: ArithmeticDataModule, steps: int) -> list[float]:
     """A plain PyTorch loop; returns each step's seconds. ``loss_of(seq)`` -> the batch's loss."""
-    optimizer, stream, times = _optimizer(model), iter(dm.train_dataloader()), []
+    optimizer = adamw(model, OPTIM["lr"], OPTIM["weight_decay"], OPTIM["betas"])  # as in training
+    stream, times = iter(dm.train_dataloader()), []
     for _ in range(steps):
         started = time.perf_counter()
         loss = loss_of(next(stream))

@@ -23,6 +23,17 @@ def validate_optim(lr: float, weight_decay: float, betas, warmup_steps: int, min
         raise ValueError(f"optim.min_lr_ratio={min_lr_ratio!r}: must be in [0, 1]")
 
 
+def adamw(model: torch.nn.Module, lr: float, weight_decay: float, betas) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not on biases and LayerNorm gains), fused into one kernel
+    for all tensors where torch can (~4% of a CPU step)."""
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    vectors = [p for p in model.parameters() if p.dim() < 2]
+    device = next(model.parameters()).device.type
+    return torch.optim.AdamW([{"params": matrices, "weight_decay": weight_decay},
+                              {"params": vectors, "weight_decay": 0.0}],
+                             lr=lr, betas=tuple(betas), fused=device in ("cpu", "cuda"))
+
+
 class CalculatorModule(L.LightningModule):
     """Wraps :class:`Transformer` for training on arithmetic strings.
 
@@ -119,12 +130,7 @@ class CalculatorModule(L.LightningModule):
 
     def configure_optimizers(self):
         o = self.hparams.optim
-        matrices = [p for p in self.parameters() if p.dim() >= 2]  # weight decay on matrices only
-        vectors = [p for p in self.parameters() if p.dim() < 2]  # biases, LayerNorm gains
-        optimizer = torch.optim.AdamW(
-            [{"params": matrices, "weight_decay": o["weight_decay"]}, {"params": vectors, "weight_decay": 0.0}],
-            lr=o["lr"], betas=tuple(o["betas"]),
-            fused=self.device.type in ("cpu", "cuda"))  # one kernel for all tensors: ~4% of a CPU step
+        optimizer = adamw(self, o["lr"], o["weight_decay"], o["betas"])
         total = max(self.trainer.max_steps, 1)
         warmup = min(o["warmup_steps"], total - 1)
         warm = torch.optim.lr_scheduler.LinearLR(
