@@ -143,6 +143,8 @@ def test_every_lesson_idea_and_exercise_has_a_notebook_location():
     """Every row of the page's map of ideas and of its exercise table appears in "In the notebooks", with at
     least one cell reference. A new idea added to the map without a notebook location fails here."""
     page = sections(COURSE_MD.read_text())
+    for heading in ("The map", "The exercises and the quiz, as tests", "In the notebooks"):
+        assert heading in page, f"docs/course.md has no section '## {heading}'; update this test with it"
     ideas = list(table_rows(page["The map"]))
     exercises = list(table_rows(page["The exercises and the quiz, as tests"]))
     assert len(ideas) >= 10 and len(exercises) >= 10
