@@ -16,7 +16,6 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 import bench
 import calc
@@ -25,9 +24,9 @@ from data.datamodule import ArithmeticDataModule
 from data.expressions import ExpressionError, Problem, borrows, carries, operand_digits, parse_expression
 from data.problems import ProblemFormat
 from model.checkpoint import CheckpointError, find_checkpoints, load_calculator, newest_checkpoint
-from model.module import CalculatorModule
+from model.module import AdamWSchedule, CalculatorModule
 from model.transformer import TransformerConfig
-from tests.conftest import CONFIGS, ROOT, run_train
+from tests.conftest import ROOT, run_train
 
 
 def make_run(run_dir: Path, operators: str, steps: int) -> Path:
@@ -35,8 +34,7 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     torch.manual_seed(0)
     dm = ArithmeticDataModule(digits=2, operators=operators, batch_size=128, val_fraction=0.05,
                               test_fraction=0.05, n_val=10, n_test=10)
-    optim = {**OmegaConf.to_container(OmegaConf.load(CONFIGS / "optim" / "adamw.yaml")), "lr": 1e-2,
-             "warmup_steps": 20}
+    optim = AdamWSchedule(lr=1e-2, warmup_steps=20).to_dict()
     model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
     module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
     trainer = L.Trainer(max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,

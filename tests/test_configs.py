@@ -8,7 +8,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
 from tests.conftest import CONFIGS, compose_config
-from validate import check
+from training.config import check
 
 GROUP_OPTIONS = [(group.name, f.stem) for group in sorted(CONFIGS.iterdir()) if group.is_dir()
                  for f in sorted(group.glob("*.yaml"))]

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import open_dict
 
 from tests.conftest import ROOT, compose_config, run_train
-from validate import ConfigError, check
+from training.config import ConfigError, check
 
 SMALL = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=300",
          "data.n_test=300", "trainer.val_check_interval=50", "logger=none", "analysis=none"]
