@@ -153,6 +153,15 @@ def interactive(calc, check: bool, attention: bool) -> int:
 
 
 # ---- evaluating a file -----------------------------------------------------------------------------------
+def input_lines(text: str) -> list[str]:
+    """Lines split at '\n' only (and a '\r' before it): str.splitlines() would also split at form feeds,
+    '\x1c', '\u2028' ..., giving two answers for one input line and misaligning every later one."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    return [line.removesuffix("\r") for line in lines]
+
+
 def read_text(name: str) -> str:
     """The file's text; bytes that are not UTF-8 become '\ufffd', so their lines are reported as invalid."""
     if name == "-":
@@ -172,7 +181,7 @@ def evaluate_file(calc, name: str, show_mistakes: int, as_json: bool) -> int:
         print(f"error: cannot read --eval file {e}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    problems = read_problems(text.splitlines(), calc.fmt)
+    problems = read_problems(input_lines(text), calc.fmt)
     report = calc.evaluate(problems.problems, problems.lines, show_mistakes)
     seconds = time.perf_counter() - started
     result = {
@@ -232,14 +241,18 @@ def print_report(r: dict) -> None:
 
 # ---- entry point ---------------------------------------------------------------------------------------
 def load(ckpt: str | None):
-    from model.checkpoint import find_checkpoints, load_calculator, newest_checkpoint
+    from model.checkpoint import find_checkpoints, load_calculator, newest_checkpoint, unfinished_warning
 
     if ckpt is not None:
-        return load_calculator(ckpt)
-    path = newest_checkpoint(Path.cwd())
-    calc = load_calculator(path)
-    n = len(find_checkpoints(Path.cwd()))
-    print(f"checkpoint: {display_path(path)} (newest of {n}; {calc.describe()})", file=sys.stderr)
+        calc = load_calculator(ckpt)
+    else:
+        path = newest_checkpoint(Path.cwd())
+        calc = load_calculator(path)
+        n = len(find_checkpoints(Path.cwd()))
+        print(f"checkpoint: {display_path(path)} (newest of {n}; {calc.describe()})", file=sys.stderr)
+    warning = unfinished_warning(calc.path)
+    if warning:
+        print(warning, file=sys.stderr)
     return calc
 
 
@@ -260,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.exprs:
         return answer_lines(calc, args.exprs, args.check, args.attention)
     if not sys.stdin.isatty():
-        return answer_lines(calc, sys.stdin.read().splitlines(), args.check, args.attention)
+        return answer_lines(calc, input_lines(sys.stdin.read()), args.check, args.attention)
     return interactive(calc, args.check, args.attention)
 
 

@@ -22,17 +22,14 @@ from training.rundir import RunDir
 register_resolvers()
 
 
-def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) -> dict:
-    """Train, test and analyse one calculator as ``cfg`` says; returns the results.json record."""
-    started = time.perf_counter()
+def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resume_id: str | None = None):
+    """Every object of the run, each checking its own settings: a mistake is a ConfigError before any training."""
     check(cfg)  # the keys no object owns; each object checks its own arguments as it is built
     import lightning as L
     import torch
 
     from analysis.callbacks import AttentionMaps
     from model.module import CalculatorModule
-    from training.callbacks import GracefulStop
-    from training.results import run_record, test_mistakes
 
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
@@ -42,23 +39,31 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
     optim = build(cfg.optim, "optim")
     module = CalculatorModule(model=model_config.to_dict(), fmt=datamodule.fmt.to_dict(), optim=optim.to_dict())
     analysis = build(cfg.analysis, "analysis") if cfg.get("analysis") else None
-    if analysis is not None:
-        try:
-            analysis.probes_for(module)  # a bad probe is a config mistake, found before training
-        except ValueError as e:
-            raise ConfigError(f"analysis.{e}") from None
     callbacks = [build(node, f"callbacks.{name}") for name, node in (cfg.get("callbacks") or {}).items() if node]
+    probe_checks = [("analysis", analysis.probes_for)] if analysis else []
+    probe_checks += [("callbacks.attention_maps", c.probes_for) for c in callbacks if isinstance(c, AttentionMaps)]
+    for key, probes_for in probe_checks:
+        try:
+            probes_for(module)  # a bad probe is a config mistake, found before training
+        except ValueError as e:
+            raise ConfigError(f"{key}.{e}") from None
     # a run shorter than the validation interval still validates (and checkpoints) once, at its end
     cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
-    previous = run_dir.read_results() if cfg.resume else {}
-    loggers = build_loggers(cfg, run_name, group, previous.get("wandb_run_id"))
+    loggers = build_loggers(cfg, run_name, group, resume_id)
     trainer = build(cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False)
-    for maps in (c for c in callbacks if isinstance(c, AttentionMaps)):
-        try:
-            maps.setup(trainer, module, "fit")  # a bad probe is a config mistake, found before training
-        except ValueError as e:
-            raise ConfigError(f"callbacks.attention_maps.{e}") from None
+    return datamodule, module, analysis, callbacks, loggers, trainer
 
+
+def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) -> dict:
+    """Train, test and analyse one calculator as ``cfg`` says; returns the results.json record."""
+    started = time.perf_counter()
+    from analysis.callbacks import AttentionMaps
+    from training.callbacks import GracefulStop
+    from training.results import run_record, test_mistakes
+
+    previous = run_dir.read_results() if cfg.resume else {}
+    datamodule, module, analysis, callbacks, loggers, trainer = assemble(cfg, run_name, group,
+                                                                         previous.get("wandb_run_id"))
     main_process = trainer.is_global_zero
     if main_process:
         run_dir.claim(resuming=cfg.resume is not None)

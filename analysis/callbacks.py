@@ -27,13 +27,18 @@ class AttentionMaps(L.Callback):
         self.n_validations = 0
         self.seconds = 0.0  # time spent drawing, reported in results.json as maps_seconds
 
-    def setup(self, trainer: L.Trainer, pl_module, stage: str) -> None:
+    def probes_for(self, pl_module) -> list[str]:
+        """The probe problems, checked against the model's format (ValueError naming the bad one)."""
         if self.probes is None:
             self.probes = default_probes(pl_module.fmt)
-        try:  # a bad probe fails now, before training, not at step 500
+        try:
             probe_sequences(pl_module, self.probes)
         except ValueError as e:
             raise ValueError(f"probes: {e}") from None
+        return self.probes
+
+    def setup(self, trainer: L.Trainer, pl_module, stage: str) -> None:
+        self.probes_for(pl_module)  # a bad probe fails now, before training, not at step 500
 
     def on_validation_end(self, trainer: L.Trainer, pl_module) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero:

@@ -19,6 +19,17 @@ def compose_config(overrides: list[str] | None = None):
     return compose_train_config(overrides or [])
 
 
+def resolvable(cfg, run_dir: Path):
+    """Give a composed config its run directory, as @hydra.main does, so ${hydra:...} resolves."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(run_dir)
+    HydraConfig.instance().set_config(cfg)
+    return cfg
+
+
 @pytest.fixture
 def make_config():
     return compose_config

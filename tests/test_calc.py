@@ -159,6 +159,16 @@ def test_stdin_mode_answers_each_line_in_order(capsys, monkeypatch, run_add):
     assert "empty" in lines[1]
 
 
+@pytest.mark.parametrize("separator", ["\x0c", "\x0b", "\x1c", "\x85", "\u2028", "\r"])
+def test_stdin_is_split_at_newlines_only(capsys, monkeypatch, run_add, separator):
+    """One input line holding a form feed (or any other character str.splitlines() splits at) is one input,
+    so it gets one line of output and every later line keeps its place."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"1+2{separator}3+4\n5+6\r\n7+8\n"))
+    status, lines, _ = call(capsys, "--ckpt", str(run_add))
+    assert status == 1 and len(lines) == 3
+    assert lines[0].startswith("error: ") and not lines[1].startswith("error") and not lines[2].startswith("error")
+
+
 def test_interactive_prompt_until_an_empty_line(capsys, monkeypatch, run_add):
     typed = iter(["12+34", "x", ""])
     monkeypatch.setattr(sys, "stdin", io.StringIO())

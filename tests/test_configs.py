@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import hydra
 import pytest
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
 
-from tests.conftest import CONFIGS, compose_config
+from tests.conftest import CONFIGS, compose_config, resolvable
 from training.config import check
 
 GROUP_OPTIONS = [(group.name, f.stem) for group in sorted(CONFIGS.iterdir()) if group.is_dir()
                  for f in sorted(group.glob("*.yaml"))]
-
-
-def resolvable(cfg, tmp_path):
-    """Give the composed config a run directory, as @hydra.main would."""
-    with open_dict(cfg):
-        cfg.hydra.runtime.output_dir = str(tmp_path)
-    HydraConfig.instance().set_config(cfg)
-    return cfg
 
 
 def test_every_group_has_its_options():

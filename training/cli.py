@@ -33,9 +33,9 @@ def compose_train_config(overrides: list[str]) -> DictConfig:
         return compose(config_name="train", overrides=overrides, return_hydra_config=True)
 
 
-def _did_you_mean(word: str, options) -> str:
-    close = difflib.get_close_matches(word, [str(o) for o in options], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
+def _did_you_mean(word: str, options, prefix: str = "") -> str:
+    close = difflib.get_close_matches(word, [str(o) for o in options if str(o) != word], n=1, cutoff=0.6)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
 
 
 def _group_options(group: str) -> list[str]:
@@ -50,7 +50,8 @@ def _explain(message: str, base: DictConfig) -> str:
         parent, _, leaf = key.rpartition(".")
         node = OmegaConf.select(base, parent) if parent else base
         if isinstance(node, DictConfig):
-            return f"{key} is not a setting{_did_you_mean(leaf, node.keys())}; see them with  python train.py --cfg job"
+            known = _did_you_mean(leaf, node.keys(), f"{parent}." if parent else "")
+            return f"{key} is not a setting{known}; see them all with  python train.py --cfg job"
         groups = [p.name for p in CONFIGS.iterdir() if p.is_dir()]
         return f"{key} is not a setting or config group{_did_you_mean(key, list(base.keys()) + groups)}"
     found = re.search(r"Could not find '([^']+)/([^']+)'", message)
@@ -89,7 +90,7 @@ def _check_additions(overrides, cfg: DictConfig) -> None:
             if leaf in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
                 continue
             raise ConfigError(f"+{o.key_or_group}: {target} takes no argument {leaf!r}"
-                              f"{_did_you_mean(leaf, params)}")
+                              f"{_did_you_mean(leaf, params, f'+{parent}.')}")
         raise ConfigError(f"+{o.key_or_group}: adds a key that nothing reads"
                           f"{_did_you_mean(o.key_or_group, _all_keys(cfg))}")
 

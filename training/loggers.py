@@ -106,8 +106,8 @@ def quiet_known_noise() -> None:
     for source in (logging.getLogger(), logging.getLogger("lightning.pytorch")):
         for handler in source.handlers:
             handler.addFilter(lambda record: "litlogger" not in record.getMessage())
-    lightning_logger = logging.getLogger("lightning.pytorch")  # its handler comes when Lightning is imported
-    lightning_logger.addFilter(lambda record: "litlogger" not in record.getMessage())
+    # the advert is logged here; a filter on the logger that logs it holds whatever handlers come later
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
 
 
 def run_name(override_dirname: str, run_dir: Path) -> str:
