@@ -70,7 +70,7 @@ def analyse_heads(module: CalculatorModule, seqs: torch.Tensor, run_dir: Path, p
         pruning_rows = [[len(s.removed), s.fraction, s.exact_match, s.loss,
                          f"L{s.removed[-1][0]}h{s.removed[-1][1]}" if s.removed else ""] for s in curve]
         _write_csv(run_dir / "pruning.csv", PRUNING_COLUMNS, pruning_rows)
-        images["pruning"] = pruning_curve(curve, results["prunable_fraction"], run_dir / "pruning.png")
+        images["pruning"] = pruning_curve(curve, results["prunable_fraction"], run_dir / "pruning.png", prune)
 
     for logger in wandb_loggers(loggers):
         logger.log_table(key="ablation/table", columns=ABLATION_COLUMNS, data=ablation_rows)

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+
 from tests.conftest import ROOT, run_train
 
 SMALL = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=300",

@@ -6,12 +6,13 @@ checkpoint, and a guard on the loss. Listed in configs/callbacks/default.yaml; e
 from __future__ import annotations
 
 import math
+import os
 import signal
 from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
 from training.rundir import RunDir
 
@@ -84,3 +85,18 @@ class BestCheckpoint(ModelCheckpoint):
         best = RunDir(run_dir).best_checkpoint
         super().__init__(dirpath=best.parent, filename=best.stem, monitor=monitor, mode="max", save_top_k=1,
                          auto_insert_metric_name=False, enable_version_counter=False)
+
+    def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
+        """Write beside, then rename: a kill or a full disk mid-write leaves the previous best.ckpt whole."""
+        partial = f"{filepath}.partial"
+        super()._save_checkpoint(trainer, partial)
+        if trainer.is_global_zero:
+            os.replace(partial, filepath)
+        self._last_checkpoint_saved = filepath
+
+
+class StepProgressBar(RichProgressBar):
+    """Rich's bar, labelled by what the run counts: steps of an endless stream, not 'Epoch 0/-2'."""
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return "training steps"

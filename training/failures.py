@@ -11,6 +11,7 @@ overwritten (:meth:`RunDir.mark_failed`), and a directory the failed command cre
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 import traceback
@@ -22,6 +23,10 @@ from training.rundir import RunDir, RunDirError
 
 class Interrupted(Exception):
     """Training stopped on Ctrl-C / SIGTERM after saving a checkpoint."""
+
+
+class DiskFull(Exception):
+    """The disk filled up while the run was writing."""
 
 
 EXIT_CONFIG, EXIT_TRAINING, EXIT_INTERRUPTED = 2, 3, 128 + signal.SIGINT
@@ -40,7 +45,11 @@ def handle_failure(error: BaseException, run_dir: RunDir, in_sweep: bool, starte
         if started:
             run_dir.mark_failed("interrupted before training started or after it ended")
         return EXIT_INTERRUPTED
-    expected = isinstance(error, (ConfigError, RunDirError, NonFiniteLossError))
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        error = DiskFull(f"no space left on the disk ({error.filename or run_dir}); free some and start again"
+                         + (f", or continue with  python train.py resume={run_dir.best_checkpoint}"
+                            if run_dir.best_checkpoint.is_file() else ""))
+    expected = isinstance(error, (ConfigError, RunDirError, NonFiniteLossError, DiskFull))
     if not (expected or in_sweep):
         if started:
             run_dir.mark_failed(f"{type(error).__name__}: {error}")
@@ -51,7 +60,10 @@ def handle_failure(error: BaseException, run_dir: RunDir, in_sweep: bool, starte
         message += f" (traceback in {run_dir.error_log})"
     print(f"error: {message}", file=sys.stderr)
     if started or in_sweep:  # a sweep's summary reads each job's failure from its results.json
-        run_dir.mark_failed(message)
+        try:
+            run_dir.mark_failed(message)
+        except OSError:  # e.g. the disk is still full: the line above has said what happened
+            pass
     else:
         run_dir.discard_if_unused()  # nothing began: leave no directory behind
     if in_sweep:
