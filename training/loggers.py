@@ -75,7 +75,11 @@ def build_loggers(cfg: DictConfig, run_name: str, group: str | None, resume_id: 
                 print(f"warning: wandb online logging is not possible: {problem}; logging offline instead "
                       "(upload later with `wandb sync`)", file=sys.stderr)
                 wandb_cfg.mode = "offline"
-    return [build(node, f"logger.{name}") for name, node in nodes.items() if node is not None]
+    loggers = [build(node, f"logger.{name}") for name, node in nodes.items() if node is not None]
+    for logger in wandb_loggers(loggers):  # Lightning always passes anonymous=None, which wandb 0.2x+ warns about
+        if logger._wandb_init.get("anonymous") is None:
+            logger._wandb_init.pop("anonymous", None)
+    return loggers
 
 
 def wandb_loggers(loggers) -> list:
@@ -102,7 +106,6 @@ def finish_wandb() -> None:
 def quiet_known_noise() -> None:
     """Drop third-party chatter that says nothing about this run (an advert, two deprecation notices)."""
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
-    warnings.filterwarnings("ignore", message=r".*anonymous setting has no effect")
     for source in (logging.getLogger(), logging.getLogger("lightning.pytorch")):
         for handler in source.handlers:
             handler.addFilter(lambda record: "litlogger" not in record.getMessage())
