@@ -102,14 +102,10 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
     test_set = datamodule.held_out_set("test")
     run_dir.write_json(run_dir.history, {"val": history})
     run_dir.write_json(run_dir.mistakes, test_mistakes(module, test_set))
-    results = run_record(module, test, n_test=len(test_set), best_score=checkpoint.best_model_score if best else None,
-                         seed=cfg.seed, steps=trainer.global_step, processes=trainer.world_size,
-                         tokens=trainer.global_step * datamodule.batch_size * trainer.world_size
-                         * (datamodule.fmt.seq_len - 1),
-                         train_seconds=train_seconds, checkpoint=best, resumed_from=cfg.resume, run_dir=str(run_dir))
-    maps = [c for c in callbacks if isinstance(c, AttentionMaps)]
-    if maps:
-        results["maps_seconds"] = round(maps[0].seconds, 2)  # drawing attention maps during training
+    results = run_record(module, trainer, datamodule, test, seed=cfg.seed, train_seconds=train_seconds,
+                         resumed_from=cfg.resume, run_dir=str(run_dir))
+    for maps in (c for c in callbacks if isinstance(c, AttentionMaps)):
+        results["maps_seconds"] = round(maps.seconds, 2)  # drawing attention maps during training
     if analysis is not None and analysis.enabled:
         results |= analysis.run(module, test_set, run_dir.path, trainer.loggers)
     if cfg.resume:  # the interrupted state is used up: running the resume command again must not retrain
@@ -128,6 +124,8 @@ def main(cfg: DictConfig) -> None:
     try:
         cfg = effective_config(cfg, list(hydra_cfg.overrides.task), in_sweep)
         results = train(cfg, run_dir, hydra_cfg.job.override_dirname or run_dir.path.name, group)
+        if results:  # rank 0 (the other ranks of a multi-process run return nothing)
+            run_dir.write_results(results)
     except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 -- handle_failure re-raises bugs
         code = handle_failure(error, run_dir, in_sweep, started=run_dir.owns_lock)
         if code is not None:
@@ -136,11 +134,10 @@ def main(cfg: DictConfig) -> None:
     finally:
         finish_wandb()
         run_dir.release()
-    if not results:  # a non-zero rank of a multi-process run: rank 0 reports
+    if not results:
         return
     from analysis.summary import print_summary
 
-    run_dir.write_results(results)
     print_summary(results)
     print(f"test exact-match {results['test_exact_match']:.4%} on {results['n_test']} held-out problems, "
           f"{results['steps']} steps in {results['train_seconds']:.1f}s")

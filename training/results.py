@@ -10,18 +10,20 @@ import torch
 from model.module import CalculatorModule
 
 
-def run_record(module: CalculatorModule, test: dict, *, n_test: int, best_score, seed: int, steps: int,
-               processes: int, tokens: int, train_seconds: float, checkpoint: str | None, resumed_from: str | None,
-               run_dir: str) -> dict:
-    """What the run learned, on what, and how fast."""
+def run_record(module: CalculatorModule, trainer, datamodule, test: dict, *, seed: int, train_seconds: float,
+               resumed_from: str | None, run_dir: str) -> dict:
+    """What the run learned, on what, and how fast (``test``: trainer.test's metrics)."""
     net, fmt = module.net, module.fmt
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else None
+    steps, processes = trainer.global_step, trainer.world_size
+    tokens = steps * datamodule.batch_size * processes * (fmt.seq_len - 1)
     return {
         "status": "ok",
         "test_exact_match": test["test/exact_match"],
         "test_digit_accuracy": test["test/digit_accuracy"],
         "test_loss": test["test/loss"],
-        "val_exact_match": float(best_score) if best_score is not None else None,
-        "n_test": n_test,
+        "val_exact_match": float(trainer.checkpoint_callback.best_model_score) if best else None,
+        "n_test": len(datamodule.held_out_set("test")),
         "n_params": net.n_params,
         "attention_params": sum(p.numel() for b in net.blocks for p in b.attn.parameters()),
         "d_model": net.cfg.d_model,
@@ -35,7 +37,7 @@ def run_record(module: CalculatorModule, test: dict, *, n_test: int, best_score,
         "processes": processes,
         "train_seconds": round(train_seconds, 2),
         "tokens_per_second": round(tokens / train_seconds) if train_seconds > 0 else 0,
-        "checkpoint": checkpoint,
+        "checkpoint": best or None,
         "resumed_from": resumed_from,
         "run_dir": run_dir,
     }
