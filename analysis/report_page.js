@@ -166,7 +166,7 @@
     const cards = el("div", { class: "cards", id: "summary" },
       card(pct(r.test_exact_match), `test exact-match (${num(r.n_test)} held-out problems)`),
       card(pct(r.test_digit_accuracy), "test per-digit accuracy"),
-      card(m ? num(m.n_mistakes) : "not recorded", "test mistakes"),
+      card(m ? num(m.n_mistakes) : "—", m ? "test mistakes" : "test mistakes: not recorded"),
       card(num(r.n_params), `parameters (${r.n_layers} layers × ${r.n_heads} heads of ${r.head_dim} dims)`),
       card(`${num(r.steps)} steps`, `training, ${fixed(r.train_seconds, 1)} s (${num(r.tokens_per_second)} tokens/s)`),
       card(isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—", `of heads prunable losing ≤ ${100 * d.tolerance} point`));
