@@ -213,7 +213,7 @@
       "a bright cell means that query puts that much of its attention on that key. Pick a problem and a head; " +
       "flip through heads with ← →, through problems with ↑ ↓.");
     const snaps = d.attention;
-    if (!snaps.length) { s.append(el("p", { class: "muted", text: "No attention maps recorded (attention/final.json missing)." })); return; }
+    if (!snaps.length) { s.append(el("p", { class: "muted", text: "Not recorded (no attention/*.json in the run directory)." })); return; }
     const roles = d.results.head_roles || {};
     const zero = {};
     for (const row of d.ablation || []) if (row.ablation === "zero") zero[`L${row.layer}h${row.head}`] = row.delta_exact_match;

@@ -191,6 +191,27 @@ def test_run_report_without_mistakes_says_not_recorded(browser, run_dir, tmp_pat
     view.offline_and_clean()
 
 
+def test_a_run_without_analysis_and_a_failed_run_still_render(browser, run_dir, tmp_path):
+    results = json.loads((run_dir / "results.json").read_text())
+    for key in ("head_roles", "most_important_heads", "prunable_fraction", "pruning_curve", "images"):
+        results.pop(key, None)  # what analysis=none leaves out
+    bare, failed = tmp_path / "bare", tmp_path / "failed"
+    bare.mkdir()
+    failed.mkdir()
+    (bare / "results.json").write_text(json.dumps(results))
+    shutil.copy(run_dir / "history.json", bare / "history.json")
+    view = Page(browser, write_run_report(bare))
+    for section in ("#attention", "#ablation", "#pruning", "#roles"):
+        assert "not recorded" in view.text(section).lower()
+    assert view.page.locator("#curves svg path.series").count() == 2
+    view.offline_and_clean()
+
+    (failed / "results.json").write_text(json.dumps({"status": "failed", "error": "n_heads=3 does not divide 64"}))
+    view = Page(browser, write_run_report(failed))
+    assert "did not finish: n_heads=3 does not divide 64" in view.text("main")
+    view.offline_and_clean()
+
+
 def test_sweep_report_renders_offline_and_links_each_run(browser, sweep_dir, run_dir, tmp_path):
     view = Page(browser, sweep_dir / "sweep_report.html")
     page = view.page
