@@ -13,6 +13,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from analysis.html_report import write_run_report
+from analysis.summary import print_summary
 from training.cli import check_command_line
 from training.config import ConfigError, build, check, effective_config, register_resolvers
 from training.failures import Interrupted, handle_failure
@@ -126,6 +128,7 @@ def main(cfg: DictConfig) -> None:
         results = train(cfg, run_dir, hydra_cfg.job.override_dirname or run_dir.path.name, group)
         if results:  # rank 0 (the other ranks of a multi-process run return nothing)
             run_dir.write_results(results)
+            write_run_report(run_dir.path)  # report.html: the run on one page
     except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 -- handle_failure re-raises bugs
         code = handle_failure(error, run_dir, in_sweep, started=run_dir.owns_lock)
         if code is not None:
@@ -136,8 +139,6 @@ def main(cfg: DictConfig) -> None:
         run_dir.release()
     if not results:
         return
-    from analysis.summary import print_summary
-
     print_summary(results)
     print(f"test exact-match {results['test_exact_match']:.4%} on {results['n_test']} held-out problems, "
           f"{results['steps']} steps in {results['train_seconds']:.1f}s")

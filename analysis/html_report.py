@@ -15,6 +15,8 @@ import math
 import sys
 from pathlib import Path
 
+from training.rundir import RunDir
+
 HERE = Path(__file__).parent
 MAX_MISTAKES = 100  # mistakes listed on the page; the counts cover all of them
 MAX_SNAPSHOTS = 8  # attention maps taken during training shown besides the final ones (evenly spaced)
@@ -74,7 +76,7 @@ def _positions(data: dict) -> tuple[list[str], list[str], list[str]]:
 
 def _mistakes(run_dir: Path, data: dict | None) -> dict | None:
     """test_mistakes.json, trimmed to MAX_MISTAKES, with wrong answer digits counted by place."""
-    recorded = _json(run_dir / "test_mistakes.json")
+    recorded = _json(RunDir(run_dir).mistakes)
     if recorded is None:
         return None
     mistakes = recorded.get("mistakes", [])
@@ -95,10 +97,10 @@ def _mistakes(run_dir: Path, data: dict | None) -> dict | None:
 
 def run_data(run_dir: Path) -> dict:
     """Everything a run's page shows, from the files of ``run_dir``."""
-    results = _json(run_dir / "results.json")
+    results = _json(RunDir(run_dir).results)
     if results is None:
         raise ReportError(f"{run_dir} is not a run directory (no results.json)")
-    config = run_dir / "config.yaml"
+    config = RunDir(run_dir).config
     tolerance = 0.01
     if config.exists():
         from omegaconf import OmegaConf
@@ -114,14 +116,14 @@ def run_data(run_dir: Path) -> dict:
         "results": results,
         "config": config.read_text() if config.exists() else None,
         "tolerance": tolerance,
-        "history": (_json(run_dir / "history.json") or {}).get("val", []),
+        "history": (_json(RunDir(run_dir).history) or {}).get("val", []),
         "mistakes": _mistakes(run_dir, data),
-        "attention": _snapshots(run_dir / "attention"),
+        "attention": _snapshots(RunDir(run_dir).attention),
         "key_labels": keys,
         "key_names": keys_long,
         "answer_places": answer,
-        "ablation": _csv(run_dir / "ablation.csv"),
-        "pruning": _csv(run_dir / "pruning.csv"),
+        "ablation": _csv(RunDir(run_dir).ablation),
+        "pruning": _csv(RunDir(run_dir).pruning),
     }
 
 
@@ -138,10 +140,10 @@ def sweep_data(sweep_dir: Path, rewrite_runs: bool = False) -> dict:
         row["dir"] = job.name
         row["report"] = None
         if row["status"] == "ok":
-            if rewrite_runs or not (job / "report.html").exists():
+            if rewrite_runs or not RunDir(job).report.exists():
                 write_run_report(job)
             row["report"] = f"{job.name}/report.html"
-        row["error_log"] = f"{job.name}/error.log" if (job / "error.log").exists() else None
+        row["error_log"] = f"{job.name}/error.log" if RunDir(job).error_log.exists() else None
     return {"kind": "sweep", "name": sweep_dir.name, "rows": rows, "grouped": grouped_over_seeds(rows)}
 
 
@@ -169,7 +171,7 @@ def render(data: dict, title: str) -> str:
 def write_run_report(run_dir: str | Path) -> Path:
     """Write ``run_dir``/report.html from the run's files; return its path."""
     run_dir = Path(run_dir)
-    path = run_dir / "report.html"
+    path = RunDir(run_dir).report
     path.write_text(render(run_data(run_dir), f"tinycalc run {run_dir.name}"))
     return path
 
@@ -193,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not target.is_dir():
             raise ReportError(f"{target} is not a directory")
-        if (target / "results.json").exists():
+        if RunDir(target).results.exists():
             path = write_run_report(target)
         elif (target / "multirun.yaml").exists():
             path = write_sweep_report(target, rewrite_runs=True)

@@ -16,6 +16,8 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from training.rundir import RunDir
+
 COLUMNS = ["run", "n_heads", "head_dim", "n_params", "attention_params", "steps_to_99", "test_exact_match",
            "train_seconds", "prunable_fraction", "status"]
 
@@ -29,10 +31,10 @@ def read_job(job_dir: Path) -> dict:
     """One row of the summary from a job directory (also for a job that failed or never finished)."""
     cfg = OmegaConf.load(job_dir / ".hydra" / "config.yaml")
     overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
-    results_path = job_dir / "results.json"
+    results_path = RunDir(job_dir).results
     results = json.loads(results_path.read_text()) if results_path.exists() else {"status": "failed",
                                                                                   "error": "no results.json"}
-    history_path = job_dir / "history.json"
+    history_path = RunDir(job_dir).history
     history = json.loads(history_path.read_text())["val"] if history_path.exists() else []
     n_heads, d_model = cfg.model.n_heads, cfg.model.d_model
     ok = results.get("status") == "ok"

@@ -57,6 +57,9 @@ class RunDir:
     interrupted_checkpoint = property(lambda self: self.checkpoints / "interrupted.ckpt")
     last_good_checkpoint = property(lambda self: self.checkpoints / "last-good.ckpt")
     attention = property(lambda self: self.path / "attention")
+    ablation = property(lambda self: self.path / "ablation.csv")
+    pruning = property(lambda self: self.path / "pruning.csv")
+    report = property(lambda self: self.path / "report.html")
 
     @classmethod
     def of_checkpoint(cls, ckpt: str | Path) -> RunDir | None:
