@@ -35,10 +35,13 @@ def sweep_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def run_dir(sweep_dir) -> Path:
-    """The sweep's job that trained: a real run directory, with a recorded mistakes file."""
+    """The sweep's job that trained: a real run directory, its mistakes replaced by a known set to render."""
     (job,) = sweep_dir.glob("1_*")
-    if not (job / "test_mistakes.json").exists():  # written by training where it records mistakes
-        (job / "test_mistakes.json").write_text(json.dumps(MISTAKES))
+    recorded = json.loads((job / "test_mistakes.json").read_text())  # what training wrote
+    results = json.loads((job / "results.json").read_text())
+    assert recorded["n_mistakes"] == round(recorded["n_test"] * (1 - results["test_exact_match"]))
+    assert (job / "report.html").exists()  # written at the end of the run
+    (job / "test_mistakes.json").write_text(json.dumps(MISTAKES))
     write_run_report(job)
     return job
 
