@@ -134,11 +134,10 @@ def check_command_line(argv: list[str]) -> None:
             overrides = OverridesParser.create().parse_overrides(texts)
         except Exception as e:  # noqa: BLE001 -- Hydra's parse errors
             raise ConfigError(f"cannot read the command line: {str(e).splitlines()[0]}") from None
-        base = compose_train_config([])
         try:
             cfg = compose_train_config(_first_values(overrides))
         except Exception as e:  # noqa: BLE001 -- composition errors of every kind
-            raise ConfigError(_explain(str(e), base)) from None
+            raise ConfigError(_explain(str(e), compose_train_config([]))) from None
         _check_additions(overrides, cfg)
         _check_resolves(cfg)
         if not multirun and cfg.resume is None:
