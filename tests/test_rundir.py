@@ -67,6 +67,20 @@ def test_a_directory_in_use_by_a_live_process_is_refused_even_when_resuming(tmp_
     assert run.owns_lock
 
 
+def test_of_runs_started_together_exactly_one_claims_the_directory(tmp_path):
+    run = tmp_path / "run"
+    claim = ("import sys, time; from training.rundir import RunDir, RunDirError\n"
+             "r = RunDir(sys.argv[1])\n"
+             "time.sleep(max(0.0, float(sys.argv[2]) - time.time()))\n"
+             "try:\n    r.claim(resuming=False); print('claimed', flush=True); time.sleep(3)\n"
+             "except RunDirError as e:\n    print('refused', e, flush=True)\n")
+    start = time.time() + 2
+    racers = [subprocess.Popen([sys.executable, "-c", claim, str(run), str(start)], cwd=ROOT, stdout=subprocess.PIPE,
+                               text=True) for _ in range(4)]
+    outcomes = [p.communicate(timeout=60)[0].split()[0] for p in racers]
+    assert sorted(outcomes) == ["claimed", "refused", "refused", "refused"], outcomes
+
+
 def test_a_failure_never_overwrites_finished_or_resumable_results(tmp_path):
     run = finished_run(tmp_path / "run")
     run.mark_failed("something went wrong later")

@@ -131,14 +131,27 @@ class RunDir:
         if not resuming and (self.results.exists() or self.checkpoints.exists()):
             raise RunDirError(f"{self.path} holds a run already (status {self.status or 'unknown'}); give this run "
                               "its own directory (leave hydra.run.dir unset for a fresh one), or resume= that run")
-        try:
-            fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:  # a stale lock from a killed process (a live owner was refused above)
-            self.lock.unlink(missing_ok=True)
-            fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
+        if not self._take_lock():
+            owner = self.owner()
+            if owner is None:  # a stale lock, left by a killed run
+                self.lock.unlink(missing_ok=True)
+            if owner is not None or not self._take_lock():  # a live owner, or another run won the race
+                raise RunDirError(f"{self.path} is in use by another run (pid {self.owner() or owner}); give this "
+                                  "run its own directory (leave hydra.run.dir unset for a fresh one)")
         self._locked = True
+
+    def _take_lock(self) -> bool:
+        """Create run.lock holding our pid, atomically (a hard link fails if the lock exists): no other
+        process ever sees a lock file without its owner's pid in it."""
+        mine = self.lock.with_name(f"{self.lock.name}.{os.getpid()}")
+        mine.write_text(str(os.getpid()))
+        try:
+            os.link(mine, self.lock)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            mine.unlink(missing_ok=True)
 
     @property
     def owns_lock(self) -> bool:
