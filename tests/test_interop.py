@@ -66,11 +66,6 @@ def problems(calc_add) -> list[Problem]:
     return check_problems(calc_add, 1000, seed=1)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "calc.py"), *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
-
-
 @pytest.fixture(scope="session")
 def hf_dir(runs, tmp_path_factory) -> Path:
     """python calc.py --ckpt RUN --export hf OUT (in this process: a subprocess would load torch again)."""
@@ -220,27 +215,33 @@ def test_export_refuses_a_foreign_directory(tmp_path):
 
 
 @needs_extra
-def test_grouped_query_export_is_one_line_and_nonzero(runs, tmp_path):
+def test_grouped_query_export_is_one_line_and_nonzero(runs, tmp_path, capsys):
+    """calc.main is what python calc.py runs (sys.exit(main())): an exception would fail this test."""
     out = tmp_path / "gqa"
-    result = cli("--ckpt", str(runs["gqa"]), "--export", "hf", str(out))
-    assert result.returncode == 2 and result.stdout == ""
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
+    status = calc.main(["--ckpt", str(runs["gqa"]), "--export", "hf", str(out)])
+    captured = capsys.readouterr()
+    assert status == 2 and captured.out == ""
+    lines = captured.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: cannot export to Hugging Face GPT-2: this model uses "
                                                    "grouped-query attention (2 query heads share 1 key/value head)")
     assert not out.exists()
 
 
-def test_missing_extra_is_one_line_naming_pip(runs, tmp_path, monkeypatch, capsys):
+def test_missing_extra_is_one_line_naming_pip(tmp_path, monkeypatch, capsys):
+    """Without the extra (real in CI's first suites, simulated here where it is installed): one line, status 2."""
+    from model.export import export_command
+
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
-    status = calc.main(["--ckpt", str(runs["add"]), "--export", "hf", str(tmp_path / "out")])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert status == 2 and len(err) == 1
-    assert err[0] == ("error: exporting to Hugging Face needs the optional package 'transformers', which is not "
-                      f"installed; install the interop extra:  {INTEROP_INSTALL}")
     monkeypatch.setitem(sys.modules, "transformer_lens", None)
-    with pytest.raises(MissingExtraError, match=r"TransformerLens needs .*'transformer_lens'.*\[interop\]"):
-        transformer_lens_model(runs["add"])
+    small = random_calculator(d_model=16, n_heads=2)
+    assert export_command(small, "hf", str(tmp_path / "out")) == 2  # what calc.py --export hf runs
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        "error: exporting to Hugging Face needs the optional package 'transformers', which is not installed; "
+        f"install the interop extra:  {INTEROP_INSTALL}\n")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(MissingExtraError, match=r"^TransformerLens needs .*'transformer_lens'.*\[interop\]\"$"):
+        transformer_lens_model(small)
 
 
 # ---- TransformerLens ---------------------------------------------------------------------------------------
