@@ -38,6 +38,7 @@ from model.optional import MissingExtraError, require
 
 N_CHECK = 1000  # problems the export is checked on
 MAX_LOGIT_DIFF = 1e-4  # an export whose logits differ more than this from ours is not written
+STAGING_PREFIX = ".export-"  # written here inside OUT_DIR, checked, then moved into place
 OUR_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
              "special_tokens_map.json", "README.md")
 
@@ -277,20 +278,24 @@ def complete_tokenizer_config(path: Path) -> None:
     path.write_text(json.dumps(config, indent=2) + "\n")
 
 
-def prepare_out_dir(out_dir: Path) -> None:
-    """OUT_DIR may be new, empty or a previous export (overwritten); anything else is refused."""
+def prepare_out_dir(out_dir: Path) -> bool:
+    """OUT_DIR may be new, empty or a previous export (overwritten); anything else is refused.
+    Returns whether it was created here."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"{out_dir} exists and is not a directory")
     if out_dir.is_dir():
-        foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in OUR_FILES)
+        foreign = sorted(p.name for p in out_dir.iterdir()
+                         if p.name not in OUR_FILES and not p.name.startswith(STAGING_PREFIX))
         if foreign:
             shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
             raise ExportError(f"{out_dir} is not empty and not a previous export (holds {shown}); "
                               "choose a new directory")
+        return False
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        out_dir.mkdir(parents=True)
     except OSError as e:
         raise ExportError(f"cannot create {out_dir}: {e.strerror or e}") from None
+    return True
 
 
 def export_hf(calc: Calculator, out_dir: str | Path, n_check: int = N_CHECK) -> ExportCheck:
@@ -302,9 +307,10 @@ def export_hf(calc: Calculator, out_dir: str | Path, n_check: int = N_CHECK) -> 
 
     hf_logging.disable_progress_bar()  # a 100 kB model needs no "Loading weights" bars
     out_dir = Path(out_dir)
-    prepare_out_dir(out_dir)
+    created = prepare_out_dir(out_dir)
     model, tokenizer = gpt2_model(calc), hf_tokenizer(calc)
-    staging = Path(tempfile.mkdtemp(prefix=".export-", dir=out_dir))
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir))
+    done = False
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
@@ -318,10 +324,13 @@ def export_hf(calc: Calculator, out_dir: str | Path, n_check: int = N_CHECK) -> 
         (staging / "README.md").write_text(model_card(calc, check, out_dir))
         for path in staging.iterdir():
             os.replace(path, out_dir / path.name)
+        done = True
     except OSError as e:
         raise ExportError(f"cannot write {out_dir}: {e.strerror or e}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if created and not done:
+            shutil.rmtree(out_dir, ignore_errors=True)  # leave no half-made directory behind
     return check
 
 

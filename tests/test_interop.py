@@ -206,12 +206,18 @@ def test_export_without_biases_and_untied(tmp_path):
     export_hf(calc_, tmp_path / "out", n_check=10)  # a previous export is overwritten
 
 
-def test_export_refuses_a_foreign_directory(tmp_path):
-    pytest.importorskip("transformers")
+@needs_extra
+def test_a_refused_export_leaves_nothing(tmp_path, monkeypatch):
+    small = random_calculator(d_model=16, n_heads=2)
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(ExportError, match="not empty and not a previous export"):
-        export_hf(random_calculator(d_model=16, n_heads=2), tmp_path, n_check=10)
+        export_hf(small, tmp_path, n_check=10)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+    monkeypatch.setattr("model.export.MAX_LOGIT_DIFF", -1.0)  # as if the loaded-back export disagreed with us
+    with pytest.raises(ExportError, match="logits differ from ours .* nothing was written"):
+        export_hf(small, tmp_path / "new", n_check=10)
+    assert not (tmp_path / "new").exists()
 
 
 @needs_extra
