@@ -3,7 +3,7 @@
 decode   -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
             lines, encode, decode greedily with the KV cache, score; (2) greedy decoding throughput of the
             same prompts with and without the KV cache (``Transformer.generate(use_cache=...)``).
-train    -- training throughput side by side (bench_train.py): our Lightning path, the same model in a
+train    -- training throughput side by side (training/speed.py): our Lightning path, the same model in a
             bare loop, a nanoGPT-style reference; tokens/s, their ratios, MFU against a measured matmul peak.
 analysis -- what looking inside costs: the default ``python train.py`` timed with and without attention
             maps + ablation + pruning (``analysis=none callbacks.attention_maps=null``), the two kinds
@@ -115,7 +115,7 @@ def bench_analysis(repeat: int) -> dict:
 
 
 def bench_training(repeat: int, digits: int) -> dict:
-    from bench_train import bench_train
+    from training.speed import bench_train
 
     return bench_train(rounds=repeat, digits=digits)
 

@@ -5,6 +5,7 @@
     python calc.py                         interactive prompt (on a terminal)
     python calc.py --check --attention 99+1
     python calc.py --eval problems.txt [--json] [--show-mistakes N]
+    python calc.py --export hf OUT_DIR     write a Hugging Face transformers model directory
 
 The model's training layout (zero padding, reversed digits, sign) is internal: write 7+45, get 52.
 """
@@ -38,8 +39,12 @@ output: stdout has exactly one line per input expression, in order: the model's 
 checkpoint: --ckpt takes a .ckpt file or a run directory; without it the newest (by modification time) of
   runs/*/checkpoints/best.ckpt and multirun/*/*/checkpoints/best.ckpt under the current directory.
 
+--export hf OUT_DIR: a GPT2LMHeadModel, its tokenizer and a model card, loadable with transformers alone
+  (AutoModelForCausalLM/AutoTokenizer.from_pretrained(OUT_DIR)); checked against this model before it is
+  written. Needs the interop extra (pip install -e ".[interop]"). A model GPT-2 cannot express is refused.
+
 exit status: 0 all inputs answered; 1 some input was invalid (or an --eval file had no valid problem);
-  2 no usable checkpoint, unreadable --eval file or bad options; 130 interrupted."""
+  2 no usable checkpoint, unreadable --eval file, bad options or a failed --export; 130 interrupted."""
 
 MAX_SHOWN = 60  # characters of a bad input echoed back in its error line
 
@@ -56,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show-mistakes", type=int, metavar="N",
                    help="with --eval: how many mistakes and invalid lines to list (default 10)")
     p.add_argument("--json", action="store_true", help="with --eval: print one JSON object instead of tables")
+    p.add_argument("--export", nargs=2, metavar=("hf", "OUT_DIR"),
+                   help="write the model as a Hugging Face transformers directory (see below)")
     return p
 
 
@@ -64,6 +71,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     # '-3+4' would look like an option to argparse: a leading space makes it an expression (stripped later)
     argv = [" " + a if re.match(r"-+[^a-zA-Z-]", a) else a for a in argv]
     args = parser.parse_args(argv)
+    if args.export is not None:
+        if args.export[0] != "hf":
+            parser.error(f"--export {args.export[0]}: unknown format; the one supported is  --export hf OUT_DIR")
+        if args.exprs or args.eval is not None or args.check or args.attention or args.json:
+            parser.error("--export takes only --ckpt")
     if args.eval is not None:
         if args.exprs or args.attention:
             parser.error("--eval takes no expressions and no --attention")
@@ -153,6 +165,15 @@ def interactive(calc, check: bool, attention: bool) -> int:
 
 
 # ---- evaluating a file -----------------------------------------------------------------------------------
+def input_lines(text: str) -> list[str]:
+    """Lines split at '\n' only (and a '\r' before it): str.splitlines() would also split at form feeds,
+    '\x1c', '\u2028' ..., giving two answers for one input line and misaligning every later one."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    return [line.removesuffix("\r") for line in lines]
+
+
 def read_text(name: str) -> str:
     """The file's text; bytes that are not UTF-8 become '\ufffd', so their lines are reported as invalid."""
     if name == "-":
@@ -172,7 +193,7 @@ def evaluate_file(calc, name: str, show_mistakes: int, as_json: bool) -> int:
         print(f"error: cannot read --eval file {e}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    problems = read_problems(text.splitlines(), calc.fmt)
+    problems = read_problems(input_lines(text), calc.fmt)
     report = calc.evaluate(problems.problems, problems.lines, show_mistakes)
     seconds = time.perf_counter() - started
     result = {
@@ -232,14 +253,18 @@ def print_report(r: dict) -> None:
 
 # ---- entry point ---------------------------------------------------------------------------------------
 def load(ckpt: str | None):
-    from model.checkpoint import find_checkpoints, load_calculator, newest_checkpoint
+    from model.checkpoint import find_checkpoints, load_calculator, newest_checkpoint, unfinished_warning
 
     if ckpt is not None:
-        return load_calculator(ckpt)
-    path = newest_checkpoint(Path.cwd())
-    calc = load_calculator(path)
-    n = len(find_checkpoints(Path.cwd()))
-    print(f"checkpoint: {display_path(path)} (newest of {n}; {calc.describe()})", file=sys.stderr)
+        calc = load_calculator(ckpt)
+    else:
+        path = newest_checkpoint(Path.cwd())
+        calc = load_calculator(path)
+        n = len(find_checkpoints(Path.cwd()))
+        print(f"checkpoint: {display_path(path)} (newest of {n}; {calc.describe()})", file=sys.stderr)
+    warning = unfinished_warning(calc.path)
+    if warning:
+        print(warning, file=sys.stderr)
     return calc
 
 
@@ -255,12 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.export is not None:
+        from model.export import export_command
+
+        return export_command(calc, *args.export)
     if args.eval is not None:
         return evaluate_file(calc, args.eval, args.show_mistakes, args.json)
     if args.exprs:
         return answer_lines(calc, args.exprs, args.check, args.attention)
     if not sys.stdin.isatty():
-        return answer_lines(calc, sys.stdin.read().splitlines(), args.check, args.attention)
+        return answer_lines(calc, input_lines(sys.stdin.read()), args.check, args.attention)
     return interactive(calc, args.check, args.attention)
 
 

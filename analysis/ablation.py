@@ -98,10 +98,10 @@ def replaced_heads(module: CalculatorModule, replacements: dict[tuple[int, int],
         if not mine:
             continue
 
-        def swap(_module, _inputs, z, mine=mine):  # z: (B, n_heads, T, head_dim)
+        def swap(_module, _inputs, z, mine=mine):  # z: (B, T, n_heads, head_dim)
             z = z.clone()
             for h, value in mine.items():
-                z[:, h] = value
+                z[:, :, h] = value
             return z
 
         handles.append(block.attn.hook_z.register_forward_hook(swap))
@@ -117,8 +117,8 @@ def head_means(module: CalculatorModule, seqs: torch.Tensor) -> torch.Tensor:
     """Every head's mean output over ``seqs``: (n_layers, n_heads, T-1, head_dim)."""
     sums = []
 
-    def grab(_module, _inputs, z):
-        sums.append(z.sum(dim=0))
+    def grab(_module, _inputs, z):  # z: (B, T, n_heads, head_dim)
+        sums.append(z.sum(dim=0).transpose(0, 1))  # (n_heads, T, head_dim)
 
     net = module.net
     handles = [b.attn.hook_z.register_forward_hook(grab) for b in net.blocks]
@@ -147,7 +147,7 @@ def ablate_each_head(module: CalculatorModule, seqs: torch.Tensor, kinds: tuple[
         for head in range(cfg.n_heads):
             for kind in kinds:
                 if kind == "zero":
-                    mask = torch.ones(cfg.n_layers, cfg.n_heads)
+                    mask = torch.ones(cfg.n_layers, cfg.n_heads, device=module.device)
                     mask[layer, head] = 0
                     score = evaluator.score(mask)
                 else:
@@ -182,7 +182,7 @@ def prune_heads(module: CalculatorModule, seqs: torch.Tensor, order: str = "rank
     n_total = cfg.n_layers * cfg.n_heads
     evaluator = evaluator or Evaluator(module, seqs)
     intact = evaluator.intact
-    mask = torch.ones(cfg.n_layers, cfg.n_heads)
+    mask = torch.ones(cfg.n_layers, cfg.n_heads, device=module.device)
     curve = [PruningStep([], 0.0, intact.exact_match, intact.loss)]
 
     def removing(layer: int, head: int) -> tuple[torch.Tensor, Score]:

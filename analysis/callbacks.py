@@ -7,29 +7,41 @@ from pathlib import Path
 
 import lightning as L
 
-from analysis.maps import draw_attention_maps, probe_sequences
+from analysis.maps import default_probes, draw_attention_maps, probe_sequences
+from training.rundir import RunDir
 
 
 class AttentionMaps(L.Callback):
     """Draw every layer x head attention pattern of the probe problems every ``every_n_val`` validations.
 
-    With no probes it does nothing. The sanity check is skipped, and so is a validation at the last step:
-    the end-of-run analysis draws the final maps, on the best weights.
+    probes: problems such as ["999+1"]; None = the task's own (carries rippling through every place).
+    The sanity check is skipped, and so is a validation at the last step: the end-of-run analysis draws the
+    final maps, on the best weights.
     """
 
-    def __init__(self, probes: list[str] | None, out_dir: str, every_n_val: int = 10):
-        if not isinstance(every_n_val, int) or every_n_val < 1:
-            raise ValueError(f"callbacks.attention_maps.every_n_val={every_n_val!r}: must be a whole number >= 1")
-        self.probes, self.out_dir, self.every_n_val = list(probes or []), Path(out_dir), every_n_val
+    def __init__(self, run_dir: str | Path, probes: list[str] | None = None, every_n_val: int = 3):
+        if not isinstance(every_n_val, int) or isinstance(every_n_val, bool) or every_n_val < 1:
+            raise ValueError(f"every_n_val={every_n_val!r}: must be a whole number >= 1")
+        self.probes = None if probes is None else [str(p) for p in probes]
+        self.out_dir, self.every_n_val = RunDir(run_dir).attention, every_n_val
         self.n_validations = 0
         self.seconds = 0.0  # time spent drawing, reported in results.json as maps_seconds
 
+    def probes_for(self, pl_module) -> list[str]:
+        """The probe problems, checked against the model's format (ValueError naming the bad one)."""
+        if self.probes is None:
+            self.probes = default_probes(pl_module.fmt)
+        try:
+            probe_sequences(pl_module, self.probes)
+        except ValueError as e:
+            raise ValueError(f"probes: {e}") from None
+        return self.probes
+
     def setup(self, trainer: L.Trainer, pl_module, stage: str) -> None:
-        if self.probes:
-            probe_sequences(pl_module, self.probes)  # a bad probe fails now, before training, not at step 500
+        self.probes_for(pl_module)  # a bad probe fails now, before training, not at step 500
 
     def on_validation_end(self, trainer: L.Trainer, pl_module) -> None:
-        if not self.probes or trainer.sanity_checking or not trainer.is_global_zero:
+        if trainer.sanity_checking or not trainer.is_global_zero:
             return
         self.n_validations += 1
         if self.n_validations % self.every_n_val == 0 and trainer.global_step < trainer.max_steps:

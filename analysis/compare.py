@@ -21,8 +21,9 @@ def _label(row: dict) -> str:
     return f"{row['n_heads']} head{'s' if row['n_heads'] != 1 else ''} x {row['head_dim']} dims"
 
 
-def _steps(row: dict) -> str:
-    return f"step {row['steps_to_99']}" if row["steps_to_99"] is not None else "never"
+def _reached(row: dict) -> str:
+    return f"reached 99% val exact-match at step {row['steps_to_99']}" if row["steps_to_99"] is not None \
+        else "never reached 99% val exact-match"
 
 
 def verdict(rows: list[dict], roles: list[dict[str, str]]) -> list[str]:
@@ -30,7 +31,7 @@ def verdict(rows: list[dict], roles: list[dict[str, str]]) -> list[str]:
     lines = []
     for row, run_roles in zip(rows, roles, strict=True):
         distinct = sorted(set(run_roles.values()))
-        lines.append(f"{_label(row)}: reached 99% val exact-match at {_steps(row)}; test exact-match "
+        lines.append(f"{_label(row)}: {_reached(row)}; test exact-match "
                      f"{row['test_exact_match']:.2%}; {len(distinct)} distinct role(s) among its "
                      f"{len(run_roles)} heads.")
     reached = [r for r in rows if r["steps_to_99"] is not None]

@@ -16,6 +16,7 @@ from data.expressions import ExpressionError, parse_expression
 from data.problems import ProblemEncoder
 from data.tokenizer import CharTokenizer
 from model.module import CalculatorModule
+from training.loggers import wandb_loggers
 
 
 def probe_sequences(module: CalculatorModule, probes: list[str]) -> torch.Tensor:
@@ -29,26 +30,20 @@ def probe_sequences(module: CalculatorModule, probes: list[str]) -> torch.Tensor
     return ProblemEncoder(module.fmt, CharTokenizer().vocab).encode_problems(problems)
 
 
-def wandb_loggers(loggers) -> list:
-    """The WandbLoggers among a trainer's loggers."""
-    from lightning.pytorch.loggers import WandbLogger
-
-    return [logger for logger in loggers if isinstance(logger, WandbLogger)]
-
-
 @torch.no_grad()
 def draw_attention_maps(module: CalculatorModule, probes: list[str], out_dir: Path, tag: str,
                         loggers=(), step: int | None = None) -> list[Path]:
     """Write attention/<tag>_layer<i>.png for every layer and attention/<tag>.json; log images to wandb."""
-    seqs = probe_sequences(module, probes)
+    seqs = probe_sequences(module, probes).to(module.device)
     was_training = module.training
     module.eval()
     _, weights = module.net(seqs[:, :-1], need_weights=True)  # n_layers x (n_probes, n_heads, T, T)
     module.train(was_training)
+    weights = [w.float().cpu() for w in weights]
     tokenizer = CharTokenizer()
     labels = [token_labels([tokenizer.id_to_token[i] for i in row]) for row in seqs[:, :-1].tolist()]
     key_labels = [p.short for p in positions(module.fmt)][:-1]  # inputs stop before [EOS]
-    paths = [attention_grid(w.float().numpy(), labels, key_labels, layer, tag, out_dir / f"{tag}_layer{layer}.png")
+    paths = [attention_grid(w.numpy(), labels, key_labels, layer, tag, out_dir / f"{tag}_layer{layer}.png")
              for layer, w in enumerate(weights)]
     raw = {"tag": tag, "step": step, "probes": probes, "tokens": labels,
            "weights": [[[[[round(x, 4) for x in row] for row in head] for head in probe] for probe in w.tolist()]

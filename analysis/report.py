@@ -7,15 +7,18 @@ pruning.csv, pruning.png; logs the same images and tables to wandb; returns the 
 from __future__ import annotations
 
 import csv
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from analysis.ablation import Evaluator, ablate_each_head, prunable_fraction, prune_heads
-from analysis.maps import draw_attention_maps, wandb_loggers
+from analysis.maps import default_probes, draw_attention_maps, probe_sequences
 from analysis.plots import ablation_heatmap, pruning_curve
 from analysis.roles import describe_heads, mean_patterns
 from model.module import CalculatorModule
+from training.loggers import wandb_loggers
 
 ABLATION_COLUMNS = ["layer", "head", "ablation", "exact_match", "delta_exact_match", "loss", "delta_loss", "role"]
 PRUNING_COLUMNS = ["n_removed", "fraction_removed", "exact_match", "loss", "removed_head"]
@@ -67,7 +70,7 @@ def analyse_heads(module: CalculatorModule, seqs: torch.Tensor, run_dir: Path, p
         pruning_rows = [[len(s.removed), s.fraction, s.exact_match, s.loss,
                          f"L{s.removed[-1][0]}h{s.removed[-1][1]}" if s.removed else ""] for s in curve]
         _write_csv(run_dir / "pruning.csv", PRUNING_COLUMNS, pruning_rows)
-        images["pruning"] = pruning_curve(curve, results["prunable_fraction"], run_dir / "pruning.png")
+        images["pruning"] = pruning_curve(curve, results["prunable_fraction"], run_dir / "pruning.png", prune)
 
     for logger in wandb_loggers(loggers):
         logger.log_table(key="ablation/table", columns=ABLATION_COLUMNS, data=ablation_rows)
@@ -79,3 +82,62 @@ def analyse_heads(module: CalculatorModule, seqs: torch.Tensor, run_dir: Path, p
 
     results["images"] = {"attention": [str(p) for p in maps], **{k: str(v) for k, v in images.items()}}
     return results
+
+
+@dataclass
+class HeadAnalysis:
+    """What the end-of-run look inside the heads does (configs/analysis/default.yaml builds one).
+
+    Args:
+        probes: problems whose attention is drawn, e.g. ["999+1", "456+789"]; None = chosen for the task.
+        n_problems: test problems that ablation and pruning are measured on (None = the whole test set).
+        ablation: "zero" (head output x 0 before W_o) and/or "mean" (replaced by its test-set average).
+        prune: "ranked", "greedy" (see ``prune_heads``) or None for no pruning curve.
+        tolerance: prunable_fraction counts heads removable losing at most this much exact-match.
+        enabled: False skips it all (``analysis=none`` does the same).
+    """
+
+    probes: list[str] | None = None
+    n_problems: int | None = 1000
+    ablation: tuple[str, ...] = ("zero", "mean")
+    prune: str | None = "ranked"
+    tolerance: float = 0.01
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        if self.probes is not None:
+            if isinstance(self.probes, str) or not self.probes:
+                raise ValueError(f"probes={self.probes!r}: give a list of problems such as [456+789] (null for the "
+                                 "task's own)")
+            self.probes = [str(p) for p in self.probes]
+        if self.n_problems is not None and (not isinstance(self.n_problems, int) or isinstance(self.n_problems, bool)
+                                            or self.n_problems < 1):
+            raise ValueError(f"n_problems={self.n_problems!r}: must be a whole number >= 1, or null for all")
+        kinds = self.ablation
+        if isinstance(kinds, str) or not all(k in ("zero", "mean") for k in kinds):
+            raise ValueError(f"ablation={kinds!r}: must be a list of zero and/or mean")
+        self.ablation = tuple(kinds)
+        if self.prune not in ("ranked", "greedy", None):
+            raise ValueError(f"prune={self.prune!r}: must be ranked, greedy or null")
+        if isinstance(self.tolerance, bool) or not isinstance(self.tolerance, (int, float)) or \
+                not 0 <= self.tolerance < 1:
+            raise ValueError(f"tolerance={self.tolerance!r}: must be a number in [0, 1)")
+        if not isinstance(self.enabled, bool):
+            raise ValueError(f"enabled={self.enabled!r}: must be true or false")
+
+    def probes_for(self, module: CalculatorModule) -> list[str]:
+        """The probe problems, checked against the model's format (ValueError naming the bad one)."""
+        probes = self.probes or default_probes(module.fmt)
+        try:
+            probe_sequences(module, probes)
+        except ValueError as e:
+            raise ValueError(f"probes: {e}") from None
+        return probes
+
+    def run(self, module: CalculatorModule, test_set: torch.Tensor, run_dir: Path, loggers=()) -> dict:
+        """Every analysis on the first n_problems of ``test_set``; the numbers for results.json."""
+        started = time.perf_counter()
+        problems = test_set[:self.n_problems].to(module.device)
+        results = analyse_heads(module, problems, run_dir, self.probes_for(module), loggers, self.ablation, self.prune,
+                                self.tolerance)
+        return results | {"analysis_seconds": round(time.perf_counter() - started, 2)}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 from rich.table import Table
 
 
 def print_summary(results: dict, console: Console | None = None) -> None:
-    console = console or Console()
+    # piped or redirected, rich would assume 80 columns and wrap (cutting the run directory in two)
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
     table = Table(title="tinycalc run", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()

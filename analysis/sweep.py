@@ -16,6 +16,8 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from training.rundir import RunDir
+
 COLUMNS = ["run", "n_heads", "head_dim", "n_params", "attention_params", "steps_to_99", "test_exact_match",
            "train_seconds", "prunable_fraction", "status"]
 
@@ -29,10 +31,10 @@ def read_job(job_dir: Path) -> dict:
     """One row of the summary from a job directory (also for a job that failed or never finished)."""
     cfg = OmegaConf.load(job_dir / ".hydra" / "config.yaml")
     overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
-    results_path = job_dir / "results.json"
+    results_path = RunDir(job_dir).results
     results = json.loads(results_path.read_text()) if results_path.exists() else {"status": "failed",
                                                                                   "error": "no results.json"}
-    history_path = job_dir / "history.json"
+    history_path = RunDir(job_dir).history
     history = json.loads(history_path.read_text())["val"] if history_path.exists() else []
     n_heads, d_model = cfg.model.n_heads, cfg.model.d_model
     ok = results.get("status") == "ok"
@@ -58,6 +60,14 @@ def job_dirs(sweep_dir: Path) -> list[Path]:
     """Job directories of a sweep, in job order."""
     jobs = [p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")]
     return sorted(jobs, key=lambda p: (int(p.name.split("_")[0]) if p.name.split("_")[0].isdigit() else 0, p.name))
+
+
+def name_runs(rows: list[dict], jobs: list[Path]) -> list[dict]:
+    """Set each row's "run": the overrides that set it apart from the other jobs (else its directory)."""
+    shared = set.intersection(*(set(row["overrides"]) for row in rows)) if rows else set()
+    for row, job in zip(rows, jobs, strict=True):
+        row["run"] = " ".join(o for o in row["overrides"] if o not in shared) or job.name
+    return rows
 
 
 def _fmt(value) -> str:
@@ -92,10 +102,8 @@ def write_summary(sweep_dir: Path) -> list[dict]:
     """Write sweep_summary.csv/.md/.png into ``sweep_dir``; return the rows."""
     from analysis.plots import sweep_figure  # matplotlib only when a sweep ends
 
-    rows = [read_job(job) for job in job_dirs(sweep_dir)]
-    shared = set.intersection(*(set(row["overrides"]) for row in rows)) if rows else set()
-    for row, job in zip(rows, job_dirs(sweep_dir), strict=True):  # name a run by what sets it apart
-        row["run"] = " ".join(o for o in row["overrides"] if o not in shared) or job.name
+    jobs = job_dirs(sweep_dir)
+    rows = name_runs([read_job(job) for job in jobs], jobs)
     with (sweep_dir / "sweep_summary.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
         writer.writeheader()
@@ -137,3 +145,6 @@ class SweepSummary(Callback):
         print(f"sweep summary: {sweep_dir / 'sweep_summary.md'} ({len(rows)} runs, {failed} failed)")
         if any(row["wandb"] for row in rows):
             log_to_wandb(sweep_dir, rows, group=sweep_dir.name)
+        from analysis.html_report import write_sweep_report
+
+        print(f"sweep report: {write_sweep_report(sweep_dir)}")

@@ -73,7 +73,14 @@ class ArithmeticDataModule(L.LightningDataModule):
         for name, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size),
                             ("n_train", n_train), ("n_val", n_val), ("n_test", n_test)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"data.{name}={value!r}: must be a whole number >= 1")
+                raise ValueError(f"{name}={value!r}: must be a whole number >= 1")
+        for name, value in (("reverse_answer", reverse_answer), ("streaming", streaming)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name}={value!r}: must be true or false")
+        if not streaming and n_train < batch_size:  # drop_last would leave not one training batch
+            raise ValueError(f"n_train={n_train}: must be at least batch_size={batch_size} when streaming is false")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"seed={seed!r}: must be a whole number")
         self.fmt = ProblemFormat(digits, operators, reverse_answer)
         self.sampler = ProblemSampler(self.fmt, val_fraction, test_fraction)
         self.tokenizer = CharTokenizer()

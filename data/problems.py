@@ -17,6 +17,7 @@ for training, whatever the seed, batch size or streaming mode.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -52,17 +53,17 @@ class ProblemFormat:
     reverse_answer: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.operators, (list, tuple)):  # accept [+, -] as well as "+-"
-            object.__setattr__(self, "operators", "".join(str(o) for o in self.operators))
-        if not self.operators or any(op not in OPERATORS for op in self.operators) or \
-                len(set(self.operators)) != len(self.operators):
-            raise ValueError(f"data.operators={self.operators!r}: give one or more of '+', '-', '*', "
+        given = self.operators
+        ops = given if isinstance(given, str) else "".join(map(str, given)) if isinstance(given, Iterable) else ""
+        object.__setattr__(self, "operators", ops)  # accept [+, -] as well as "+-"
+        if not ops or any(op not in OPERATORS for op in ops) or len(set(ops)) != len(ops):
+            raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', "
                              "each once (e.g. '+-')")
         if not isinstance(self.digits, int) or isinstance(self.digits, bool) or self.digits < 1:
-            raise ValueError(f"data.digits={self.digits!r}: must be a whole number >= 1")
+            raise ValueError(f"digits={self.digits!r}: must be a whole number >= 1")
         limit = min(MAX_DIGITS[op] for op in self.operators)
         if self.digits > limit:
-            raise ValueError(f"data.digits={self.digits}: at most {limit} with operators {self.operators!r}")
+            raise ValueError(f"digits={self.digits}: at most {limit} with operators {self.operators!r}")
 
     # ---- layout -------------------------------------------------------------------------------------
     @property
@@ -193,8 +194,8 @@ class ProblemSampler:
     """Draws problems of one split: held-out sets once, training batches as a fresh stream."""
 
     def __init__(self, fmt: ProblemFormat, val_fraction: float = 0.01, test_fraction: float = 0.01):
-        for name, value in (("data.val_fraction", val_fraction), ("data.test_fraction", test_fraction)):
-            if not 0.0 < value < 0.5:
+        for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 0.5:
                 raise ValueError(f"{name}={value!r}: must be in (0, 0.5)")
         self.fmt = fmt
         self.fractions = {"val": val_fraction, "test": test_fraction}

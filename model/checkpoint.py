@@ -7,7 +7,6 @@ Every failure is a :class:`CheckpointError` with a one-line message.
 
 from __future__ import annotations
 
-import json
 import pickle
 import warnings
 from pathlib import Path
@@ -16,6 +15,7 @@ import torch
 
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
+from training.rundir import RunDir
 
 CHECKPOINT_PATTERNS = ("runs/*/checkpoints/best.ckpt", "multirun/*/*/checkpoints/best.ckpt")
 
@@ -37,6 +37,14 @@ def find_checkpoints(root: str | Path = ".") -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
+def unfinished_warning(ckpt: Path) -> str | None:
+    """A warning line when ``ckpt`` belongs to a run that never finished (killed, or still training)."""
+    run = RunDir.of_checkpoint(ckpt)
+    if run is None or not run.unfinished:
+        return None
+    return f"warning: {run.describe_unfinished()}; its best.ckpt may be an early one"
+
+
 def newest_checkpoint(root: str | Path = ".") -> Path:
     found = find_checkpoints(root)
     if not found:
@@ -50,30 +58,22 @@ def resolve_checkpoint(path: str | Path) -> Path:
     """A .ckpt file, a run directory (its checkpoints/best.ckpt) or a checkpoints/ directory."""
     path = Path(path)
     if path.is_dir():
-        for candidate in (path / "checkpoints" / "best.ckpt", path / "best.ckpt"):
+        for candidate in (RunDir(path).best_checkpoint, path / "best.ckpt"):
             if candidate.is_file():
                 return candidate
         why = "not a run directory, or its run has saved no checkpoint yet"
-        try:
-            results = json.loads((path / "results.json").read_text())
-            if results.get("status") == "failed":
-                why = f"the run failed: {results.get('error')}"
-        except (OSError, ValueError, AttributeError):
-            pass
+        results = RunDir(path).read_results()
+        if results.get("status") == "failed":
+            why = f"the run failed: {results.get('error')}"
         raise CheckpointError(f"no checkpoints/best.ckpt in {path} ({why})")
     if not path.exists():
         raise CheckpointError(f"{path}: no such checkpoint file or run directory")
     return path
 
 
-def run_dir_of(ckpt: Path) -> Path | None:
-    """runs/<stamp>/checkpoints/best.ckpt -> runs/<stamp>; None for a checkpoint outside a run directory."""
-    return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else None
-
-
 def load_tokenizer(ckpt: Path) -> CharTokenizer:
-    run_dir = run_dir_of(ckpt)
-    path = run_dir / "tokenizer.json" if run_dir else None
+    run_dir = RunDir.of_checkpoint(ckpt)
+    path = run_dir.tokenizer if run_dir else None
     if path is None or not path.is_file():
         return CharTokenizer()  # the vocabulary is fixed: every run's tokenizer.json holds this one
     try:

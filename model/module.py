@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
 import lightning as L
 import torch
 import torch.nn.functional as F
@@ -10,28 +14,45 @@ from data.problems import ProblemFormat
 from model.transformer import Transformer, TransformerConfig
 
 
-def validate_optim(lr: float, weight_decay: float, betas, warmup_steps: int, min_lr_ratio: float) -> None:
-    if not lr > 0:
-        raise ValueError(f"optim.lr={lr!r}: must be > 0 (e.g. 3e-3)")
-    if not weight_decay >= 0:
-        raise ValueError(f"optim.weight_decay={weight_decay!r}: must be >= 0")
-    if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
-        raise ValueError(f"optim.betas={list(betas)!r}: must be two numbers in [0, 1)")
-    if not isinstance(warmup_steps, int) or warmup_steps < 0:
-        raise ValueError(f"optim.warmup_steps={warmup_steps!r}: must be a whole number >= 0")
-    if not 0 <= min_lr_ratio <= 1:
-        raise ValueError(f"optim.min_lr_ratio={min_lr_ratio!r}: must be in [0, 1]")
+@dataclass(frozen=True)
+class AdamWSchedule:
+    """AdamW with linear warmup, then cosine decay to ``lr * min_lr_ratio`` at the last step."""
+
+    lr: float = 3e-3
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.98)
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.1
+
+    def __post_init__(self) -> None:
+        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
+        if not (number(self.lr) and self.lr > 0):
+            raise ValueError(f"lr={self.lr!r}: must be a number > 0 (e.g. 3e-3)")
+        if not (number(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay={self.weight_decay!r}: must be a number >= 0")
+        betas = list(self.betas) if isinstance(self.betas, Sequence) and not isinstance(self.betas, str) else None
+        if betas is None or len(betas) != 2 or not all(number(b) and 0 <= b < 1 for b in betas):
+            raise ValueError(f"betas={self.betas!r}: must be two numbers in [0, 1), e.g. [0.9, 0.98]")
+        object.__setattr__(self, "betas", tuple(betas))
+        if not isinstance(self.warmup_steps, int) or isinstance(self.warmup_steps, bool) or self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps={self.warmup_steps!r}: must be a whole number >= 0")
+        if not (number(self.min_lr_ratio) and 0 <= self.min_lr_ratio <= 1):
+            raise ValueError(f"min_lr_ratio={self.min_lr_ratio!r}: must be a number in [0, 1]")
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "betas": list(self.betas)}
 
 
-def adamw(model: torch.nn.Module, lr: float, weight_decay: float, betas) -> torch.optim.AdamW:
+def adamw(model: torch.nn.Module, lr: float, weight_decay: float, betas, fused: bool = True) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only (not on biases and LayerNorm gains), fused into one kernel
-    for all tensors where torch can (~4% of a CPU step)."""
+    for all tensors where torch can (~4% of a CPU step). Mixed precision needs ``fused=False``: Lightning
+    clips gradients itself and refuses an optimizer that unscales them inside its step."""
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.dim() < 2]
     device = next(model.parameters()).device.type
     return torch.optim.AdamW([{"params": matrices, "weight_decay": weight_decay},
                               {"params": vectors, "weight_decay": 0.0}],
-                             lr=lr, betas=tuple(betas), fused=device in ("cpu", "cuda"))
+                             lr=lr, betas=tuple(betas), fused=fused and device in ("cpu", "cuda"))
 
 
 class CalculatorModule(L.LightningModule):
@@ -50,7 +71,7 @@ class CalculatorModule(L.LightningModule):
     def __init__(self, model: dict, fmt: dict, optim: dict):
         super().__init__()
         self.save_hyperparameters()
-        validate_optim(**optim)
+        self.schedule = AdamWSchedule(**optim)
         self.fmt = ProblemFormat(**fmt)
         self.net = Transformer(TransformerConfig(**model))
         self.val_history: list[dict] = []  # one entry per validation: step, exact_match, loss
@@ -129,13 +150,14 @@ class CalculatorModule(L.LightningModule):
         self._eval_step(batch, "test")
 
     def configure_optimizers(self):
-        o = self.hparams.optim
-        optimizer = adamw(self, o["lr"], o["weight_decay"], o["betas"])
+        o = self.schedule
+        mixed = str(self.trainer.precision).endswith("-mixed")
+        optimizer = adamw(self, o.lr, o.weight_decay, o.betas, fused=not mixed)
         total = max(self.trainer.max_steps, 1)
-        warmup = min(o["warmup_steps"], total - 1)
+        warmup = min(o.warmup_steps, total - 1)
         warm = torch.optim.lr_scheduler.LinearLR(
             optimizer, start_factor=1.0 / max(warmup, 1), total_iters=max(warmup, 1))
         cosine = torch.optim.lr_scheduler.CosineAnnealingLR(
-            optimizer, T_max=max(total - warmup, 1), eta_min=o["lr"] * o["min_lr_ratio"])
+            optimizer, T_max=max(total - warmup, 1), eta_min=o.lr * o.min_lr_ratio)
         schedule = torch.optim.lr_scheduler.SequentialLR(optimizer, [warm, cosine], milestones=[max(warmup, 1)])
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -33,6 +33,9 @@ class TransformerConfig:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
         for name in ("vocab_size", "block_size", "n_layers", "mlp_ratio"):
             check_size(name, getattr(self, name))
+        for name in ("bias", "tie_weights"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -7,20 +7,27 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 sys.path.insert(0, str(ROOT))
 
-from validate import register_resolvers  # noqa: E402
-
-register_resolvers()
+from training.cli import compose_train_config  # noqa: E402
 
 
 def compose_config(overrides: list[str] | None = None):
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose(config_name="train", overrides=overrides or [], return_hydra_config=True)
+    return compose_train_config(overrides or [])
+
+
+def resolvable(cfg, run_dir: Path):
+    """Give a composed config its run directory, as @hydra.main does, so ${hydra:...} resolves."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(run_dir)
+    HydraConfig.instance().set_config(cfg)
+    return cfg
 
 
 @pytest.fixture

@@ -137,8 +137,8 @@ def test_head_mask_zeroes_a_head_before_w_o():
     attn.hook_z.register_forward_hook(lambda m, i, o: seen.setdefault("z", o))
     keep = torch.tensor([1.0, 0.0, 1.0, 1.0])
     out, _ = attn(x, head_mask=keep)
-    z = seen["z"]  # (B, n_heads, T, head_dim), after the mask
-    assert (z[:, 1] == 0).all() and (z[:, 0] != 0).any()
+    z = seen["z"]  # (B, T, n_heads, head_dim), after the mask
+    assert (z[:, :, 1] == 0).all() and (z[:, :, 0] != 0).any()
     # what W_o receives for head 1 is zero: the same as zeroing W_o's columns for that head
     manual = MultiHeadAttention(32, 4).eval()
     manual.load_state_dict(attn.state_dict())

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from bench_train import RefGPT, bench_train, reference_loss, step_flops
 from model.module import CalculatorModule
+from model.reference import RefGPT
 from model.transformer import Transformer
+from training.speed import bench_train, reference_loss, step_flops
 
 
 def test_train_benchmark_reports_side_by_side_figures():

@@ -16,7 +16,6 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 import bench
 import calc
@@ -25,9 +24,9 @@ from data.datamodule import ArithmeticDataModule
 from data.expressions import ExpressionError, Problem, borrows, carries, operand_digits, parse_expression
 from data.problems import ProblemFormat
 from model.checkpoint import CheckpointError, find_checkpoints, load_calculator, newest_checkpoint
-from model.module import CalculatorModule
+from model.module import AdamWSchedule, CalculatorModule
 from model.transformer import TransformerConfig
-from tests.conftest import CONFIGS, ROOT, run_train
+from tests.conftest import ROOT, run_train
 
 
 def make_run(run_dir: Path, operators: str, steps: int) -> Path:
@@ -35,8 +34,7 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     torch.manual_seed(0)
     dm = ArithmeticDataModule(digits=2, operators=operators, batch_size=128, val_fraction=0.05,
                               test_fraction=0.05, n_val=10, n_test=10)
-    optim = {**OmegaConf.to_container(OmegaConf.load(CONFIGS / "optim" / "adamw.yaml")), "lr": 1e-2,
-             "warmup_steps": 20}
+    optim = AdamWSchedule(lr=1e-2, warmup_steps=20).to_dict()
     model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
     module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
     trainer = L.Trainer(max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
@@ -159,6 +157,16 @@ def test_stdin_mode_answers_each_line_in_order(capsys, monkeypatch, run_add):
     assert status == 1 and len(lines) == 5
     assert [line.startswith("error: ") for line in lines] == [False, True, False, True, False]
     assert "empty" in lines[1]
+
+
+@pytest.mark.parametrize("separator", ["\x0c", "\x0b", "\x1c", "\x85", "\u2028", "\r"])
+def test_stdin_is_split_at_newlines_only(capsys, monkeypatch, run_add, separator):
+    """One input line holding a form feed (or any other character str.splitlines() splits at) is one input,
+    so it gets one line of output and every later line keeps its place."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"1+2{separator}3+4\n5+6\r\n7+8\n"))
+    status, lines, _ = call(capsys, "--ckpt", str(run_add))
+    assert status == 1 and len(lines) == 3
+    assert lines[0].startswith("error: ") and not lines[1].startswith("error") and not lines[2].startswith("error")
 
 
 def test_interactive_prompt_until_an_empty_line(capsys, monkeypatch, run_add):

@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import hydra
 import pytest
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
+import torch
 
-from tests.conftest import CONFIGS, compose_config
-from validate import check
+from tests.conftest import CONFIGS, compose_config, resolvable
+from training.config import check
 
 GROUP_OPTIONS = [(group.name, f.stem) for group in sorted(CONFIGS.iterdir()) if group.is_dir()
                  for f in sorted(group.glob("*.yaml"))]
-
-
-def resolvable(cfg, tmp_path):
-    """Give the composed config a run directory, as @hydra.main would."""
-    with open_dict(cfg):
-        cfg.hydra.runtime.output_dir = str(tmp_path)
-    HydraConfig.instance().set_config(cfg)
-    return cfg
 
 
 def test_every_group_has_its_options():
@@ -31,15 +22,41 @@ def test_every_group_has_its_options():
         assert expected in options
 
 
+BUILT = {  # group -> the class its options build (what "each file builds the object it is named after" means)
+    "model": "TransformerConfig", "data": "ArithmeticDataModule", "optim": "AdamWSchedule",
+    "trainer": "Trainer", "analysis": "HeadAnalysis",
+}
+
+
 @pytest.mark.parametrize("group,option", GROUP_OPTIONS)
-def test_every_config_file_composes(group, option, tmp_path):
+def test_every_config_file_composes_and_builds_what_it_names(group, option, tmp_path):
     cfg = resolvable(compose_config([f"{group}={option}"]), tmp_path)
-    if group in ("data", "model"):
-        obj = hydra.utils.instantiate(cfg[group], **({"vocab_size": 17, "block_size": 32} if group == "model" else {}))
-        assert obj is not None
-    if group in ("callbacks", "logger") and cfg.get(group):
-        for node in cfg[group].values():  # loggers are lazy: building one starts no run
-            assert hydra.utils.instantiate(node) is not None
+    if group == "experiment":
+        assert cfg != resolvable(compose_config(), tmp_path)  # it changes something
+        return
+    node = cfg.get(group)
+    if group in BUILT and node:
+        if group == "trainer" and node.accelerator == "gpu" and not torch.cuda.is_available():
+            node.accelerator = "cpu"  # building a GPU trainer needs a GPU; the class is what is checked
+        kwargs = {"vocab_size": 17, "block_size": 32} if group == "model" else {}
+        assert type(hydra.utils.instantiate(node, **kwargs)).__name__ == BUILT[group]
+    elif node:  # callbacks and loggers: a dict of named objects, each built from its own _target_
+        for name, child in node.items():
+            built = hydra.utils.instantiate(child)  # loggers are lazy: building one starts no run
+            assert type(built).__name__ == child._target_.rsplit(".", 1)[-1], name
+    else:
+        assert option in ("none",)  # only the 'none' options switch a group off
+
+
+LAUNCHERS = sorted(p.stem for p in (CONFIGS / "hydra" / "launcher").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_every_launcher_composes(launcher):
+    plugin = {"parallel": "hydra_plugins.hydra_joblib_launcher", "slurm": "hydra_plugins.hydra_submitit_launcher"}
+    pytest.importorskip(plugin[launcher], reason='needs pip install -e ".[sweep]"')
+    cfg = compose_config([f"hydra/launcher={launcher}"])
+    assert cfg.hydra.launcher._target_.split(".")[1] in plugin[launcher]
 
 
 def test_defaults_are_the_course_calculator(tmp_path):

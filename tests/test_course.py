@@ -20,15 +20,17 @@ import pytest
 import torch
 from torch.utils import flop_counter
 
-from model.attention import KVCache, MultiHeadAttention, _walkthrough
+from model.attention import KVCache, MultiHeadAttention
 from model.transformer import Transformer, TransformerConfig
+from model.walkthrough import walkthrough
 from tests.conftest import ROOT, compose_config
 
 torch.manual_seed(0)
 
 
 def captured(attn: MultiHeadAttention, x: torch.Tensor, **kwargs):
-    """Run the block and return (out, weights, z) with z, every head's output, read at ``hook_z``."""
+    """Run the block and return (out, weights, z) with z, every head's output (B, T, n_heads, head_dim), read
+    at ``hook_z``."""
     seen = {}
     handle = attn.hook_z.register_forward_hook(lambda _m, _i, z: seen.setdefault("z", z))
     try:
@@ -50,7 +52,7 @@ def test_exercise_1_and_quiz_2_head_dim(d_model, n_heads, expected_head_dim):
     assert attn.head_dim == expected_head_dim
     # each head really works in head_dim dimensions: its output, and its block of W_q's rows
     _, weights, z = captured(attn, torch.randn(1, 3, d_model), need_weights=True)
-    assert z.shape == (1, n_heads, 3, expected_head_dim)
+    assert z.shape == (1, 3, n_heads, expected_head_dim)
     assert weights.shape == (1, n_heads, 3, 3)
     assert attn.W_q.weight.view(n_heads, -1, d_model).shape[1] == expected_head_dim
 
@@ -97,7 +99,7 @@ def test_exercise_2_output_shape(need_weights):
     x = torch.randn(2, 100, 512)
     out, weights, z = captured(attn, x, need_weights=need_weights)
     assert out.shape == x.shape == (2, 100, 512)  # the output has the input's shape
-    assert z.shape == (2, 8, 100, 64)  # inside: 8 heads of 64 dimensions
+    assert z.shape == (2, 100, 8, 64)  # inside: 8 heads of 64 dimensions at every position
     if need_weights:
         assert weights.shape == (2, 8, 100, 100)  # one 100 x 100 pattern per head
 
@@ -156,7 +158,7 @@ def test_view_and_transpose_give_each_head_its_own_slice_of_w_q():
     attn = MultiHeadAttention(64, 4)
     hd = attn.head_dim
     x = torch.randn(2, 5, 64)
-    q = attn._split_heads(attn.W_q(x), attn.n_heads)  # view + transpose, as forward does
+    q = attn.split_heads(attn.W_q(x), attn.n_heads)  # view + transpose, as forward does
     assert q.shape == (2, 4, 5, hd)
     for i in range(attn.n_heads):
         rows = slice(i * hd, (i + 1) * hd)
@@ -179,7 +181,7 @@ def test_each_head_is_scaled_dot_product_attention_on_its_own_slices():
         scores = Q[..., cols] @ K[..., cols].transpose(-2, -1) / math.sqrt(hd)
         pattern = scores.masked_fill(future, float("-inf")).softmax(-1)
         torch.testing.assert_close(weights[:, i], pattern)
-        torch.testing.assert_close(z[:, i], pattern @ V[..., cols])
+        torch.testing.assert_close(z[:, :, i], pattern @ V[..., cols])
     # the heads do not share a pattern: each has its own notion of which token is relevant
     assert not torch.allclose(weights[:, 0], weights[:, 1])
 
@@ -190,7 +192,7 @@ def test_concatenation_then_w_o_is_a_sum_of_every_heads_contribution():
     hd = attn.head_dim
     x = torch.randn(2, 5, 64)
     out, _, z = captured(attn, x)
-    contributions = [z[:, i] @ attn.W_o.weight[:, i * hd:(i + 1) * hd].T for i in range(attn.n_heads)]
+    contributions = [z[:, :, i] @ attn.W_o.weight[:, i * hd:(i + 1) * hd].T for i in range(attn.n_heads)]
     torch.testing.assert_close(out, sum(contributions) + attn.W_o.bias, atol=1e-6, rtol=1e-5)
     # each head writes to every one of the d_model output features, not just to "its" 16
     for i, c in enumerate(contributions):
@@ -204,7 +206,7 @@ def test_concatenation_then_w_o_is_a_sum_of_every_heads_contribution():
         attn.W_o.bias.zero_()
     bare, _, z = captured(attn, x)
     for i in range(attn.n_heads):
-        torch.testing.assert_close(bare[..., i * hd:(i + 1) * hd], z[:, i])
+        torch.testing.assert_close(bare[..., i * hd:(i + 1) * hd], z[:, :, i])
 
 
 # ---- Grouped-query and multi-query attention: the KV cache ---------------------------------------------
@@ -238,7 +240,7 @@ def test_multi_query_kv_cache_is_n_heads_times_smaller():
     assert totals[None] == n_heads * totals[1]
 
 
-# ---- The walk-through: python -m model.attention -------------------------------------------------------
+# ---- The walk-through: python -m model.walkthrough ---------------------------------------------------
 
 def walkthrough_steps(text: str) -> tuple[list[str], list[tuple[str, tuple[int, ...]]]]:
     """(numbered step headers, [(label, shape)]) from the walk-through's printout."""
@@ -274,7 +276,7 @@ def expected_steps(B, T, d, h):
 
 @pytest.mark.parametrize("B,T,d_model,n_heads", [(2, 5, 64, 4), (2, 100, 512, 8), (1, 3, 64, 1)])
 def test_walkthrough_prints_every_step_with_its_shape(capsys, B, T, d_model, n_heads):
-    _walkthrough(B, T, d_model, n_heads)
+    walkthrough(B, T, d_model, n_heads)
     text = capsys.readouterr().out
     headers, steps = walkthrough_steps(text)
     assert [int(line.split(".")[0]) for line in headers] == list(range(1, 10))  # the lessons' nine steps
@@ -287,21 +289,21 @@ def test_walkthrough_prints_every_step_with_its_shape(capsys, B, T, d_model, n_h
     assert len(counts) >= 4 and set(counts) == {4 * d_model**2 + 4 * d_model}
 
 
-def test_python_m_model_attention(capsys, monkeypatch):
+def test_python_m_model_walkthrough(capsys, monkeypatch):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "model.attention"], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-m", "model.walkthrough"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    _walkthrough()
+    walkthrough()
     assert done.stdout == capsys.readouterr().out  # the command prints the default walk-through, seeded
 
     # its options, run in this process: exercise 2's sizes, and a head count that does not divide d_model
-    monkeypatch.setattr(sys, "argv", ["attention", "--tokens", "100", "--d-model", "512", "--heads", "8"])
-    runpy.run_path(str(ROOT / "model" / "attention.py"), run_name="__main__")
+    monkeypatch.setattr(sys, "argv", ["walkthrough", "--tokens", "100", "--d-model", "512", "--heads", "8"])
+    runpy.run_path(str(ROOT / "model" / "walkthrough.py"), run_name="__main__")
     assert walkthrough_steps(capsys.readouterr().out)[1][-1] == ("out = W_o(concat)", (2, 100, 512))
     monkeypatch.setattr(sys, "argv", ["attention", "--heads", "3"])
     with pytest.raises(SystemExit) as exit_:
-        runpy.run_path(str(ROOT / "model" / "attention.py"), run_name="__main__")
+        runpy.run_path(str(ROOT / "model" / "walkthrough.py"), run_name="__main__")
     assert exit_.value.code == 2
     assert "n_heads=3 does not divide d_model=64" in capsys.readouterr().err
 
@@ -384,9 +386,9 @@ def check_command(program: str, args: list[str], capsys, monkeypatch) -> None:
         assert compose_config(overrides) is not None, command
     elif program == "calc.py":
         calc.parse_args(args)  # argparse exits on an unknown option
-    elif [program, *args[:1]] == ["-m", "model.attention"]:
-        monkeypatch.setattr(sys, "argv", ["attention", *args[1:]])
-        runpy.run_path(str(ROOT / "model" / "attention.py"), run_name="__main__")
+    elif [program, *args[:1]] == ["-m", "model.walkthrough"]:
+        monkeypatch.setattr(sys, "argv", ["walkthrough", *args[1:]])
+        runpy.run_path(str(ROOT / "model" / "walkthrough.py"), run_name="__main__")
         assert "head_dim = d_model // n_heads" in capsys.readouterr().out, command
     elif [program, *args[:1]] == ["-m", "pytest"]:
         assert all((ROOT / a.split("::")[0]).exists() for a in args[1:]), command

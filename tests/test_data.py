@@ -80,12 +80,20 @@ def test_fixed_training_set_is_also_disjoint():
 
 
 def test_the_split_of_a_problem_does_not_depend_on_the_seed():
-    fmt = ProblemFormat(3, "+")
-    a, op, b = fmt.random_problems(5000, torch.Generator().manual_seed(0))
-    splits = fmt.split_of(a, op, b, 0.01, 0.02)
-    assert torch.equal(splits, fmt.split_of(a, op, b, 0.01, 0.02))
-    share = torch.bincount(splits, minlength=3).float() / 5000
-    assert abs(share[2] - 0.02) < 0.01 and abs(share[1] - 0.01) < 0.01
+    """A held-out problem of one seed is held out for every seed: no seed ever trains on another's test set."""
+    def problems(seqs: torch.Tensor) -> set[tuple]:
+        return {tuple(row) for row in seqs[:, 1:8].tolist()}  # the prompt tokens: a op b
+
+    seeds = [ArithmeticDataModule(digits=3, seed=seed, n_val=300, n_test=300, batch_size=512) for seed in (0, 7)]
+    tests = [problems(dm.held_out_set("test")) for dm in seeds]
+    assert tests[0] != tests[1]  # the seeds draw different test sets ...
+    for dm, other_test in ((seeds[0], tests[1]), (seeds[1], tests[0])):
+        stream = iter(dm.train_dataloader())
+        trained = set().union(*(problems(next(stream)) for _ in range(40)))  # 20,480 draws of 1,000,000 problems
+        assert len(trained) > 15_000 and not trained & other_test  # ... from the one split every seed shares
+    share = torch.bincount(seeds[0].fmt.split_of(*seeds[0].fmt.random_problems(20_000, torch.Generator()), 0.01, 0.02),
+                           minlength=3).float() / 20_000
+    assert abs(share[2] - 0.02) < 0.005 and abs(share[1] - 0.01) < 0.005
 
 
 def test_same_seed_same_data_other_seed_other_data():

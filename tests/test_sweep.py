@@ -18,7 +18,7 @@ def test_a_two_job_sweep_with_a_bad_value_writes_a_summary(tmp_path):
         rows = list(csv.DictReader(f))
     assert [r["run"] for r in rows] == ["model.n_heads=3", "model.n_heads=2"]
     bad, good = rows
-    assert bad["status"].startswith("failed: n_heads=3") and bad["test_exact_match"] == ""
+    assert bad["status"].startswith("failed: model.n_heads=3") and bad["test_exact_match"] == ""
     assert good["status"] == "ok" and good["head_dim"] == "32"
     assert 0 <= float(good["test_exact_match"]) <= 1 and int(good["n_params"]) > 0
     assert good["steps_to_99"] == "" or int(good["steps_to_99"]) % 50 == 0  # measured at validation steps

@@ -1,16 +1,20 @@
-"""Stopping a run well: Ctrl-C / SIGTERM at a step boundary with a checkpoint, and a guard on the loss.
-
-Both are Lightning callbacks that train.py adds to every run (they cost a flag check per step).
+"""The run's own Lightning callbacks: the best checkpoint, Ctrl-C / SIGTERM at a step boundary with a
+checkpoint, and a guard on the loss. Listed in configs/callbacks/default.yaml; each asks the
+:class:`RunDir` where its file goes.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import signal
 from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+
+from training.rundir import RunDir
 
 
 class NonFiniteLossError(RuntimeError):
@@ -28,8 +32,8 @@ class GracefulStop(L.Callback):
     A second Ctrl-C stops at once. Outside training (testing, analysis) Ctrl-C interrupts as usual.
     """
 
-    def __init__(self, checkpoint_dir: str | Path):
-        self.path = Path(checkpoint_dir) / "interrupted.ckpt"
+    def __init__(self, run_dir: str | Path):
+        self.path = RunDir(run_dir).interrupted_checkpoint
         self.signal: int | None = None  # the signal that asked us to stop
         self.saved: Path | None = None
         self._previous: dict[int, object] = {}
@@ -64,11 +68,35 @@ class GracefulStop(L.Callback):
 class FiniteLossGuard(L.Callback):
     """Stop with a clear message when the loss is not finite, keeping the last good weights."""
 
-    def __init__(self, checkpoint_dir: str | Path):
-        self.path = Path(checkpoint_dir) / "last-good.ckpt"
+    def __init__(self, run_dir: str | Path):
+        self.path = RunDir(run_dir).last_good_checkpoint
 
     def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
         value = loss.item()
         if not math.isfinite(value):  # nothing has been updated by this step yet: the weights are good
             trainer.save_checkpoint(self.path)
             raise NonFiniteLossError(trainer.global_step, value, self.path)
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """Keep the weights with the best validation exact-match as ``checkpoints/best.ckpt``."""
+
+    def __init__(self, run_dir: str | Path, monitor: str = "val/exact_match"):
+        best = RunDir(run_dir).best_checkpoint
+        super().__init__(dirpath=best.parent, filename=best.stem, monitor=monitor, mode="max", save_top_k=1,
+                         auto_insert_metric_name=False, enable_version_counter=False)
+
+    def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
+        """Write beside, then rename: a kill or a full disk mid-write leaves the previous best.ckpt whole."""
+        partial = f"{filepath}.partial"
+        super()._save_checkpoint(trainer, partial)
+        if trainer.is_global_zero:
+            os.replace(partial, filepath)
+        self._last_checkpoint_saved = filepath
+
+
+class StepProgressBar(RichProgressBar):
+    """Rich's bar, labelled by what the run counts: steps of an endless stream, not 'Epoch 0/-2'."""
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return "training steps"

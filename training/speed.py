@@ -20,43 +20,10 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from data.datamodule import ArithmeticDataModule
-from model.module import CalculatorModule, adamw
+from model.module import AdamWSchedule, CalculatorModule, adamw
+from model.reference import RefGPT
 
-OPTIM = dict(lr=3e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=100, min_lr_ratio=0.1)
-
-
-# ---- a nanoGPT-style reference: one fused c_attn projection, scaled_dot_product_attention ----------------
-class RefBlock(nn.Module):
-    def __init__(self, d: int, n_heads: int):
-        super().__init__()
-        self.n_heads = n_heads
-        self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
-        x = x + self.c_proj(y)
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
-
-
-class RefGPT(nn.Module):
-    def __init__(self, vocab: int, block: int, d: int = 64, n_heads: int = 4, n_layers: int = 2):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(block, d)
-        self.blocks = nn.ModuleList(RefBlock(d, n_heads) for _ in range(n_layers))
-        self.ln_f = nn.LayerNorm(d)
-        self.lm_head = nn.Linear(d, vocab, bias=False)
-        self.lm_head.weight = self.wte.weight
-
-    def forward(self, idx):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
-        for block in self.blocks:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
+OPTIM = AdamWSchedule().to_dict()  # the training default
 
 
 # ---- the three training paths ------------------------------------------------------------------------------

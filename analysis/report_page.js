@@ -1,0 +1,548 @@
+// Renders a tinycalc report (analysis/html_report.py) from the JSON inlined in the page: no network, no libraries.
+"use strict";
+(function () {
+  const started = performance.now();
+  const DATA = JSON.parse(document.getElementById("report-data").textContent);
+  const root = document.getElementById("report");
+  const SVG = "http://www.w3.org/2000/svg";
+  const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                   "#bcbd22", "#17becf"];
+  const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
+                   [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
+
+  // ---- small helpers ----------------------------------------------------------------------------------------
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "text") node.textContent = v;
+      else if (k === "style" && typeof v === "object") Object.assign(node.style, v);
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v === true ? "" : v);
+    }
+    for (const child of children.flat()) {
+      if (child !== null && child !== undefined && child !== false) {
+        node.append(child instanceof Node ? child : String(child));
+      }
+    }
+    return node;
+  }
+  function svg(tag, attrs, ...children) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) if (v !== null && v !== undefined) node.setAttribute(k, v);
+    for (const child of children.flat()) if (child) node.append(child instanceof Node ? child : String(child));
+    return node;
+  }
+  const isNum = (x) => typeof x === "number" && isFinite(x);
+  const pct = (x, d = 2) => (isNum(x) ? (100 * x).toFixed(d) + "%" : "—");
+  const points = (x, d = 1) => (isNum(x) ? (x >= 0 ? "+" : "−") + Math.abs(100 * x).toFixed(d) : "—");
+  const num = (x) => (isNum(x) ? x.toLocaleString("en-US") : "—");
+  const fixed = (x, d) => (isNum(x) ? x.toFixed(d) : "—");
+
+  function viridis(t) {
+    t = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
+    const i = Math.min(Math.floor(t), VIRIDIS.length - 2), f = t - i;
+    const [a, b] = [VIRIDIS[i], VIRIDIS[i + 1]];
+    return [0, 1, 2].map((c) => Math.round(a[c] + f * (b[c] - a[c])));
+  }
+  // white at 0, deep red at -1 (an ablation that costs every answer); gains are pale green
+  function lossColour(delta) {
+    if (!isNum(delta)) return "#fff";
+    const t = Math.min(1, Math.abs(delta));
+    const [r, g, b] = delta < 0 ? [255 - 76 * t, 255 - 217 * t, 255 - 225 * t] : [255 - 60 * t, 255 - 20 * t, 255 - 60 * t];
+    return `rgb(${r | 0},${g | 0},${b | 0})`;
+  }
+
+  function section(id, title, intro) {
+    const node = el("section", { id }, el("h2", { text: title }), intro ? el("p", { class: "intro" }, intro) : null);
+    root.append(node);
+    return node;
+  }
+  function table(columns, rows, opts = {}) {
+    const head = el("tr", {}, columns.map((c) => el("th", { class: c.num ? "num" : null, text: c.label })));
+    const body = rows.map((row) => el("tr", { class: opts.rowClass ? opts.rowClass(row) : null },
+      columns.map((c) => {
+        const value = c.get(row);
+        return el("td", { class: c.num ? "num" : (c.mono ? "mono" : null) }, value instanceof Node ? value : String(value));
+      })));
+    return el("table", { class: opts.class || null }, el("thead", {}, head), el("tbody", {}, body));
+  }
+  function card(value, label) {
+    return el("div", { class: "card" }, el("div", { class: "value", text: value }), el("div", { class: "label", text: label }));
+  }
+
+  // ---- line charts (SVG) ------------------------------------------------------------------------------------
+  function niceTicks(lo, hi, n) {
+    const span = hi - lo || 1, raw = span / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => span / s <= n) || 10 * mag;
+    const ticks = [];
+    for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) ticks.push(+t.toPrecision(12));
+    return ticks;
+  }
+  function logTicks(lo, hi) {
+    const ticks = [];
+    for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
+      for (const m of hi / lo > 300 ? [1] : [1, 2, 5]) {
+        const t = m * Math.pow(10, e);
+        if (t >= lo * 0.999 && t <= hi * 1.001) ticks.push(t);
+      }
+    }
+    return ticks;
+  }
+  // series: [{label, colour, points: [[x, y, title]], dash}]; opts: x/yLabel, x/yDomain, log, hlines, vlines
+  function lineChart(series, opts) {
+    const W = opts.width || 520, H = opts.height || 280, m = { l: 56, r: 16, t: 14, b: 42 };
+    const all = series.flatMap((s) => s.points).filter((p) => isNum(p[0]) && isNum(p[1]) && (!opts.log || p[1] > 0));
+    const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
+    let [x0, x1] = opts.xDomain || [Math.min(...xs, 0), Math.max(...xs, 1)];
+    let [y0, y1] = opts.yDomain || [Math.min(...ys), Math.max(...ys)];
+    if (opts.log) { y0 = y0 / 1.3; y1 = y1 * 1.3; } else if (!opts.yDomain) { const pad = (y1 - y0) * 0.06 || 1; y0 -= pad; y1 += pad; }
+    if (x1 === x0) x1 = x0 + 1;
+    const fy = opts.log ? (y) => Math.log10(y) : (y) => y;
+    const X = (x) => m.l + ((x - x0) / (x1 - x0)) * (W - m.l - m.r);
+    const Y = (y) => H - m.b - ((fy(y) - fy(y0)) / (fy(y1) - fy(y0) || 1)) * (H - m.t - m.b);
+    const chart = svg("svg", { class: "chart", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img",
+                               "aria-label": opts.title || "" });
+    const grid = svg("g", { class: "grid" }), axis = svg("g", { class: "axis" });
+    const yTicks = opts.log ? logTicks(y0, y1) : niceTicks(y0, y1, 5);
+    for (const t of yTicks) {
+      grid.append(svg("line", { x1: m.l, x2: W - m.r, y1: Y(t), y2: Y(t) }));
+      axis.append(svg("text", { x: m.l - 6, y: Y(t) + 4, "text-anchor": "end" }, opts.yFormat ? opts.yFormat(t) : String(t)));
+    }
+    for (const t of niceTicks(x0, x1, 6)) {
+      axis.append(svg("line", { x1: X(t), x2: X(t), y1: H - m.b, y2: H - m.b + 4 }));
+      axis.append(svg("text", { x: X(t), y: H - m.b + 16, "text-anchor": "middle" }, opts.xFormat ? opts.xFormat(t) : String(t)));
+    }
+    axis.append(svg("path", { d: `M${m.l},${m.t}V${H - m.b}H${W - m.r}`, fill: "none" }));
+    axis.append(svg("text", { x: (m.l + W - m.r) / 2, y: H - 6, "text-anchor": "middle" }, opts.xLabel || ""));
+    axis.append(svg("text", { transform: `translate(14,${(m.t + H - m.b) / 2}) rotate(-90)`, "text-anchor": "middle" },
+                    opts.yLabel || ""));
+    chart.append(grid, axis);
+    for (const line of opts.hlines || []) {
+      if (!isNum(line.y) || line.y < y0 || line.y > y1) continue;
+      chart.append(svg("line", { x1: m.l, x2: W - m.r, y1: Y(line.y), y2: Y(line.y), stroke: line.colour || "#888",
+                                 "stroke-dasharray": "5 4" }),
+                   svg("text", { x: m.l + 6, y: Y(line.y) + (line.below ? 13 : -5), fill: line.colour || "#666" }, line.label));
+    }
+    for (const line of opts.vlines || []) {
+      if (!isNum(line.x)) continue;
+      const right = X(line.x) > (m.l + W - m.r) / 2;
+      chart.append(svg("line", { x1: X(line.x), x2: X(line.x), y1: m.t, y2: H - m.b, stroke: line.colour || "#888",
+                                 "stroke-dasharray": "2 3" }),
+                   svg("text", { x: X(line.x) + (right ? -4 : 4), y: line.bottom ? H - m.b - 8 : m.t + 10,
+                                 "text-anchor": right ? "end" : "start", fill: line.colour || "#666" }, line.label));
+    }
+    for (const s of series) {
+      const pts = s.points.filter((p) => isNum(p[0]) && isNum(p[1]) && (!opts.log || p[1] > 0));
+      if (!pts.length) continue;
+      chart.append(svg("path", { d: pts.map((p, i) => `${i ? "L" : "M"}${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(""),
+                                 fill: "none", stroke: s.colour, "stroke-width": 2, "stroke-dasharray": s.dash || null,
+                                 class: "series" }));
+      for (const p of pts) {
+        chart.append(svg("circle", { cx: X(p[0]), cy: Y(p[1]), r: pts.length > 60 ? 1.5 : 2.6, fill: s.colour },
+                         svg("title", {}, p[2] || `${s.label ? s.label + ": " : ""}${p[0]}, ${p[1]}`)));
+        if (p[3]) chart.append(svg("text", { x: X(p[0]), y: Y(p[1]) - 8, "text-anchor": "middle", "font-size": 10 }, p[3]));
+      }
+    }
+    return chart;
+  }
+  function legend(series) {
+    return el("div", { class: "legend" }, series.map((s) => el("span", { style: `--c:${s.colour}`, text: s.label })));
+  }
+
+  // ---- run page ---------------------------------------------------------------------------------------------
+  function taskText(r) {
+    const d = r.data;
+    if (!d) return "—";
+    return `${d.digits}-digit '${d.operators}', answer ${d.reverse_answer ? "reversed (least significant digit first)" : "plain"}`;
+  }
+
+  function header(title, ok, statusText) {
+    root.append(el("h1", {}, title, " ", el("span", { class: ok ? "badge" : "badge bad", text: statusText })));
+  }
+
+  function summarySection(d) {
+    const r = d.results, m = d.mistakes;
+    const cards = el("div", { class: "cards", id: "summary" },
+      card(pct(r.test_exact_match), `test exact-match (${num(r.n_test)} held-out problems)`),
+      card(pct(r.test_digit_accuracy), "test per-digit accuracy"),
+      card(m ? num(m.n_mistakes) : "—", m ? "test mistakes" : "test mistakes: not recorded"),
+      card(num(r.n_params), `parameters (${r.n_layers} layers × ${r.n_heads} heads of ${r.head_dim} dims)`),
+      card(`${num(r.steps)} steps`, `training, ${fixed(r.train_seconds, 1)} s (${num(r.tokens_per_second)} tokens/s)`),
+      card(isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—", `of heads prunable losing ≤ ${100 * d.tolerance} point`));
+    root.append(cards);
+  }
+
+  function configSection(d) {
+    const r = d.results, s = section("config", "Task and configuration");
+    const rows = [
+      ["task", taskText(r)],
+      ["model", `${r.n_layers} layers × ${r.n_heads} heads of ${r.head_dim} dims (d_model ${r.d_model}` +
+                (r.n_kv_heads && r.n_kv_heads !== r.n_heads ? `, ${r.n_kv_heads} key/value heads` : "") + `), ${num(r.n_params)} parameters`],
+      ["training", `${num(r.steps)} steps, ${fixed(r.train_seconds, 1)} s, seed ${r.seed}` + (r.processes > 1 ? `, ${r.processes} processes` : "")],
+      ["best val exact-match", pct(r.val_exact_match)],
+      ["test loss", fixed(r.test_loss, 4)],
+      ["head analysis", isNum(r.analysis_problems) ? `on ${num(r.analysis_problems)} test problems, ${r.analysis_seconds ?? "—"} s` : "not run"],
+      ["run directory", r.run_dir || d.name],
+    ];
+    s.append(el("table", { class: "kv" }, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: v }))))));
+    if (d.config) s.append(el("details", {}, el("summary", { text: "the full resolved config (config.yaml)" }), el("pre", { text: d.config })));
+  }
+
+  function curvesSection(d) {
+    const s = section("curves", "Learning curves",
+      "Validation exact-match and loss at every validation. Flat stretches are the plateaus: the loss creeps down while " +
+      "few whole answers are right, until a new digit (or the carry) clicks.");
+    const h = d.history;
+    if (!h.length) { s.append(el("p", { class: "muted", text: "No validation history recorded (history.json missing or empty)." })); return; }
+    const best = h.reduce((a, b) => (b.exact_match > a.exact_match ? b : a));
+    const em = lineChart([{ label: "val exact-match", colour: PALETTE[0],
+                            points: h.map((e) => [e.step, 100 * e.exact_match, `step ${e.step}: ${pct(e.exact_match)}`]) }],
+      { xLabel: "training step", yLabel: "val exact-match (%)", yDomain: [-2, 102], title: "val exact-match",
+        hlines: [{ y: 99, label: "99%" }], vlines: [{ x: best.step, label: `best, step ${best.step}`, colour: "#1f7a3d", bottom: true }] });
+    const loss = lineChart([{ label: "val loss", colour: PALETTE[1],
+                              points: h.map((e) => [e.step, e.loss, `step ${e.step}: loss ${fixed(e.loss, 4)}`]) }],
+      { xLabel: "training step", yLabel: "val loss (log scale)", log: true, title: "val loss", yFormat: (t) => String(+t.toPrecision(2)) });
+    s.append(el("div", { class: "row" }, el("div", {}, el("h3", { text: "val exact-match" }), em),
+                el("div", {}, el("h3", { text: "val loss" }), loss)));
+  }
+
+  function attentionSection(d) {
+    const s = section("attention", "Attention, head by head",
+      "Each small map is one head: rows are queries (the token being read from), columns are keys (the token attended to); " +
+      "a bright cell means that query puts that much of its attention on that key. Pick a problem and a head; " +
+      "flip through heads with ← →, through problems with ↑ ↓.");
+    const snaps = d.attention;
+    if (!snaps.length) { s.append(el("p", { class: "muted", text: "Not recorded (no attention/*.json in the run directory)." })); return; }
+    const roles = d.results.head_roles || {};
+    const zero = {};
+    for (const row of d.ablation || []) if (row.ablation === "zero") zero[`L${row.layer}h${row.head}`] = row.delta_exact_match;
+    const nLayers = snaps[0].weights.length, nHeads = snaps[0].weights[0][0].length;
+    const state = { snap: snaps.length - 1, probe: 0, layer: 0, head: 0 };
+
+    const controls = el("div", { class: "controls" });
+    const snapGroup = el("div", { class: "group" }, el("b", { text: "when" }));
+    const probeGroup = el("div", { class: "group" }, el("b", { text: "problem" }));
+    const headGroup = el("div", { class: "group" },
+      el("button", { text: "◀ head", onclick: () => step(-1) }), el("button", { text: "head ▶", onclick: () => step(1) }));
+    controls.append(probeGroup, snapGroup, headGroup);
+    const snapButtons = snaps.map((snap, i) => el("button", { text: snap.step === null || snap.tag === "final" ? "end of training" : `step ${snap.step}`,
+                                                              onclick: () => { state.snap = i; update(); } }));
+    if (snaps.length > 1) snapGroup.append(...snapButtons); else snapGroup.append(el("span", { class: "muted", text: "end of training" }));
+    const probeButtons = snaps[0].probes.map((p, i) => el("button", { class: "mono", text: p, onclick: () => { state.probe = i; update(); } }));
+    probeGroup.append(...probeButtons);
+
+    const grid = el("div", { class: "heads", style: { gridTemplateColumns: `auto repeat(${nHeads}, 116px)` } });
+    const thumbs = [];
+    for (let layer = 0; layer < nLayers; layer++) {
+      grid.append(el("div", { class: "layer-label", text: `layer ${layer}` }));
+      thumbs.push([]);
+      for (let head = 0; head < nHeads; head++) {
+        const key = `L${layer}h${head}`;
+        const canvas = el("canvas");
+        const cell = el("div", { class: "head-thumb", "data-layer": layer, "data-head": head, title: roles[key] || key,
+                                 onclick: () => { state.layer = layer; state.head = head; update(); } },
+          el("div", { class: "name" }, `L${layer} h${head}`, isNum(zero[key]) ? el("span", { class: "muted", text: ` · ${points(zero[key])}` }) : null),
+          canvas, el("div", { class: "role", text: roles[key] || "" }));
+        thumbs[layer].push({ cell, canvas });
+        grid.append(cell);
+      }
+    }
+    const big = el("canvas", { id: "attention-big" });
+    const tip = el("div", { class: "tip" });
+    const caption = el("div", { class: "caption" });
+    const viewer = el("div", { class: "viewer" }, el("h3", { id: "attention-title" }), big, tip, caption, colourBar());
+    const note = Object.keys(zero).length ? el("p", { class: "muted", text: "Next to each head's name: the change in test " +
+      "exact-match (points) when that head alone is zeroed. Under it: its role." }) : null;
+    s.append(controls, el("div", { class: "row" }, el("div", {}, grid, note), viewer));
+
+    const weightsOf = (snap, layer, probe, head) => snaps[snap].weights[layer][probe][head];
+    function drawThumb(canvas, w) {
+      const T = w.length;
+      canvas.width = T; canvas.height = T;
+      const ctx = canvas.getContext("2d"), img = ctx.createImageData(T, T);
+      for (let q = 0; q < T; q++) {
+        for (let k = 0; k < T; k++) {
+          const [r, g, b] = k <= q ? viridis(w[q][k]) : [255, 255, 255];
+          img.data.set([r, g, b, 255], 4 * (q * T + k));
+        }
+      }
+      ctx.putImageData(img, 0, 0);
+    }
+    let layout = null;
+    function drawBig() {
+      const snap = snaps[state.snap], w = weightsOf(state.snap, state.layer, state.probe, state.head);
+      const tokens = snap.tokens[state.probe], keys = d.key_labels || tokens.map(() => ""), T = w.length;
+      const cell = Math.max(12, Math.min(30, Math.floor(460 / T))), font = Math.min(13, Math.round(cell * 0.5));
+      const left = 64, top = 8, bottom = 46;
+      const W = left + T * cell + 10, H = top + T * cell + bottom, ratio = window.devicePixelRatio || 1;
+      big.width = W * ratio; big.height = H * ratio; big.style.width = W + "px"; big.style.height = H + "px";
+      const ctx = big.getContext("2d");
+      ctx.scale(ratio, ratio);
+      ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, H);
+      for (let q = 0; q < T; q++) {
+        for (let k = 0; k <= q; k++) {
+          const [r, g, b] = viridis(w[q][k]);
+          ctx.fillStyle = `rgb(${r},${g},${b})`;
+          ctx.fillRect(left + k * cell, top + q * cell, cell - 1, cell - 1);
+        }
+      }
+      ctx.fillStyle = "#1d2330"; ctx.textBaseline = "middle";
+      for (let t = 0; t < T; t++) {
+        const where = keys[t] === tokens[t] ? "" : keys[t];  // '=' is '=' already
+        ctx.textAlign = "right";
+        ctx.font = `600 ${font + 1}px ui-monospace, monospace`;
+        ctx.fillText(tokens[t], left - 30, top + t * cell + cell / 2);
+        ctx.font = `${font - 1}px system-ui, sans-serif`; ctx.fillStyle = "#5d6675";
+        ctx.fillText(where, left - 5, top + t * cell + cell / 2);
+        ctx.textAlign = "center"; ctx.fillStyle = "#1d2330";
+        ctx.font = `600 ${font + 1}px ui-monospace, monospace`;
+        ctx.fillText(tokens[t], left + t * cell + cell / 2, top + T * cell + 10);
+        ctx.font = `${font - 1}px system-ui, sans-serif`; ctx.fillStyle = "#5d6675";
+        ctx.fillText(where, left + t * cell + cell / 2, top + T * cell + 25);
+        ctx.fillStyle = "#1d2330";
+      }
+      ctx.font = "11px system-ui, sans-serif"; ctx.fillStyle = "#5d6675"; ctx.textAlign = "center";
+      ctx.fillText("key (attended to) →", left + (T * cell) / 2, top + T * cell + 40);
+      ctx.save(); ctx.translate(10, top + (T * cell) / 2); ctx.rotate(-Math.PI / 2);
+      ctx.fillText("query (reading) →", 0, 0); ctx.restore();
+      layout = { left, top, cell, T, tokens, keys, w };
+    }
+    big.addEventListener("mousemove", (ev) => {
+      if (!layout) return;
+      const rect = big.getBoundingClientRect();
+      const k = Math.floor((ev.clientX - rect.left - layout.left) / layout.cell);
+      const q = Math.floor((ev.clientY - rect.top - layout.top) / layout.cell);
+      if (q < 0 || k < 0 || q >= layout.T || k > q) { tip.style.display = "none"; return; }
+      const names = d.key_names || layout.keys;
+      tip.textContent = `query ${layout.tokens[q]} (${names[q]}) → key ${layout.tokens[k]} (${names[k]}): ${layout.w[q][k].toFixed(3)}`;
+      tip.style.display = "block";
+      tip.style.left = (ev.clientX - rect.left + 14) + "px";
+      tip.style.top = (ev.clientY - rect.top + big.offsetTop + 12) + "px";
+    });
+    big.addEventListener("mouseleave", () => { tip.style.display = "none"; });
+
+    function update() {
+      snapButtons.forEach((b, i) => b.classList.toggle("on", i === state.snap));
+      probeButtons.forEach((b, i) => b.classList.toggle("on", i === state.probe));
+      for (let layer = 0; layer < nLayers; layer++) {
+        for (let head = 0; head < nHeads; head++) {
+          const t = thumbs[layer][head];
+          drawThumb(t.canvas, weightsOf(state.snap, layer, state.probe, head));
+          t.cell.classList.toggle("on", layer === state.layer && head === state.head);
+        }
+      }
+      drawBig();
+      const key = `L${state.layer}h${state.head}`, snap = snaps[state.snap];
+      document.getElementById("attention-title").textContent =
+        `layer ${state.layer}, head ${state.head} — ${snap.probes[state.probe]}` + (snap.tag === "final" ? "" : ` at step ${snap.step}`);
+      caption.replaceChildren(
+        el("b", { text: "role: " }), roles[key] || "not recorded",
+        isNum(zero[key]) ? ` · zeroing this head changes test exact-match by ${points(zero[key])} points` : "");
+    }
+    function step(delta) {
+      const i = (state.layer * nHeads + state.head + delta + nLayers * nHeads) % (nLayers * nHeads);
+      state.layer = Math.floor(i / nHeads); state.head = i % nHeads; update();
+    }
+    document.addEventListener("keydown", (ev) => {
+      if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
+      const n = snaps[0].probes.length;
+      if (ev.key === "ArrowRight") step(1);
+      else if (ev.key === "ArrowLeft") step(-1);
+      else if (ev.key === "ArrowDown") { state.probe = (state.probe + 1) % n; update(); }
+      else if (ev.key === "ArrowUp") { state.probe = (state.probe + n - 1) % n; update(); }
+      else return;
+      ev.preventDefault();
+    });
+    update();
+  }
+
+  function colourBar() {
+    const canvas = el("canvas", { width: 200, height: 10, style: { width: "200px", height: "10px", display: "block" } });
+    const ctx = canvas.getContext("2d");
+    for (let x = 0; x < 200; x++) { const [r, g, b] = viridis(x / 199); ctx.fillStyle = `rgb(${r},${g},${b})`; ctx.fillRect(x, 0, 1, 10); }
+    return el("div", { class: "muted", style: { marginTop: "6px" } }, "attention weight", canvas,
+              el("div", { style: { display: "flex", justifyContent: "space-between", width: "200px" } }, el("span", { text: "0" }), el("span", { text: "0.5" }), el("span", { text: "1" })));
+  }
+
+  function ablationSection(d) {
+    const s = section("ablation", "Head ablation",
+      "Each head switched off on its own — its output zeroed, or replaced by its mean over the test problems — and the test " +
+      "exact-match measured again. Red: the model needs that head.");
+    const rows = d.ablation;
+    if (!rows || !rows.length) { s.append(el("p", { class: "muted", text: "Not recorded (the run had analysis=none)." })); return; }
+    const kinds = ["zero", "mean"].filter((k) => rows.some((r) => r.ablation === k));
+    const nLayers = Math.max(...rows.map((r) => r.layer)) + 1, nHeads = Math.max(...rows.map((r) => r.head)) + 1;
+    const maps = el("div", { class: "row" });
+    for (const kind of kinds) {
+      const at = {};
+      for (const r of rows) if (r.ablation === kind) at[`${r.layer},${r.head}`] = r;
+      const head = el("tr", {}, el("th", {}), [...Array(nHeads).keys()].map((h) => el("th", { text: `h${h}` })));
+      const body = [...Array(nLayers).keys()].map((layer) => el("tr", {}, el("th", { text: `L${layer}` }),
+        [...Array(nHeads).keys()].map((h) => {
+          const r = at[`${layer},${h}`], delta = r ? r.delta_exact_match : null;
+          return el("td", { style: { background: lossColour(delta), color: isNum(delta) && delta < -0.5 ? "#fff" : "#1d2330" },
+                            title: r ? `L${layer}h${h} ${kind}-ablated: exact-match ${pct(r.exact_match)} (${points(delta)} points), ` +
+                                       `loss ${fixed(r.loss, 3)}` : "", text: points(delta) });
+        })));
+      maps.append(el("div", {}, el("h3", { text: `${kind}-ablation: Δ exact-match (points)` }),
+                     el("table", { class: "heat" }, el("thead", {}, head), el("tbody", {}, body))));
+    }
+    s.append(maps);
+    const sorted = [...rows].sort((a, b) => a.delta_exact_match - b.delta_exact_match || b.delta_loss - a.delta_loss);
+    s.append(el("details", {}, el("summary", { text: `every ablation (${rows.length} rows), most harmful first` }),
+      table([
+        { label: "head", get: (r) => `L${r.layer}h${r.head}` },
+        { label: "ablation", get: (r) => r.ablation },
+        { label: "exact-match", num: true, get: (r) => pct(r.exact_match) },
+        { label: "Δ points", num: true, get: (r) => points(r.delta_exact_match) },
+        { label: "loss", num: true, get: (r) => fixed(r.loss, 3) },
+        { label: "Δ loss", num: true, get: (r) => (isNum(r.delta_loss) ? (r.delta_loss >= 0 ? "+" : "") + r.delta_loss.toFixed(3) : "—") },
+        { label: "role", get: (r) => r.role || "" },
+      ], sorted)));
+  }
+
+  function pruningSection(d) {
+    const s = section("pruning", "Pruning",
+      "Heads removed one after another, least important first, measuring test exact-match after each removal.");
+    const rows = d.pruning;
+    if (!rows || !rows.length) { s.append(el("p", { class: "muted", text: "Not recorded (no pruning in this run)." })); return; }
+    const r = d.results, floor = 100 * (rows[0].exact_match - d.tolerance);
+    const chart = lineChart([{ label: "exact-match", colour: PALETTE[0],
+      points: rows.map((p) => [100 * p.fraction_removed, 100 * p.exact_match,
+                               `${p.n_removed} removed${p.removed_head ? " (last " + p.removed_head + ")" : ""}: ${pct(p.exact_match)}`, p.removed_head]) }],
+      { xLabel: "heads removed (%)", yLabel: "test exact-match (%)", yDomain: [-2, 108], xDomain: [0, 100], title: "pruning curve",
+        hlines: [{ y: floor, label: `intact − ${100 * d.tolerance} point`, below: true }],
+        vlines: isNum(r.prunable_fraction) ? [{ x: 100 * r.prunable_fraction, label: `prunable ${pct(r.prunable_fraction, 0)}`, colour: "#1f7a3d", bottom: true }] : [] });
+    s.append(el("div", { class: "row" }, chart, table([
+      { label: "removed", num: true, get: (p) => p.n_removed },
+      { label: "last removed", get: (p) => p.removed_head || "(none)" },
+      { label: "fraction", num: true, get: (p) => pct(p.fraction_removed, 0) },
+      { label: "exact-match", num: true, get: (p) => pct(p.exact_match) },
+      { label: "loss", num: true, get: (p) => fixed(p.loss, 3) },
+    ], rows)));
+    if (isNum(r.prunable_fraction)) {
+      s.append(el("p", { class: "muted", text: `${pct(r.prunable_fraction, 0)} of the heads can go losing at most ${100 * d.tolerance} point of exact-match` +
+                                              (r.pruning_order ? ` (${r.pruning_order} order).` : ".") }));
+    }
+  }
+
+  function rolesSection(d) {
+    const s = section("roles", "What each head does",
+      "A one-line guess from each head's mean attention over the test problems. r0 is the answer's units digit, a1 the tens digit " +
+      "of a, ^ the start token, ~ spread out.");
+    const roles = d.results.head_roles;
+    if (!roles || !Object.keys(roles).length) { s.append(el("p", { class: "muted", text: "Not recorded (the run had analysis=none)." })); return; }
+    const r = d.results, zero = {};
+    for (const row of d.ablation || []) if (row.ablation === "zero") zero[`L${row.layer}h${row.head}`] = row.delta_exact_match;
+    const grid = el("div", { class: "roles", style: { gridTemplateColumns: `repeat(${Math.min(r.n_heads || 4, 4)}, minmax(0, 1fr))` } });
+    for (const [key, role] of Object.entries(roles)) {
+      grid.append(el("div", { class: "cell", style: { borderLeft: `5px solid ${lossColour(zero[key] ?? 0)}` } },
+        el("b", {}, key, isNum(zero[key]) ? el("span", { class: "muted", text: ` (zeroed: ${points(zero[key])} points)` }) : null), role));
+    }
+    s.append(grid);
+  }
+
+  function mistakesSection(d) {
+    const s = section("mistakes", "Test mistakes");
+    const m = d.mistakes;
+    if (!m) { s.append(el("p", { class: "muted", text: "Not recorded (this run has no test_mistakes.json)." })); return; }
+    s.append(el("p", {}, `${num(m.n_mistakes)} of ${num(m.n_test)} held-out test problems answered wrong` +
+                         (isNum(m.n_test) && m.n_test ? ` (${pct(m.n_mistakes / m.n_test)})` : "") + "."));
+    if (!m.mistakes.length) return;
+    if (m.wrong_digits_by_place && d.answer_places) {
+      const most = Math.max(1, ...m.wrong_digits_by_place);
+      s.append(el("h3", { text: `wrong answer digits by place, among the ${num(m.n_recorded)} recorded mistakes (in the order the model writes them)` }),
+        table([{ label: "place", get: (p) => p.place }, { label: "wrong", num: true, get: (p) => p.n },
+               { label: "", get: (p) => el("span", { class: "bar", style: { width: `${(120 * p.n) / most}px` } }) }],
+              m.wrong_digits_by_place.map((n, i) => ({ place: d.answer_places[i], n }))));
+    }
+    s.append(el("h3", { text: m.mistakes.length < m.n_mistakes ? `the first ${m.mistakes.length} of ${num(m.n_mistakes)}` : "all of them" }),
+      table([
+        { label: "problem", mono: true, get: (x) => x.problem },
+        { label: "model", num: true, get: (x) => (x.model === null || x.model === undefined ? "unreadable" : x.model) },
+        { label: "truth", num: true, get: (x) => x.truth },
+        { label: "as written", mono: true, get: (x) => x.model_text ?? "" },
+      ], m.mistakes));
+  }
+
+  function renderRun(d) {
+    const r = d.results, ok = r.status === "ok";
+    header(`tinycalc run ${d.name}`, ok, r.status || "unknown");
+    root.append(el("p", { class: "intro", text: ok ? `${taskText(r)} — what the model learned and what each head does.` :
+      `This run did not finish: ${r.error || r.status}` + (r.resume ? ` Resume it with: ${r.resume}` : "") }));
+    if (!ok) return;
+    root.append(el("nav", {}, [["config", "task"], ["curves", "curves"], ["attention", "attention"], ["ablation", "ablation"],
+                               ["pruning", "pruning"], ["roles", "roles"], ["mistakes", "mistakes"]]
+      .map(([id, text]) => el("a", { href: `#${id}`, text }))));
+    summarySection(d);
+    configSection(d);
+    curvesSection(d);
+    attentionSection(d);
+    ablationSection(d);
+    pruningSection(d);
+    rolesSection(d);
+    mistakesSection(d);
+  }
+
+  // ---- sweep page -------------------------------------------------------------------------------------------
+  function renderSweep(d) {
+    const rows = d.rows, failed = rows.filter((r) => r.status !== "ok"), done = rows.filter((r) => r.status === "ok");
+    header(`tinycalc sweep ${d.name}`, !failed.length, failed.length ? `${failed.length} of ${rows.length} failed` : `${rows.length} runs`);
+    const best = done.reduce((a, b) => (a && a.test_exact_match >= b.test_exact_match ? a : b), null);
+    root.append(el("div", { class: "cards", id: "summary" }, card(String(rows.length), "runs"), card(String(done.length), "finished"),
+      card(String(failed.length), "failed"), card(best ? pct(best.test_exact_match) : "—", best ? `best test exact-match (${best.run})` : "best test exact-match")));
+
+    const t = section("runs", "Runs", "One row per job; the link opens that run's own report.");
+    t.append(table([
+      { label: "run", mono: true, get: (r) => r.run },
+      { label: "n_heads", num: true, get: (r) => r.n_heads ?? "—" },
+      { label: "head_dim", num: true, get: (r) => r.head_dim ?? "—" },
+      { label: "params", num: true, get: (r) => num(r.n_params) },
+      { label: "steps to 99%", num: true, get: (r) => (r.status !== "ok" ? "—" : r.steps_to_99 ?? "never") },
+      { label: "test exact-match", num: true, get: (r) => pct(r.test_exact_match) },
+      { label: "train s", num: true, get: (r) => fixed(r.train_seconds, 1) },
+      { label: "prunable", num: true, get: (r) => (isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—") },
+      { label: "status", get: (r) => (r.status === "ok" ? "ok" : "failed") },
+      { label: "report", get: (r) => (r.report ? el("a", { href: r.report, text: "report" }) : "—") },
+    ], rows, { rowClass: (r) => (r.status === "ok" ? null : "failed") }));
+    if (d.grouped.length) {
+      const spread = (g) => (g ? `${+g[0].toPrecision(4)} (${+g[1].toPrecision(4)}..${+g[2].toPrecision(4)})` : "—");
+      t.append(el("h3", { text: "mean (min..max) over seeds" }), table([
+        { label: "setting", mono: true, get: (g) => g.setting }, { label: "runs", num: true, get: (g) => g.runs },
+        { label: "test exact-match", num: true, get: (g) => spread(g.test_exact_match) },
+        { label: "steps to 99%", num: true, get: (g) => spread(g.steps_to_99) },
+        { label: "train s", num: true, get: (g) => spread(g.train_seconds) },
+        { label: "prunable", num: true, get: (g) => spread(g.prunable_fraction) },
+      ], d.grouped));
+    }
+
+    const c = section("curves", "Accuracy against training step", "Validation exact-match of every run; runs of one setting share a colour, one dash per seed.");
+    const settings = [];
+    const settingOf = (r) => r.run.split(" ").filter((o) => !o.startsWith("seed=")).join(" ") || "(defaults)";
+    for (const r of rows) if (!settings.includes(settingOf(r))) settings.push(settingOf(r));
+    const seeds = [...new Set(rows.map((r) => r.seed))];
+    const series = rows.filter((r) => r.history.length).map((r) => ({
+      label: r.run, colour: PALETTE[settings.indexOf(settingOf(r)) % PALETTE.length],
+      dash: ["", "6 3", "2 3", "8 3 2 3"][seeds.indexOf(r.seed) % 4] || null,
+      points: r.history.map((h) => [h.step, 100 * h.exact_match, `${r.run}, step ${h.step}: ${pct(h.exact_match)}`]) }));
+    if (series.length) {
+      c.append(lineChart(series, { xLabel: "training step", yLabel: "val exact-match (%)", yDomain: [-2, 102], width: 760, height: 320,
+                                   hlines: [{ y: 99, label: "99%" }], title: "learning curves" }), legend(series));
+    } else c.append(el("p", { class: "muted", text: "No run recorded a validation history." }));
+
+    const f = section("failed", "Failed jobs");
+    if (!failed.length) f.append(el("p", { class: "muted", text: "None: every job finished." }));
+    else {
+      f.append(table([
+        { label: "run", mono: true, get: (r) => el("span", { title: r.dir, text: r.run }) },
+        { label: "reason", get: (r) => r.status.replace(/^failed: /, "") },
+        { label: "traceback", get: (r) => (r.error_log ? el("a", { href: r.error_log, text: "error.log" }) : "—") },
+      ], failed, { rowClass: () => "failed" }));
+    }
+  }
+
+  if (DATA.kind === "sweep") renderSweep(DATA); else renderRun(DATA);
+  document.body.dataset.rendered = DATA.kind;
+  document.body.dataset.renderMs = (performance.now() - started).toFixed(1);
+})();

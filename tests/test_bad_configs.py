@@ -1,0 +1,129 @@
+"""Every configuration mistake is one line naming the key, exit status 2, no traceback, no run directory left.
+
+The kinds: a value out of range or of the wrong type (each object's own rule), a key or option mistyped
+(with the nearest valid one), a key added that nothing reads, an interpolation that cannot resolve, a device
+that is not there, and settings that would silently train nothing. In-process for all of them (fast), and
+through ``python train.py`` for a sample (fast) and for all of them (slow).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.conftest import compose_config, resolvable, run_train
+from train import assemble
+from training.cli import check_command_line
+from training.config import ConfigError, effective_config
+
+NO_GPU = not torch.cuda.is_available()
+
+BAD_CONFIGS = [  # (overrides, what the one line must contain)
+    # values out of range or of the wrong type: the owning object's rule, named by its config key
+    ("model.n_heads=3", "model.n_heads=3"),
+    ("model.n_kv_heads=3", "model.n_kv_heads=3"),
+    ("model.d_model=0", "model.d_model"),
+    ("model.d_model=abc", "model.d_model"),
+    ("model.n_layers=0", "model.n_layers"),
+    ("model.dropout=1.0", "model.dropout=1.0"),
+    ("model.dropout=-0.1", "model.dropout=-0.1"),
+    ("model.dropout=abc", "model.dropout='abc'"),
+    ("model.bias=maybe", "model.bias"),
+    ("data.digits=0", "data.digits=0"),
+    ("data.digits=18", "data.digits=18"),
+    ("data.digits=10 data.operators=*", "data.digits=10"),
+    ("data.operators=/", "data.operators='/'"),
+    ("data.operators=++", "data.operators='++'"),
+    ("data.operators=[1,2]", "data.operators="),
+    ("data.batch_size=0", "data.batch_size=0"),
+    ("data.n_test=-5", "data.n_test=-5"),
+    ("data.val_fraction=0.7", "data.val_fraction=0.7"),
+    ("data.streaming=maybe", "data.streaming"),
+    ("data.streaming=false data.n_train=10", "data.n_train=10"),
+    ("optim.lr=0", "optim.lr=0"),
+    ("optim.lr=-1e-3", "optim.lr=-0.001"),
+    ("optim.lr=nan", "optim.lr=nan"),
+    ("optim.weight_decay=-1", "optim.weight_decay=-1"),
+    ("optim.warmup_steps=1.5", "optim.warmup_steps=1.5"),
+    ("optim.betas=[0.9]", "optim.betas"),
+    ("trainer.max_steps=0", "trainer.max_steps=0"),
+    ("trainer.val_check_interval=0", "trainer.val_check_interval=0"),
+    ("trainer.precision=fp8", "trainer.precision='fp8'"),
+    ("trainer.gradient_clip_val=nan", "trainer.gradient_clip_val=nan"),
+    ("trainer.devices=0", "trainer.devices=0"),
+    ("seed=-1", "seed=-1"),
+    ("seed=5000000000", "seed=5000000000"),
+    ("threads=0", "threads=0"),
+    ("target_accuracy=1.5", "target_accuracy=1.5"),
+    ("resume=/nonexistent/run", "resume=/nonexistent/run"),
+    ("analysis.probes=[12/4]", "analysis.probes"),
+    ("analysis.probes=[]", "analysis.probes"),
+    ("analysis.prune=sometimes", "analysis.prune='sometimes'"),
+    ("analysis.ablation=[shuffle]", "analysis.ablation"),
+    ("analysis.n_problems=0", "analysis.n_problems=0"),
+    ("analysis.tolerance=2", "analysis.tolerance=2"),
+    ("logger.wandb.mode=sideways", "logger.wandb.mode='sideways'"),
+    ("callbacks.attention_maps.every_n_val=0", "callbacks.attention_maps.every_n_val=0"),
+    ("callbacks.attention_maps.probes=[1+2+3]", "callbacks.attention_maps.probes"),
+    # keys and options mistyped: the nearest valid one is suggested
+    ("model.n_head=8", "did you mean model.n_heads"),
+    ("+model.n_head=8", "did you mean +model.n_heads"),
+    ("data.digit=4", "did you mean data.digits"),
+    ("optim.learning_rate=1e-3", "optim.learning_rate"),
+    ("model=calcuator", "did you mean calculator"),
+    ("trainer=gpus", "did you mean gpu"),
+    ("logger=wandbb", "did you mean wandb"),
+    ("experiment=add11", "did you mean add10"),
+    ("analysis.prunes=greedy", "did you mean analysis.prune"),
+    ("+foo=bar", "+foo"),
+    ("+trainer.num_node=2", "did you mean +trainer.num_nodes"),
+    # interpolations that cannot resolve
+    ("seed=${seed}", "seed"),
+    ("data.digits=${nothing.here}", "data.digits"),
+]
+ABSENT_DEVICES = [  # a device that is not there
+    pytest.param("trainer=gpu", "no CUDA GPU", marks=pytest.mark.skipif(not NO_GPU, reason="a GPU is here")),
+    pytest.param("trainer.accelerator=gpu", "trainer.accelerator=gpu",
+                 marks=pytest.mark.skipif(not NO_GPU, reason="a GPU is here")),
+    pytest.param("trainer.accelerator=mps", "trainer.accelerator=mps",
+                 marks=pytest.mark.skipif(torch.backends.mps.is_available(), reason="an Apple GPU is here")),
+]
+
+
+def in_process_error(overrides: list[str], tmp_path, capsys) -> str:
+    """What train.py would print for these overrides, found without leaving this process."""
+    argv = [f"hydra.run.dir={tmp_path / 'run'}", *overrides]
+    try:
+        check_command_line(argv)  # typos, additions, interpolations, used directories
+    except SystemExit as e:
+        assert e.code == 2
+        return capsys.readouterr().err
+    cfg = resolvable(compose_config(argv), tmp_path / "run")
+    with pytest.raises(ConfigError) as caught:
+        assemble(effective_config(cfg, overrides, multirun=False))
+    return f"error: {caught.value}\n"
+
+
+@pytest.mark.parametrize("overrides,needle", BAD_CONFIGS + ABSENT_DEVICES)
+def test_a_bad_config_is_one_line_naming_the_key(overrides, needle, tmp_path, capsys):
+    text = in_process_error(overrides.split(), tmp_path, capsys)
+    lines = text.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], text
+
+
+def test_there_are_forty_kinds_and_more():
+    assert len(BAD_CONFIGS) >= 40
+
+
+CLI_SAMPLE = ["model.n_heads=3", "model.n_head=8", "data.streaming=false data.n_train=10", "seed=5000000000"]
+CLI_CASES = [pytest.param(*case, marks=() if case[0] in CLI_SAMPLE else pytest.mark.slow) for case in BAD_CONFIGS]
+
+
+@pytest.mark.parametrize("overrides,needle", CLI_CASES + ABSENT_DEVICES[:1])
+def test_through_the_command_line_one_line_exit_2_and_no_run_directory(overrides, needle, tmp_path):
+    run_dir = tmp_path / "run"
+    done = run_train(run_dir, *overrides.split())
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and needle in lines[0], done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert not run_dir.exists()  # nothing began, so nothing is left behind

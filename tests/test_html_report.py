@@ -1,0 +1,236 @@
+"""report.html and sweep_report.html: written from a real sweep, opened in headless Chromium.
+
+One small real sweep (a job that fails on a bad value, one that trains) gives both a sweep directory and a
+real run directory. The browser tests skip only where no Chromium is installed (CI installs Debian's).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from analysis.html_report import MAX_MISTAKES, write_run_report
+from tests.conftest import ROOT, run_sweep
+
+MISTAKES = {"n_test": 200, "n_mistakes": 2, "mistakes": [
+    {"problem": "12+34", "model": 47, "model_text": "740", "truth": 46},
+    {"problem": "99+1", "model": None, "model_text": "0+1", "truth": 100}]}
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("sweep")
+    done = run_sweep(path, "model.n_heads=3,2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"sweep report: {path / 'sweep_report.html'}" in done.stdout
+    return path
+
+
+@pytest.fixture(scope="module")
+def run_dir(sweep_dir) -> Path:
+    """The sweep's job that trained: a real run directory, its mistakes replaced by a known set to render."""
+    (job,) = sweep_dir.glob("1_*")
+    recorded = json.loads((job / "test_mistakes.json").read_text())  # what training wrote
+    results = json.loads((job / "results.json").read_text())
+    assert recorded["n_mistakes"] == round(recorded["n_test"] * (1 - results["test_exact_match"]))
+    assert (job / "report.html").exists()  # written at the end of the run
+    (job / "test_mistakes.json").write_text(json.dumps(MISTAKES))
+    write_run_report(job)
+    return job
+
+
+def inlined_data(html: str) -> dict:
+    blob = re.search(r'<script id="report-data" type="application/json">(.*?)</script>', html, re.S).group(1)
+    return json.loads(blob)
+
+
+def test_the_page_is_one_file_with_the_raw_weights_inside(run_dir):
+    html = (run_dir / "report.html").read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)  # nothing fetched from anywhere
+    assert not re.search(r"<(link|script)[^>]*\s(src|href)=", html.replace('<link rel="icon" href="data:,">', ""))
+    assert len(html) < 200_000
+    data = inlined_data(html)
+    final = json.loads((run_dir / "attention" / "final.json").read_text())
+    shown = data["attention"][-1]
+    assert shown["probes"] == final["probes"] and shown["tokens"] == final["tokens"]
+    for layer, probes in enumerate(final["weights"]):  # every weight on or below the diagonal, 3 decimals
+        for p, heads in enumerate(probes):
+            for h, rows in enumerate(heads):
+                for q, row in enumerate(rows):
+                    assert shown["weights"][layer][p][h][q] == pytest.approx(row[:q + 1], abs=5.01e-4)
+    assert data["key_labels"][:3] == ["^", "a1", "a0"] and data["answer_places"] == ["r0", "r1", "r2"]
+    assert data["mistakes"]["wrong_digits_by_place"] == [1, 1, 0]  # 740 vs 640 (46); 0+1 vs 001 (100)
+    assert len(data["history"]) == 4 and data["results"]["status"] == "ok"
+
+
+def test_a_long_mistakes_list_is_trimmed_but_counted(tmp_path, run_dir):
+    for name in ("results.json", "history.json", "config.yaml"):
+        shutil.copy(run_dir / name, tmp_path / name)
+    many = [{"problem": f"{i}+1", "model": i, "model_text": "", "truth": i + 1} for i in range(MAX_MISTAKES + 20)]
+    (tmp_path / "test_mistakes.json").write_text(json.dumps({"n_test": 200, "n_mistakes": len(many),
+                                                             "mistakes": many}))
+    data = inlined_data(write_run_report(tmp_path).read_text())
+    assert data["mistakes"]["n_mistakes"] == MAX_MISTAKES + 20 and len(data["mistakes"]["mistakes"]) == MAX_MISTAKES
+    assert data["attention"] == [] and data["ablation"] is None  # missing files: sections say "not recorded"
+
+
+def test_the_command_rewrites_a_directory_and_refuses_anything_else(tmp_path, sweep_dir):
+    command = [sys.executable, "-m", "analysis.html_report"]
+    (tmp_path / "notes.txt").write_text("not a run")
+    bad = subprocess.run([*command, str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines() == [f"error: {tmp_path} is neither a run directory (no results.json) "
+                                               "nor a sweep directory (no multirun.yaml)"]
+    (failed_job,) = sweep_dir.glob("0_*")  # n_heads=3: failed before training
+    (sweep_dir / "sweep_report.html").unlink()
+    done = subprocess.run([*command, str(sweep_dir)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(sweep_dir / "sweep_report.html") and (sweep_dir / "sweep_report.html").exists()
+    assert not (failed_job / "report.html").exists()  # a failed job has no report; the sweep page says why
+
+
+# ---- in the browser --------------------------------------------------------------------------------------------
+
+def chromium_path() -> str | None:
+    return next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = chromium_path()
+    if path is None:
+        pytest.skip("no Chromium installed (apt-get install chromium); .ci/run installs it")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+class Page:
+    """A page opened from file:// that records every request and every console error."""
+
+    def __init__(self, browser, path: Path):
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.requests, self.errors = [], []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.url = path.as_uri()
+        self.page.goto(self.url)
+        self.page.wait_for_selector("body[data-rendered]", timeout=10_000)
+
+    def text(self, selector: str) -> str:
+        return self.page.inner_text(selector)
+
+    def offline_and_clean(self) -> None:
+        assert self.requests == [self.url]  # the page itself, nothing else
+        assert self.errors == []
+        assert float(self.page.evaluate("document.body.dataset.renderMs")) < 1000
+
+
+def painted(page, selector: str) -> list[int]:
+    """How many distinct colours each canvas matching ``selector`` holds (1 = blank)."""
+    return page.evaluate("""sel => [...document.querySelectorAll(sel)].map(c => {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, seen = new Set();
+        for (let i = 0; i < d.length; i += 4) seen.add(d[i] << 16 | d[i + 1] << 8 | d[i + 2]);
+        return seen.size; })""", selector)
+
+
+def test_run_report_renders_every_section_offline(browser, run_dir, tmp_path):
+    results = json.loads((run_dir / "results.json").read_text())
+    n_layers, n_heads = results["n_layers"], results["n_heads"]
+    view = Page(browser, run_dir / "report.html")
+    page = view.page
+
+    heads = page.eval_on_selector_all(".head-thumb", "els => els.map(e => [+e.dataset.layer, +e.dataset.head])")
+    assert heads == [[layer, head] for layer in range(n_layers) for head in range(n_heads)]
+    assert all(colours > 3 for colours in painted(page, ".head-thumb canvas"))  # each map drawn, not blank
+    assert painted(page, "#attention-big")[0] > 3
+    probes = json.loads((run_dir / "attention" / "final.json").read_text())["probes"]
+    buttons = page.eval_on_selector_all("#attention .controls button.mono", "els => els.map(e => e.textContent)")
+    assert buttons == probes  # one button per probe problem
+    assert view.text("#attention-title").startswith("layer 0, head 0")
+    page.keyboard.press("ArrowRight")  # flip to the next head
+    assert view.text("#attention-title").startswith("layer 0, head 1")
+    role = results["head_roles"]["L0h1"]
+    assert role in view.text("#attention .caption")
+
+    history = json.loads((run_dir / "history.json").read_text())["val"]
+    assert page.locator("#curves svg path.series").count() == 2
+    assert page.locator("#curves svg").first.locator("circle").count() == len(history)
+
+    cells = page.eval_on_selector_all("#ablation table.heat td", "els => els.map(e => e.textContent)")
+    assert len(cells) == 2 * n_layers * n_heads  # zero and mean, every layer x head
+    zero_l0h0 = next(line for line in (run_dir / "ablation.csv").read_text().splitlines()
+                     if line.startswith("0,0,zero,"))
+    assert cells[0] == f"{100 * float(zero_l0h0.split(',')[4]):+.1f}".replace("-", "−")
+
+    pruning_rows = (run_dir / "pruning.csv").read_text().strip().splitlines()[1:]
+    assert page.locator("#pruning svg circle").count() == len(pruning_rows)
+    assert page.locator("#roles .cell").count() == n_layers * n_heads
+    assert "2 of 200 held-out test problems answered wrong" in view.text("#mistakes")
+    assert page.locator("#mistakes tbody tr").count() == 3 + 2  # 3 answer places, then the 2 mistakes
+    view.offline_and_clean()
+    page.screenshot(path=tmp_path / "report.png", full_page=True)
+    assert (tmp_path / "report.png").stat().st_size > 50_000
+
+
+def test_run_report_without_mistakes_says_not_recorded(browser, run_dir, tmp_path):
+    for name in ("results.json", "history.json", "config.yaml", "ablation.csv", "pruning.csv"):
+        shutil.copy(run_dir / name, tmp_path / name)
+    shutil.copytree(run_dir / "attention", tmp_path / "attention")
+    view = Page(browser, write_run_report(tmp_path))
+    assert "Not recorded" in view.text("#mistakes")
+    assert "not recorded" in view.text("#summary")
+    view.offline_and_clean()
+
+
+def test_a_run_without_analysis_and_a_failed_run_still_render(browser, run_dir, tmp_path):
+    results = json.loads((run_dir / "results.json").read_text())
+    for key in ("head_roles", "most_important_heads", "prunable_fraction", "pruning_curve", "images"):
+        results.pop(key, None)  # what analysis=none leaves out
+    bare, failed = tmp_path / "bare", tmp_path / "failed"
+    bare.mkdir()
+    failed.mkdir()
+    (bare / "results.json").write_text(json.dumps(results))
+    shutil.copy(run_dir / "history.json", bare / "history.json")
+    view = Page(browser, write_run_report(bare))
+    for section in ("#attention", "#ablation", "#pruning", "#roles"):
+        assert "not recorded" in view.text(section).lower()
+    assert view.page.locator("#curves svg path.series").count() == 2
+    view.offline_and_clean()
+
+    (failed / "results.json").write_text(json.dumps({"status": "failed", "error": "n_heads=3 does not divide 64"}))
+    view = Page(browser, write_run_report(failed))
+    assert "did not finish: n_heads=3 does not divide 64" in view.text("main")
+    view.offline_and_clean()
+
+
+def test_sweep_report_renders_offline_and_links_each_run(browser, sweep_dir, run_dir, tmp_path):
+    view = Page(browser, sweep_dir / "sweep_report.html")
+    page = view.page
+    rows = page.eval_on_selector_all("#runs table tbody tr", "els => els.map(e => e.innerText)")
+    assert len(rows) == 2 and "model.n_heads=3" in rows[0] and "failed" in rows[0]
+    links = page.eval_on_selector_all("#runs a", "els => els.map(e => e.href)")
+    assert [Path(unquote(urlparse(link).path)) for link in links] == [run_dir / "report.html"]
+    assert (run_dir / "report.html").exists()
+    assert page.locator("#curves svg path.series").count() == 1  # the job that trained
+    assert "model.n_heads=2" in view.text("#curves .legend")
+    failed = view.text("#failed table")
+    assert "model.n_heads=3" in failed and "does not divide d_model=64" in failed
+    view.offline_and_clean()
+    page.screenshot(path=tmp_path / "sweep_report.png", full_page=True)
+    assert (tmp_path / "sweep_report.png").stat().st_size > 20_000
+
+    page.click("#runs a")  # and the link opens the run's own page
+    page.wait_for_selector("body[data-rendered='run']")
+    assert page.locator(".head-thumb").count() == 2 * 2  # 2 layers x 2 heads

@@ -1,0 +1,372 @@
+"""The calculator outside tinycalc: the Hugging Face export (calc.py --export hf), the TransformerLens loader
+(model.lens) and the activation-patching example (docs/patching.py), on checkpoints trained here."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import calc
+from data.expressions import Problem
+from data.tokenizer import CharTokenizer
+from model.calculator import Calculator
+from model.checkpoint import load_calculator
+from model.export import ExportError, check_problems, export_hf, gpt2_model, hf_tokenizer
+from model.lens import transformer_lens_model
+from model.optional import INTEROP_INSTALL, MissingExtraError
+from model.transformer import Transformer, TransformerConfig
+from tests.conftest import ROOT
+
+HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("transformers", "transformer_lens", "safetensors"))
+needs_extra = pytest.mark.skipif(not HAVE_EXTRA, reason=f"the interop extra is not installed: {INTEROP_INSTALL}")
+
+# 2-digit addition on a small model: ~98% right after 400 steps, in ~10 s of training
+SMALL = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=200", "data.n_test=200",
+         "data.batch_size=128", "model.d_model=32", "model.n_heads=2", "optim.lr=1e-2", "optim.warmup_steps=20",
+         "logger=none", "analysis=none", "callbacks.attention_maps=null", "threads=1"]
+RUNS = {
+    "add": [*SMALL, "trainer.max_steps=400", "trainer.val_check_interval=400"],
+    "gqa": [*SMALL, "model.n_kv_heads=1", "trainer.max_steps=1", "trainer.val_check_interval=1"],  # 2 heads, 1 k/v
+}
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Run directories trained by ``python train.py`` as a user would, both trainings side by side."""
+    root = tmp_path_factory.mktemp("interop_runs")
+    env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+    procs = {name: subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={root / name}", *args],
+                                    cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for name, args in RUNS.items()}
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"training {name} failed:\n{out[-3000:]}"
+    return {name: root / name for name in RUNS}
+
+
+@pytest.fixture(scope="session")
+def calc_add(runs) -> Calculator:
+    return load_calculator(runs["add"])
+
+
+@pytest.fixture(scope="session")
+def problems(calc_add) -> list[Problem]:
+    """1,000 random 2-digit additions (the same draw the export checks itself on)."""
+    return check_problems(calc_add, 1000, seed=1)
+
+
+@pytest.fixture(scope="session")
+def hf_dir(runs, tmp_path_factory) -> Path:
+    """python calc.py --ckpt RUN --export hf OUT (in this process: a subprocess would load torch again)."""
+    out = tmp_path_factory.mktemp("hf") / "calculator"
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        status = calc.main(["--ckpt", str(runs["add"]), "--export", "hf", str(out)])
+    lines = stdout.getvalue().splitlines()
+    assert status == 0 and len(lines) == 1 and lines[0].startswith(f"wrote {out}: GPT2LMHeadModel"), lines
+    return out
+
+
+# ---- Hugging Face ------------------------------------------------------------------------------------------
+@needs_extra
+def test_export_writes_a_gpt2_directory_with_card(hf_dir, calc_add):
+    assert {p.name for p in hf_dir.iterdir()} == {"config.json", "generation_config.json", "model.safetensors",
+                                                  "tokenizer.json", "tokenizer_config.json", "README.md"}
+    config = json.loads((hf_dir / "config.json").read_text())
+    cfg = calc_add.net.cfg
+    assert config["model_type"] == "gpt2" and config["architectures"] == ["GPT2LMHeadModel"]
+    assert config["activation_function"] == "gelu"  # exact GELU, not GPT-2's tanh approximation
+    assert (config["n_embd"], config["n_head"], config["n_layer"], config["n_inner"], config["n_positions"]) == \
+        (cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.mlp_ratio * cfg.d_model, cfg.block_size)
+    assert config["tie_word_embeddings"] is True and config["tinycalc"]["reverse_answer"] is True
+    tokenizer_config = json.loads((hf_dir / "tokenizer_config.json").read_text())
+    assert tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    card = (hf_dir / "README.md").read_text()
+    assert "least significant digit first" in card and "held-out" in card
+    assert "answers equal tinycalc's on 1,000 of 1,000" in card
+    assert f'AutoModelForCausalLM.from_pretrained("{hf_dir}")' in card
+
+
+HF_ONLY = textwrap.dedent("""
+    # transformers alone: the checkout is not on sys.path (python -I, another cwd), so no tinycalc code loads
+    import importlib.util, json, sys
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    assert importlib.util.find_spec("model") is None and importlib.util.find_spec("data") is None
+    out_dir, work = sys.argv[1], sys.argv[2]
+    job = json.load(open(f"{work}/job.json"))
+    tokenizer = AutoTokenizer.from_pretrained(out_dir)
+    model = AutoModelForCausalLM.from_pretrained(out_dir).eval()
+    with torch.inference_mode():
+        prompts = tokenizer(job["prompts"], return_tensors="pt").input_ids
+        out = model.generate(prompts, max_new_tokens=job["answer_len"], do_sample=False)
+        logits = model(input_ids=torch.tensor(job["sequences"])).logits
+    torch.save({"prompts": prompts, "logits": logits}, f"{work}/logits.pt")
+    answers = tokenizer.batch_decode(out[:, prompts.shape[1]:], skip_special_tokens=True)
+    json.dump({"answers": answers, "class": type(model).__name__}, open(f"{work}/answers.json", "w"))
+""")
+
+
+@needs_extra
+def test_hf_model_equals_ours_without_tinycalc_code(hf_dir, calc_add, problems, tmp_path):
+    """Logits within 1e-5 (fp32) and the same greedy answers on 1,000 problems, with transformers alone."""
+    fmt = calc_add.fmt
+    seqs = calc_add.encode(problems)  # (N, seq_len)
+    job = {"prompts": [fmt.prompt_text(p.a, p.op, p.b) for p in problems], "answer_len": fmt.answer_len,
+           "sequences": seqs[:, :-1].tolist()}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    (tmp_path / "hf_only.py").write_text(HF_ONLY)
+    result = subprocess.run([sys.executable, "-I", str(tmp_path / "hf_only.py"), str(hf_dir), str(tmp_path)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    theirs = torch.load(tmp_path / "logits.pt")
+    assert torch.equal(theirs["prompts"], seqs[:, :fmt.prompt_len])  # the tokenizer writes [BOS] + characters
+    with torch.inference_mode():
+        ours, _ = calc_add.net(seqs[:, :-1])
+    assert (theirs["logits"] - ours).abs().max() <= 1e-5
+
+    written = json.loads((tmp_path / "answers.json").read_text())
+    assert written["class"] == "GPT2LMHeadModel"
+    hf_answers = [int(text[::-1]) if text.isdigit() else None for text in written["answers"]]  # reversed digits
+    our_answers = [a.value for a in calc_add.answer(problems)]
+    assert hf_answers == our_answers
+    right = sum(a == p.truth for a, p in zip(our_answers, problems, strict=True))
+    assert 0.8 * len(problems) <= right  # a meaningful model: most answers right (mistakes must agree too)
+
+
+@needs_extra
+def test_hf_eager_attentions_equal_our_patterns(hf_dir, calc_add, problems):
+    """With attn_implementation="eager", output_attentions are every layer x head pattern of ours."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, attn_implementation="eager").eval()
+    tokens = calc_add.encode(problems)[:, :-1]
+    with torch.inference_mode():
+        out = model(input_ids=tokens, output_attentions=True)
+        ours, weights = calc_add.net(tokens, need_weights=True)  # the explicit softmax path, as eager
+    assert len(out.attentions) == len(weights)
+    assert max(float((a - w).abs().max()) for a, w in zip(out.attentions, weights, strict=True)) <= 1e-5
+    assert (out.logits - ours).abs().max() <= 1e-4  # fp32 rounding of another op order (2.8e-5 measured)
+
+
+@needs_extra
+def test_the_logit_check_would_catch_gpt2s_tanh_gelu(calc_add, problems):
+    """The comparison is not vacuous: GPT-2's default activation (tanh-approximate GELU) is caught."""
+    from transformers import GPT2LMHeadModel
+
+    from model.export import compare
+
+    exact = gpt2_model(calc_add)
+    config = copy.deepcopy(exact.config)
+    config.activation_function = "gelu_new"
+    approx = GPT2LMHeadModel(config)
+    approx.load_state_dict(exact.state_dict())
+    tokenizer = hf_tokenizer(calc_add)
+    assert compare(calc_add, exact, tokenizer, problems[:200]).max_logit_diff <= 1e-5
+    assert compare(calc_add, approx.eval(), tokenizer, problems[:200]).max_logit_diff > 1e-4
+
+
+def random_calculator(seed: int = 0, **model) -> Calculator:
+    """An untrained calculator with large random weights (so a wrong mapping shows in the logits)."""
+    from data.problems import ProblemFormat
+
+    torch.manual_seed(seed)
+    fmt, tokenizer = ProblemFormat(digits=2), CharTokenizer()
+    net = Transformer(TransformerConfig(vocab_size=tokenizer.vocab_size, block_size=fmt.seq_len, **model))
+    with torch.no_grad():
+        for p in net.parameters():
+            p.normal_(0.0, 0.5)
+    return Calculator(net, fmt, tokenizer)
+
+
+@needs_extra
+def test_export_without_biases_and_untied(tmp_path):
+    """bias=False becomes exact zero biases, an untied head GPT-2's own lm_head; logits still equal."""
+    from transformers import AutoModelForCausalLM
+
+    calc_ = random_calculator(d_model=32, n_heads=4, bias=False, tie_weights=False)
+    check = export_hf(calc_, tmp_path / "out", n_check=200)
+    assert check.max_logit_diff <= 1e-5 and check.answers_agree == 200
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+    assert model.config.tie_word_embeddings is False
+    assert torch.equal(model.lm_head.weight, calc_.net.lm_head.weight)
+    assert not torch.equal(model.lm_head.weight, model.transformer.wte.weight)
+    assert torch.count_nonzero(model.transformer.h[0].attn.c_attn.bias) == 0
+    export_hf(calc_, tmp_path / "out", n_check=10)  # a previous export is overwritten
+
+
+@needs_extra
+def test_a_refused_export_leaves_nothing(tmp_path, monkeypatch):
+    small = random_calculator(d_model=16, n_heads=2)
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not empty and not a previous export"):
+        export_hf(small, tmp_path, n_check=10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+    monkeypatch.setattr("model.export.MAX_LOGIT_DIFF", -1.0)  # as if the loaded-back export disagreed with us
+    with pytest.raises(ExportError, match="logits differ from ours .* nothing was written"):
+        export_hf(small, tmp_path / "new", n_check=10)
+    assert not (tmp_path / "new").exists()
+
+
+@needs_extra
+def test_grouped_query_export_is_one_line_and_nonzero(runs, tmp_path, capsys):
+    """calc.main is what python calc.py runs (sys.exit(main())): an exception would fail this test."""
+    out = tmp_path / "gqa"
+    status = calc.main(["--ckpt", str(runs["gqa"]), "--export", "hf", str(out)])
+    captured = capsys.readouterr()
+    assert status == 2 and captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot export to Hugging Face GPT-2: this model uses "
+                                                   "grouped-query attention (2 query heads share 1 key/value head)")
+    assert not out.exists()
+
+
+def test_missing_extra_is_one_line_naming_pip(tmp_path, monkeypatch, capsys):
+    """Without the extra (real in CI's first suites, simulated here where it is installed): one line, status 2."""
+    from model.export import export_command
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
+    monkeypatch.setitem(sys.modules, "transformer_lens", None)
+    small = random_calculator(d_model=16, n_heads=2)
+    assert export_command(small, "hf", str(tmp_path / "out")) == 2  # what calc.py --export hf runs
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        "error: exporting to Hugging Face needs the optional package 'transformers', which is not installed; "
+        f"install the interop extra:  {INTEROP_INSTALL}\n")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(MissingExtraError, match=r"^TransformerLens needs .*'transformer_lens'.*\[interop\]\"$"):
+        transformer_lens_model(small)
+
+
+# ---- TransformerLens ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def lens_add(calc_add):
+    return transformer_lens_model(calc_add)
+
+
+@needs_extra
+def test_lens_model_has_our_dims_tokens_and_no_weight_processing(lens_add, calc_add):
+    cfg, tl = calc_add.net.cfg, lens_add.cfg
+    assert (tl.d_model, tl.n_heads, tl.d_head, tl.n_layers, tl.d_mlp, tl.d_vocab, tl.n_ctx, tl.act_fn) == \
+        (cfg.d_model, cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.n_layers, cfg.mlp_ratio * cfg.d_model,
+         cfg.vocab_size, cfg.block_size, "gelu")
+    assert lens_add.compatibility_mode is False  # no fold_ln / centring: those change the weights and logits
+    assert torch.equal(lens_add.blocks[0].attn.q.weight, calc_add.net.blocks[0].attn.W_q.weight)
+    prompt = calc_add.encode([Problem(12, "+", 34)])[:, :calc_add.fmt.prompt_len]
+    assert torch.equal(lens_add.to_tokens("12+34="), prompt)  # [BOS] 1 2 + 3 4 =, [BOS] once
+    assert lens_add.to_string(prompt[0]) == "[BOS]12+34="
+
+
+def lens_vs_ours(model, net, tokens: torch.Tensor) -> tuple[float, float]:
+    """(max |logit diff|, max |attention pattern diff| over every layer x head) between TransformerLens and ours."""
+    with torch.inference_mode():
+        logits, cache = model.run_with_cache(tokens)
+        ours, weights = net(tokens, need_weights=True)  # weights: per layer (B, n_heads, T, T)
+        patterns = [cache[f"blocks.{layer}.attn.hook_pattern"] for layer in range(len(weights))]
+    assert all(p.shape == w.shape for p, w in zip(patterns, weights, strict=True))
+    return (float((logits - ours).abs().max()),
+            max(float((p - w).abs().max()) for p, w in zip(patterns, weights, strict=True)))
+
+
+@needs_extra
+def test_lens_logits_and_every_pattern_equal_ours(lens_add, calc_add, problems):
+    """fp32: patterns within 1e-5; logits within fp32 rounding of a different op order (ours: fused SDPA vs
+    explicit softmax differ by as much, see docs/interop.md). fp64: both within 1e-9, so the mapping is exact."""
+    tokens = calc_add.encode(problems)[:, :-1]  # (1000, T)
+    logit_diff, pattern_diff = lens_vs_ours(lens_add, calc_add.net, tokens)
+    assert pattern_diff <= 1e-5 and logit_diff <= 1e-4
+
+    net64, model64 = copy.deepcopy(calc_add.net).double(), copy.deepcopy(lens_add).to(torch.float64)
+    logit_diff, pattern_diff = lens_vs_ours(model64, net64, tokens)
+    assert logit_diff <= 1e-9 and pattern_diff <= 1e-9
+
+
+@needs_extra
+def test_lens_hook_z_is_per_head_like_ours(lens_add, calc_add, problems):
+    """Zeroing head (1, 0) through hook_z [batch, pos, head, d_head] = our head_mask ablation of that head."""
+    tokens = calc_add.encode(problems[:200])[:, :-1]
+    mask = torch.ones(calc_add.net.cfg.n_layers, calc_add.net.cfg.n_heads)
+    mask[1, 0] = 0
+
+    def zero_head(z, hook):
+        z[:, :, 0] = 0.0
+        return z
+
+    with torch.inference_mode():
+        ablated = lens_add.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", zero_head)])
+        ours, _ = calc_add.net(tokens, head_mask=mask)
+        intact, _ = calc_add.net(tokens)
+    assert (ablated - ours).abs().max() <= 1e-4 < (ours - intact).abs().max()
+
+
+@needs_extra
+def test_lens_loads_grouped_query_attention(runs, problems):
+    gqa = load_calculator(runs["gqa"])
+    model = transformer_lens_model(runs["gqa"])
+    assert model.cfg.n_key_value_heads == 1 and model.blocks[0].attn.k.weight.shape[0] == model.cfg.d_head
+    logit_diff, pattern_diff = lens_vs_ours(model, gqa.net, gqa.encode(problems[:200])[:, :-1])
+    assert logit_diff <= 1e-4 and pattern_diff <= 1e-5
+
+
+# ---- the worked example: activation patching of a carry ----------------------------------------------------
+def load_example():
+    spec = importlib.util.spec_from_file_location("patching_example", ROOT / "docs" / "patching.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_carry_pairs_flip_only_the_carry():
+    from data.problems import ProblemFormat
+
+    example, fmt = load_example(), ProblemFormat(digits=3)
+    for place in (1, 2, 3):
+        pairs = example.carry_pairs(fmt, place, 200, seed=place)
+        for clean, bad, digit, bad_digit in zip(pairs.clean, pairs.corrupted, pairs.clean_digit,
+                                                pairs.corrupted_digit, strict=True):
+            differ = [i for i, (x, y) in enumerate(zip(clean, bad, strict=True)) if x != y]
+            # only the operands' digits at place k-1 differ: a at 3 - place, b at 7 - place (text without [BOS])
+            assert set(differ) <= {fmt.digits - place, 2 * fmt.digits + 1 - place} and differ
+            a, b = int(clean[:3]), int(clean[4:7])
+            carry_in = (a % 10 ** place + b % 10 ** place) >= 10 ** place
+            a2, b2 = int(bad[:3]), int(bad[4:7])
+            assert carry_in and (a2 % 10 ** place + b2 % 10 ** place) < 10 ** place
+            assert fmt.answer_text(a + b)[place] == digit != bad_digit == fmt.answer_text(a2 + b2)[place]
+    with pytest.raises(ValueError, match="choose an answer digit"):
+        example.carry_pairs(fmt, 0, 10)
+
+
+@needs_extra
+def test_patching_example_runs_and_respects_causality(runs, lens_add, calc_add, tmp_path):
+    example = load_example()
+    pairs = example.carry_pairs(calc_add.fmt, 1, 100)
+    result = example.patch_carry(lens_add, pairs)
+    labels = example.position_labels(calc_add.fmt, 1)
+    n_layers, n_pos, n_heads = result["head_out"].shape
+    assert (n_layers, n_pos, n_heads) == (2, len(labels), 2) and labels[-1] == "r0"
+    assert result["clean_ld"] > result["corrupted_ld"]
+    nothing = 1e-5  # a patch that copies an equal activation: rounding only
+    first = labels.index("a0")  # the first token that differs between clean and corrupted
+    for name in ("resid_pre", "head_out", "mlp_out"):
+        assert result[name][:, :first].abs().max() < nothing  # before it, clean and corrupted activations are equal
+    embeddings = result["resid_pre"][0]  # layer 0 input: only the two changed tokens' embeddings differ
+    changed = [labels.index("a0"), labels.index("b0")]
+    assert all(abs(embeddings[p]) < nothing < embeddings[c] for p in range(n_pos) if p not in changed for c in changed)
+    assert result["top_head_attention"].sum() == pytest.approx(1.0, abs=1e-5)
+
+    out = tmp_path / "patching.png"
+    assert example.main(["--ckpt", str(runs["add"]), "--n", "50", "--out", str(out)]) == 0
+    assert out.stat().st_size > 10_000

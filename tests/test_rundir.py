@@ -1,0 +1,229 @@
+"""The run directory is written once, by one run: nothing finished is lost, nothing is mixed, and a run that
+did not finish says so (to calc.py and to resume=)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.conftest import ROOT, run_train
+from training.loggers import wandb_problem
+from training.rundir import RunDir, RunDirError
+
+SMALL = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=200",
+         "data.n_test=200", "trainer.val_check_interval=20", "logger=none", "analysis=none"]
+
+
+def finished_run(path) -> RunDir:
+    """A directory that looks like a finished run (results, config, a checkpoint file)."""
+    run = RunDir(path)
+    run.checkpoints.mkdir(parents=True)
+    run.best_checkpoint.write_bytes(b"weights")
+    run.config.write_text("seed: 0\n")
+    (run.path / ".hydra").mkdir()
+    (run.path / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
+    run.write_results({"status": "ok", "test_exact_match": 0.99})
+    return run
+
+
+# ---- in this process --------------------------------------------------------------------------------------
+def test_a_new_run_claims_an_empty_directory_and_releases_it(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.claim(resuming=False)
+    assert run.lock.read_text() == str(os.getpid()) and run.owns_lock
+    run.release()
+    assert not run.lock.exists()
+
+
+def test_a_used_directory_is_refused_and_kept_as_it_was(tmp_path):
+    run = finished_run(tmp_path / "run")
+    before = run.results.read_text()
+    with pytest.raises(RunDirError, match="holds a run already"):
+        RunDir(run.path).claim(resuming=False)
+    assert run.results.read_text() == before
+
+
+def test_a_directory_in_use_by_a_live_process_is_refused_even_when_resuming(tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run = RunDir(tmp_path / "run")
+        run.path.mkdir()
+        run.lock.write_text(str(sleeper.pid))
+        with pytest.raises(RunDirError, match=f"in use by another run \\(pid {sleeper.pid}\\)"):
+            run.claim(resuming=True)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    run.claim(resuming=True)  # the owner is gone: its lock is stale
+    assert run.owns_lock
+
+
+def test_of_runs_started_together_exactly_one_claims_the_directory(tmp_path):
+    run = tmp_path / "run"
+    claim = ("import sys, time; from training.rundir import RunDir, RunDirError\n"
+             "r = RunDir(sys.argv[1])\n"
+             "time.sleep(max(0.0, float(sys.argv[2]) - time.time()))\n"
+             "try:\n    r.claim(resuming=False); print('claimed', flush=True); time.sleep(3)\n"
+             "except RunDirError as e:\n    print('refused', e, flush=True)\n")
+    start = time.time() + 2
+    racers = [subprocess.Popen([sys.executable, "-c", claim, str(run), str(start)], cwd=ROOT, stdout=subprocess.PIPE,
+                               text=True) for _ in range(4)]
+    outcomes = [p.communicate(timeout=60)[0].split()[0] for p in racers]
+    assert sorted(outcomes) == ["claimed", "refused", "refused", "refused"], outcomes
+
+
+def test_a_failure_never_overwrites_finished_or_resumable_results(tmp_path):
+    run = finished_run(tmp_path / "run")
+    run.mark_failed("something went wrong later")
+    assert run.read_results()["status"] == "ok"
+    run.write_results({"status": "interrupted", "step": 10})
+    run.mark_failed("something went wrong later")
+    assert run.read_results()["status"] == "interrupted"
+    run.write_results({"status": "running"})
+    run.mark_failed("boom")
+    assert run.read_results() == {"status": "failed", "error": "boom"}
+
+
+@pytest.mark.parametrize("status,expected", [("ok", "finished"), ("running", "best.ckpt"),
+                                             (None, "no checkpoints/interrupted.ckpt")])
+def test_resume_says_what_would_work(tmp_path, status, expected):
+    run = finished_run(tmp_path / "run")
+    if status is None:
+        run.results.unlink()
+    else:
+        run.write_results({"status": status})
+    with pytest.raises(RunDirError, match=expected):
+        run.resume_checkpoint()
+
+
+def test_a_directory_only_hydra_wrote_to_is_removed(tmp_path):
+    run = RunDir(tmp_path / "run")
+    (run.path / ".hydra").mkdir(parents=True)
+    run.discard_if_unused()
+    assert not run.path.exists()
+    kept = finished_run(tmp_path / "kept")
+    kept.discard_if_unused()
+    assert kept.results.exists()
+
+
+def test_new_run_directories_never_collide(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = RunDir.new_path()
+    os.makedirs(first)
+    assert RunDir.new_path() != first
+
+
+# ---- wandb online decides within seconds --------------------------------------------------------------------
+def silent_server() -> tuple[socket.socket, int]:
+    """A local TCP server that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    return server, server.getsockname()[1]
+
+
+def test_wandb_check_gives_up_on_a_server_that_never_answers(monkeypatch):
+    server, port = silent_server()
+    try:
+        monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+        started = time.monotonic()
+        problem = wandb_problem(timeout=2.0)
+        assert time.monotonic() - started < 6 and "no answer" in problem
+    finally:
+        server.close()
+
+
+class NotFound(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 -- http.server's naming
+        self.send_response(404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_wandb_check_names_a_gateway_that_answers_404(monkeypatch):
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.server_port}")
+        assert "HTTP 404" in wandb_problem(timeout=2.0)
+    finally:
+        server.shutdown()
+
+
+def test_wandb_check_without_a_key(monkeypatch, tmp_path):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    assert "no wandb API key" in wandb_problem()
+
+
+def test_a_run_against_a_silent_wandb_server_logs_offline_within_seconds(tmp_path, monkeypatch):
+    server, port = silent_server()
+    try:
+        monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+        monkeypatch.delenv("WANDB_MODE", raising=False)
+        done = run_train(tmp_path / "run", *SMALL[:-2], "analysis=none", "trainer.max_steps=20",
+                         "callbacks.attention_maps=null", "logger.wandb.mode=online")
+    finally:
+        server.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: wandb")]
+    assert len(warnings) == 1 and "no answer" in warnings[0] and "offline" in warnings[0]
+    assert "Traceback" not in done.stderr
+
+
+# ---- through the commands --------------------------------------------------------------------------------------
+def test_a_failed_resume_leaves_a_finished_run_intact(tmp_path):
+    run = finished_run(tmp_path / "run")
+    before = {p.name: p.read_bytes() for p in (run.results, run.config, run.best_checkpoint)}
+    for overrides in ([f"resume={run.path}"], [f"resume={run.best_checkpoint}", "model.n_heads=8"]):
+        done = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], cwd=ROOT, capture_output=True,
+                              text=True, timeout=300)
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert {p.name: p.read_bytes() for p in (run.results, run.config, run.best_checkpoint)} == before
+
+
+def test_a_second_run_into_a_used_directory_is_refused_before_hydra_writes(tmp_path):
+    run = finished_run(tmp_path / "run")
+    hydra_before = (run.path / ".hydra" / "overrides.yaml").read_text()
+    done = run_train(run.path, *SMALL, "trainer.max_steps=5")
+    assert done.returncode == 2 and "holds a run already" in done.stderr and "Traceback" not in done.stderr
+    assert (run.path / ".hydra" / "overrides.yaml").read_text() == hydra_before
+    assert run.read_results()["status"] == "ok"
+
+
+def test_a_killed_run_is_marked_unfinished_and_calc_warns(tmp_path):
+    root = tmp_path / "project"
+    run = RunDir(root / "runs" / "killed")
+    process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run.path}", *SMALL,
+                                "trainer.max_steps=5000", "target_accuracy=null", "callbacks.attention_maps=null"],
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not run.best_checkpoint.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # let the checkpoint's write finish
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert run.status == "running" and run.unfinished
+
+    done = subprocess.run([sys.executable, str(ROOT / "calc.py"), "12+34"], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "did not finish" in done.stderr and f"resume={run.best_checkpoint}" in done.stderr
+    resumed = subprocess.run([sys.executable, str(ROOT / "train.py"), f"resume={run.path}"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 2 and f"resume={run.best_checkpoint}" in resumed.stderr
+    assert json.loads(run.results.read_text())["status"] == "running"

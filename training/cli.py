@@ -1,0 +1,150 @@
+"""The command line, checked before Hydra starts: a typo or a used run directory is one line, and Hydra
+writes nothing (no .hydra/ into someone else's run, no empty run directory left behind).
+
+Hydra's own errors for these are several lines of advice that does not fit this project (``+model.n_head=8``
+"appends" a key that nothing reads); here they become ``error: model.n_head is not a setting; did you mean
+model.n_heads?``. Value checks come later, with the objects that own them (training/config.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import os
+import re
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+from training.config import ConfigError, register_resolvers
+from training.rundir import RunDir
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+HYDRA_FLAGS_WE_CHECK = ("-m", "--multirun")
+
+
+def compose_train_config(overrides: list[str]) -> DictConfig:
+    """configs/train.yaml with these overrides, composed as train.py composes it (tests use this too)."""
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose(config_name="train", overrides=overrides, return_hydra_config=True)
+
+
+def _did_you_mean(word: str, options, prefix: str = "") -> str:
+    close = difflib.get_close_matches(word, [str(o) for o in options if str(o) != word], n=1, cutoff=0.6)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
+
+
+def _group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml")) if (CONFIGS / group).is_dir() else []
+
+
+def _explain(message: str, base: DictConfig) -> str:
+    """Hydra's composition error -> one line naming the key or option, with the nearest valid one."""
+    found = re.search(r"Could not (?:override|append to) '([^']+)'", message)
+    if found:
+        key = found.group(1)
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(base, parent) if parent else base
+        if isinstance(node, DictConfig):
+            known = _did_you_mean(leaf, node.keys(), f"{parent}." if parent else "")
+            return f"{key} is not a setting{known}; see them all with  python train.py --cfg job"
+        groups = [p.name for p in CONFIGS.iterdir() if p.is_dir()]
+        return f"{key} is not a setting or config group{_did_you_mean(key, list(base.keys()) + groups)}"
+    found = re.search(r"Could not find '([^']+)/([^']+)'", message)
+    if found:
+        group, option = found.groups()
+        options = _group_options(group)
+        return (f"{group}={option} is not an option of {group}{_did_you_mean(option, options)}; "
+                f"choose one of {', '.join(options)}")
+    return message.strip().splitlines()[0]
+
+
+def _first_values(overrides) -> list[str]:
+    """Sweep overrides (a=1,2) -> their first value, so one composition checks every key of a multirun."""
+    single = []
+    for o in overrides:
+        if o.is_sweep_override():
+            value = next(iter(o.sweep_string_iterator()))
+            single.append(f"{o.get_key_element()}={value}")
+        else:
+            single.append(o.input_line)
+    return single
+
+
+def _check_additions(overrides, cfg: DictConfig) -> None:
+    """``+key=value`` is for arguments an object really takes (e.g. +trainer.num_nodes=2), nothing else."""
+    for o in overrides:
+        if not o.is_add() or o.key_or_group.startswith("hydra"):
+            continue
+        parent, _, leaf = o.key_or_group.rpartition(".")
+        node = OmegaConf.select(cfg, parent) if parent else None
+        target = node.get("_target_") if isinstance(node, DictConfig) else None
+        if target:
+            module, _, name = target.rpartition(".")
+            obj = getattr(__import__(module, fromlist=[name]), name)
+            params = inspect.signature(obj).parameters
+            if leaf in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+                continue
+            raise ConfigError(f"+{o.key_or_group}: {target} takes no argument {leaf!r}"
+                              f"{_did_you_mean(leaf, params, f'+{parent}.')}")
+        raise ConfigError(f"+{o.key_or_group}: adds a key that nothing reads"
+                          f"{_did_you_mean(o.key_or_group, _all_keys(cfg))}")
+
+
+def _all_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
+    keys = []
+    for key in cfg.keys():
+        if key == "hydra":
+            continue
+        value = cfg._get_node(key)
+        path = f"{prefix}{key}"
+        keys += _all_keys(value, path + ".") if isinstance(value, DictConfig) else [path]
+    return keys
+
+
+def _check_resolves(cfg: DictConfig) -> None:
+    """Every interpolation of ours resolves (a self-reference or a missing key is one line, not a traceback).
+    ``${hydra:...}`` ones resolve only once Hydra runs the job, and are Hydra's own."""
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    for key in _all_keys(cfg):
+        value = raw
+        for part in key.split("."):
+            value = value[part]
+        if isinstance(value, str) and "${" in value and "${hydra:" not in value:
+            try:
+                OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+            except Exception as e:  # noqa: BLE001 -- omegaconf raises several kinds
+                raise ConfigError(f"{key}={value}: cannot be resolved ({str(e).splitlines()[0]})") from None
+
+
+def check_command_line(argv: list[str]) -> None:
+    """Exit 2 with one line for an override Hydra cannot apply or a run directory already used."""
+    if any(a.startswith("-") and a not in HYDRA_FLAGS_WE_CHECK for a in argv):
+        return  # --help, --cfg, -cp ...: Hydra's own business
+    if os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("RANK", "0") != "0":
+        return  # a DDP worker re-running the command: rank 0 has checked it
+    multirun = any(a in HYDRA_FLAGS_WE_CHECK for a in argv)
+    texts = [a for a in argv if a not in HYDRA_FLAGS_WE_CHECK]
+    try:
+        try:
+            overrides = OverridesParser.create().parse_overrides(texts)
+        except Exception as e:  # noqa: BLE001 -- Hydra's parse errors
+            raise ConfigError(f"cannot read the command line: {str(e).splitlines()[0]}") from None
+        try:
+            cfg = compose_train_config(_first_values(overrides))
+        except Exception as e:  # noqa: BLE001 -- composition errors of every kind
+            raise ConfigError(_explain(str(e), compose_train_config([]))) from None
+        _check_additions(overrides, cfg)
+        _check_resolves(cfg)
+        if not multirun and cfg.resume is None:
+            run_dir = RunDir(cfg.hydra.run.dir)
+            if run_dir.used():
+                raise ConfigError(f"{run_dir} holds a run already (status {run_dir.status or 'unknown'}); give this "
+                                  "run its own directory (leave hydra.run.dir unset for a fresh one)")
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

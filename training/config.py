@@ -1,0 +1,172 @@
+"""The composed config, checked: every mistake becomes one :class:`ConfigError` line naming the key.
+
+Each rule lives once. Our objects (the data module, the model, the optimizer settings, the analysis, the
+callbacks) check their own arguments in their own words -- ``digits=0: must be a whole number >= 1`` --
+and :func:`build` names the config key when it instantiates them (``data.digits=0: ...``). The rules below
+are for the keys no object of ours owns: the seed, the Lightning Trainer's settings, the logger's mode.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import hydra
+from hydra.errors import InstantiationException
+from omegaconf import DictConfig, OmegaConf
+
+from training.rundir import RunDir, RunDirError, resume_target, run_dir_for
+
+
+class ConfigError(ValueError):
+    """A user-facing configuration mistake: reported as one line, never a traceback."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str  # "whole", "number" or "choice"
+    low: float | None = None
+    high: float | None = None
+    choices: tuple = ()
+    nullable: bool = False
+
+    def allowed(self) -> str:
+        if self.kind == "choice":
+            text = "one of " + ", ".join(map(str, self.choices))
+        else:
+            text = "a whole number" if self.kind == "whole" else "a number"
+            if self.low is not None and self.high is not None:
+                text += f" in [{self.low}, {self.high}]"
+            elif self.low is not None:
+                text += f" >= {self.low}"
+        return text + (", or null" if self.nullable else "")
+
+    def accepts(self, value) -> bool:
+        if value is None:
+            return self.nullable
+        if self.kind == "choice":
+            return value in self.choices
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return False
+        if self.kind == "whole" and not isinstance(value, int):
+            return False
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+
+PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "64")
+RULES: dict[str, Rule] = {
+    "seed": Rule("whole", 0, 2**32 - 1),  # the range Lightning's seed_everything accepts
+    "threads": Rule("whole", 1, nullable=True),
+    "target_accuracy": Rule("number", 0, 1, nullable=True),
+    "trainer.max_steps": Rule("whole", 1),
+    "trainer.val_check_interval": Rule("whole", 1),
+    "trainer.log_every_n_steps": Rule("whole", 1),
+    "trainer.gradient_clip_val": Rule("number", 0, nullable=True),
+    "trainer.precision": Rule("choice", choices=PRECISIONS),
+    "trainer.accelerator": Rule("choice", choices=("cpu", "gpu", "cuda", "mps", "auto")),
+    "logger.wandb.mode": Rule("choice", choices=("offline", "online", "disabled")),
+}
+
+
+def _present(cfg: DictConfig, key: str):
+    """(True, value) when ``key`` is set in cfg; (False, None) when its group is switched off or absent."""
+    node = cfg
+    for part in key.split("."):
+        if not isinstance(node, DictConfig) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def check(cfg: DictConfig) -> None:
+    """Raise :class:`ConfigError` for the first value that breaks a rule of a key no object owns."""
+    for key, rule in RULES.items():
+        present, value = _present(cfg, key)
+        if present and not rule.accepts(value):
+            raise ConfigError(f"{key}={value!r} is not allowed: use {rule.allowed()}")
+    devices = cfg.trainer.get("devices", 1)
+    if not (devices == "auto" or (isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1)):
+        raise ConfigError(f"trainer.devices={devices!r} is not allowed: use a whole number >= 1 or auto")
+    check_device(cfg.trainer.accelerator)
+    if cfg.resume is not None:
+        try:
+            resume_target(cfg.resume)
+        except RunDirError as e:
+            raise ConfigError(str(e)) from None
+
+
+def check_device(accelerator: str) -> None:
+    """A device that is not there is one line, not a five-line Lightning error after the model is built."""
+    import torch
+
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        raise ConfigError(f"trainer.accelerator={accelerator}: no CUDA GPU is visible here (torch {torch.__version__}, "
+                          f"{build}); use trainer=cpu, or on a GPU machine install the CUDA build of torch")
+    if accelerator == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("trainer.accelerator=mps: no Apple GPU is available here; use trainer=cpu")
+
+
+_ARGUMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(=| )")
+
+
+def build(node: DictConfig, key: str, **kwargs):
+    """hydra.utils.instantiate(node) with the object's own complaint about an argument turned into one
+    ConfigError line that names the config key: ``digits=0: ...`` from ``data`` -> ``data.digits=0: ...``."""
+    try:
+        return hydra.utils.instantiate(node, **kwargs)
+    except InstantiationException as e:
+        cause = e.__cause__ or e
+        if not isinstance(cause, (ValueError, TypeError)):
+            raise
+        message = str(cause).strip().splitlines()[0]
+        if isinstance(cause, TypeError) and "unexpected keyword argument" in message:
+            name = message.rsplit("'", 2)[-2] if message.count("'") >= 2 else "?"
+            raise ConfigError(f"{key}.{name} is not a setting of {key}; see  python train.py --cfg job") from None
+        match = _ARGUMENT.match(message)
+        if match and match.group(1) in node:
+            message = f"{key}.{message}"
+        elif not message.startswith(key):
+            message = f"{key}: {message}"
+        raise ConfigError(message) from None
+
+
+def register_resolvers() -> None:
+    """``${run_dir:${resume}}`` and ``${hydra_subdir:${resume}}`` for configs/train.yaml."""
+    if not OmegaConf.has_resolver("run_dir"):
+        OmegaConf.register_new_resolver("run_dir", run_dir_for, use_cache=True)
+        # a resumed run keeps the .hydra/ of the run it continues; this invocation's goes beside it
+        OmegaConf.register_new_resolver("hydra_subdir", lambda resume: ".hydra" if resume is None else ".hydra-resume")
+
+
+def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> DictConfig:
+    """The config this invocation runs: the composed one, or -- for resume= -- the saved config of the run
+    it continues (only trainer.max_steps may change, to train for longer)."""
+    if cfg.resume is None:
+        return cfg
+    if multirun:
+        raise ConfigError("resume= continues one run; it cannot be part of a multirun (drop -m)")
+    try:
+        checkpoint = resume_target(cfg.resume)
+    except RunDirError as e:
+        raise ConfigError(str(e)) from None
+    owner = RunDir.of_checkpoint(checkpoint)
+    if owner is None or not owner.config.exists():
+        raise ConfigError(f"resume={cfg.resume}: {checkpoint} is not inside a run directory with its config.yaml, "
+                          "so the run's config is unknown")
+    changed = [o for o in overrides if not o.startswith(("resume=", "trainer.max_steps="))]
+    if changed:
+        raise ConfigError(f"resume= continues a run with its own config; drop {' '.join(changed)} "
+                          "(only trainer.max_steps may change)")
+    from model.checkpoint import CheckpointError, load_calculator
+
+    try:
+        load_calculator(checkpoint)  # a missing, corrupt or foreign checkpoint is one clear line, here
+    except CheckpointError as e:
+        raise ConfigError(f"resume={cfg.resume}: {e}") from None
+    resumed = OmegaConf.load(owner.config)
+    resumed.resume = str(checkpoint)
+    if any(o.startswith("trainer.max_steps=") for o in overrides):
+        resumed.trainer.max_steps = cfg.trainer.max_steps
+    return resumed

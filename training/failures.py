@@ -1,0 +1,71 @@
+"""How a run ends when it does not end well: one line on the terminal, the run directory marked, an exit code.
+
+    2    a configuration mistake (ConfigError), before anything was trained
+    3    training stopped: the loss became NaN/inf, or (outside a sweep) an unexpected error
+    130  interrupted (Ctrl-C / SIGTERM); the line says how to resume
+
+A bug outside a sweep shows its traceback (what a developer needs); inside a sweep the job fails alone, its
+traceback goes to error.log, and the sweep summary lists it. Nothing a finished or resumable run wrote is
+overwritten (:meth:`RunDir.mark_failed`), and a directory the failed command created for nothing is removed.
+"""
+
+from __future__ import annotations
+
+import errno
+import signal
+import sys
+import traceback
+
+from training.callbacks import NonFiniteLossError
+from training.config import ConfigError
+from training.rundir import RunDir, RunDirError
+
+
+class Interrupted(Exception):
+    """Training stopped on Ctrl-C / SIGTERM after saving a checkpoint."""
+
+
+class DiskFull(Exception):
+    """The disk filled up while the run was writing."""
+
+
+EXIT_CONFIG, EXIT_TRAINING, EXIT_INTERRUPTED = 2, 3, 128 + signal.SIGINT
+
+
+def handle_failure(error: BaseException, run_dir: RunDir, in_sweep: bool, started: bool) -> int | None:
+    """Report ``error`` and return the exit code (None: the sweep goes on); re-raise a bug outside a sweep.
+
+    started: whether this invocation had claimed the run directory (and so may write into it).
+    """
+    if isinstance(error, Interrupted):
+        print(f"interrupted: {error}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if isinstance(error, KeyboardInterrupt):
+        print("interrupted before training started or after it ended; nothing to resume", file=sys.stderr)
+        if started:
+            run_dir.mark_failed("interrupted before training started or after it ended")
+        return EXIT_INTERRUPTED
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        error = DiskFull(f"no space left on the disk ({error.filename or run_dir}); free some and start again"
+                         + (f", or continue with  python train.py resume={run_dir.best_checkpoint}"
+                            if run_dir.best_checkpoint.is_file() else ""))
+    expected = isinstance(error, (ConfigError, RunDirError, NonFiniteLossError, DiskFull))
+    if not (expected or in_sweep):
+        if started:
+            run_dir.mark_failed(f"{type(error).__name__}: {error}")
+        raise error  # a bug, not a bad value: the traceback is what a developer needs
+    message = str(error) if expected else f"{type(error).__name__}: {error}"
+    if not expected and started:  # keep the traceback in the job's directory, not on the terminal
+        run_dir.error_log.write_text("".join(traceback.format_exception(error)))
+        message += f" (traceback in {run_dir.error_log})"
+    print(f"error: {message}", file=sys.stderr)
+    if started or in_sweep:  # a sweep's summary reads each job's failure from its results.json
+        try:
+            run_dir.mark_failed(message)
+        except OSError:  # e.g. the disk is still full: the line above has said what happened
+            pass
+    else:
+        run_dir.discard_if_unused()  # nothing began: leave no directory behind
+    if in_sweep:
+        return None
+    return EXIT_CONFIG if isinstance(error, (ConfigError, RunDirError)) else EXIT_TRAINING

@@ -1,0 +1,117 @@
+"""Experiment loggers: wandb named and grouped for the run, online only when it can work, and quiet.
+
+wandb is offline by default (no account, no network). Online logging is tried only after a real request to
+the server has come back within a few seconds; otherwise one warning line and the run logs offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import netrc
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+import warnings
+from pathlib import Path
+
+from omegaconf import DictConfig, open_dict
+
+from training.config import build
+
+os.environ.setdefault("WANDB_SILENT", "true")  # wandb's banner lines; errors still show
+
+
+def wandb_problem(timeout: float = 3.0) -> str | None:
+    """None if online wandb logging can work here, else why not -- one request, decided within ``timeout``."""
+    base = os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai"
+    key = os.environ.get("WANDB_API_KEY") or _netrc_key(urllib.parse.urlparse(base).hostname)
+    if not key:
+        return "no wandb API key (run `wandb login` or set WANDB_API_KEY)"
+    request = urllib.request.Request(
+        base.rstrip("/") + "/graphql", data=json.dumps({"query": "query { viewer { id } }"}).encode(),
+        headers={"Content-Type": "application/json",
+                 "Authorization": "Basic " + base64.b64encode(f"api:{key}".encode()).decode()})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            body = json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return "wandb rejected the API key" if e.code in (401, 403) else f"{base} answered HTTP {e.code}"
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        return f"no answer from {base} within {timeout:.0f}s ({reason})" if "timed out" in str(reason) \
+            else f"cannot reach {base} ({reason})"
+    if not isinstance(body, dict) or not (body.get("data") or {}).get("viewer"):
+        return f"{base} did not accept the API key"
+    return None
+
+
+def _netrc_key(host: str | None) -> str | None:
+    """The API key `wandb login` saved for ``host`` in ~/.netrc, if any."""
+    try:
+        found = netrc.netrc().authenticators(host or "")
+    except (OSError, netrc.NetrcParseError):
+        return None
+    return found[2] if found else None
+
+
+def build_loggers(cfg: DictConfig, run_name: str, group: str | None, resume_id: str | None) -> list:
+    """The configured Lightning loggers, with wandb named by the run's overrides, grouped by sweep, resumed by
+    id, and offline when online cannot work (one warning line instead of a hang or a traceback)."""
+    nodes = cfg.get("logger") or {}
+    wandb_cfg = nodes.get("wandb")
+    if wandb_cfg is not None:
+        with open_dict(wandb_cfg):
+            wandb_cfg.name = wandb_cfg.name or run_name
+            wandb_cfg.group = wandb_cfg.group or group
+            if resume_id:
+                wandb_cfg.id, wandb_cfg.resume = resume_id, "allow"
+        if wandb_cfg.mode == "online":
+            problem = wandb_problem()
+            if problem:
+                print(f"warning: wandb online logging is not possible: {problem}; logging offline instead "
+                      "(upload later with `wandb sync`)", file=sys.stderr)
+                wandb_cfg.mode = "offline"
+    loggers = [build(node, f"logger.{name}") for name, node in nodes.items() if node is not None]
+    for logger in wandb_loggers(loggers):  # Lightning always passes anonymous=None, which wandb 0.2x+ warns about
+        if logger._wandb_init.get("anonymous") is None:
+            logger._wandb_init.pop("anonymous", None)
+    return loggers
+
+
+def wandb_loggers(loggers) -> list:
+    """The WandbLoggers among a trainer's loggers."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    return [logger for logger in loggers if isinstance(logger, WandbLogger)]
+
+
+def wandb_run_id(loggers) -> str | None:
+    found = wandb_loggers(loggers)
+    return found[0].experiment.id if found else None
+
+
+def finish_wandb() -> None:
+    """Close the wandb run (if any) so the next job of a multirun starts a fresh one."""
+    if "wandb" in sys.modules:
+        import wandb
+
+        if wandb.run is not None:
+            wandb.finish()
+
+
+def quiet_known_noise() -> None:
+    """Drop third-party chatter that says nothing about this run (an advert, two deprecation notices)."""
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+    for source in (logging.getLogger(), logging.getLogger("lightning.pytorch")):
+        for handler in source.handlers:
+            handler.addFilter(lambda record: "litlogger" not in record.getMessage())
+    # the advert is logged here; a filter on the logger that logs it holds whatever handlers come later
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
+
+
+def run_name(override_dirname: str, run_dir: Path) -> str:
+    return override_dirname or run_dir.name

@@ -1,0 +1,78 @@
+"""The results.json record of a finished run, and the test mistakes beside it.
+
+Keys are an interface (sweep summaries, reports, users' scripts read them): add, never rename or drop.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from model.module import CalculatorModule
+
+
+def run_record(module: CalculatorModule, trainer, datamodule, test: dict, *, seed: int, train_seconds: float,
+               resumed_from: str | None, run_dir: str) -> dict:
+    """What the run learned, on what, and how fast (``test``: trainer.test's metrics)."""
+    net, fmt = module.net, module.fmt
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else None
+    steps, processes = trainer.global_step, trainer.world_size
+    tokens = steps * datamodule.batch_size * processes * (fmt.seq_len - 1)
+    return {
+        "status": "ok",
+        "test_exact_match": test["test/exact_match"],
+        "test_digit_accuracy": test["test/digit_accuracy"],
+        "test_loss": test["test/loss"],
+        "val_exact_match": float(trainer.checkpoint_callback.best_model_score) if best else None,
+        "n_test": len(datamodule.held_out_set("test")),
+        "n_params": net.n_params,
+        "attention_params": sum(p.numel() for b in net.blocks for p in b.attn.parameters()),
+        "d_model": net.cfg.d_model,
+        "n_heads": net.cfg.n_heads,
+        "n_kv_heads": net.cfg.n_kv_heads or net.cfg.n_heads,
+        "head_dim": net.cfg.d_model // net.cfg.n_heads,
+        "n_layers": net.cfg.n_layers,
+        "data": fmt.to_dict(),
+        "seed": seed,
+        "steps": steps,
+        "processes": processes,
+        "train_seconds": round(train_seconds, 2),
+        "tokens_per_second": round(tokens / train_seconds) if train_seconds > 0 else 0,
+        "checkpoint": best or None,
+        "resumed_from": resumed_from,
+        "run_dir": run_dir,
+    }
+
+
+@torch.no_grad()
+def test_mistakes(module: CalculatorModule, test_set: torch.Tensor, limit: int = 50) -> dict:
+    """The first ``limit`` held-out problems the model gets wrong under greedy decoding, as calc.py shows them."""
+    from data.tokenizer import CharTokenizer
+
+    fmt, id_to_token = module.fmt, CharTokenizer().id_to_token
+    P, A = fmt.prompt_len, fmt.answer_len
+    module.eval()
+    wrong, n_wrong = [], 0
+    for seqs in test_set.split(5000):
+        seqs = seqs.to(module.device)
+        answers = module.decode_answers(seqs)  # (B, A)
+        bad = (answers != seqs[:, P:P + A]).any(dim=1).nonzero().flatten().tolist()
+        n_wrong += len(bad)
+        for i in bad[:max(limit - len(wrong), 0)]:
+            prompt = "".join(id_to_token[t] for t in seqs[i, 1:P - 1].tolist())  # a op b, zero-padded
+            written = "".join(id_to_token[t] for t in answers[i].tolist())
+            truth = fmt.parse_answer("".join(id_to_token[t] for t in seqs[i, P:P + A].tolist()))
+            try:
+                model = fmt.parse_answer(written)
+            except (ValueError, IndexError):
+                model = None
+            wrong.append({"problem": _natural(prompt), "model": model, "model_text": written, "truth": truth})
+    return {"n_test": len(test_set), "n_mistakes": n_wrong, "mistakes": wrong}
+
+
+def _natural(padded: str) -> str:
+    """'007+045' -> '7+45'."""
+    for op in "+-*":
+        if op in padded:
+            a, b = padded.split(op)
+            return f"{int(a)}{op}{int(b)}"
+    return padded

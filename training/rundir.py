@@ -1,0 +1,226 @@
+"""The run directory: the one place that knows its layout, whose run it is, and whether that run finished.
+
+    runs/<date>_<time>/
+        results.json        {"status": "running" | "ok" | "failed" | "interrupted", ...}; "running" from the
+                            first write, so a run killed with no chance to say so is seen as unfinished
+        run.lock            the pid of the process writing here (O_EXCL: one run at a time)
+        config.yaml  tokenizer.json  history.json  test_mistakes.json  error.log
+        checkpoints/best.ckpt  interrupted.ckpt  last-good.ckpt
+        attention/  ablation.csv/.png  pruning.csv/.png  report.html  wandb/  .hydra/
+
+Every other file asks a :class:`RunDir` for these paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+HYDRA_FILES = (".hydra", ".hydra-resume")  # what Hydra writes before the run starts
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be used as asked; the message is one line saying what works instead."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+class RunDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._locked = False
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    # ---- the layout ---------------------------------------------------------------------------------------
+    results = property(lambda self: self.path / "results.json")
+    history = property(lambda self: self.path / "history.json")
+    config = property(lambda self: self.path / "config.yaml")
+    tokenizer = property(lambda self: self.path / "tokenizer.json")
+    mistakes = property(lambda self: self.path / "test_mistakes.json")
+    error_log = property(lambda self: self.path / "error.log")
+    lock = property(lambda self: self.path / "run.lock")
+    checkpoints = property(lambda self: self.path / "checkpoints")
+    best_checkpoint = property(lambda self: self.checkpoints / "best.ckpt")
+    interrupted_checkpoint = property(lambda self: self.checkpoints / "interrupted.ckpt")
+    last_good_checkpoint = property(lambda self: self.checkpoints / "last-good.ckpt")
+    attention = property(lambda self: self.path / "attention")
+    ablation = property(lambda self: self.path / "ablation.csv")
+    pruning = property(lambda self: self.path / "pruning.csv")
+    report = property(lambda self: self.path / "report.html")
+
+    @classmethod
+    def of_checkpoint(cls, ckpt: str | Path) -> RunDir | None:
+        """runs/<stamp>/checkpoints/x.ckpt -> RunDir(runs/<stamp>); None for a checkpoint outside a run."""
+        ckpt = Path(ckpt)
+        return cls(ckpt.parent.parent) if ckpt.parent.name == "checkpoints" else None
+
+    @staticmethod
+    def new_path(root: str = "runs") -> str:
+        """Where a new run goes: runs/<date>_<time>, with a suffix when that second is taken already."""
+        base = f"{root}/{datetime.now():%Y-%m-%d_%H-%M-%S}"
+        path, n = base, 1
+        while Path(path).exists():
+            n += 1
+            path = f"{base}_{n}"
+        return path
+
+    # ---- what state the run is in ---------------------------------------------------------------------------
+    def read_results(self) -> dict:
+        try:
+            data = json.loads(self.results.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    @property
+    def status(self) -> str | None:
+        """ok, failed, interrupted, running (a run in progress, or one killed before it could say so), or None."""
+        return self.read_results().get("status")
+
+    def owner(self) -> int | None:
+        """The pid of a live process holding this directory's lock, else None."""
+        try:
+            pid = int(self.lock.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return None
+        return pid if pid and pid != os.getpid() and _pid_alive(pid) else None
+
+    @property
+    def unfinished(self) -> bool:
+        """A run that started training here and never finished (killed, or running now)."""
+        return self.status == "running"
+
+    def used(self) -> bool:
+        """Has a run written anything of its own here (more than Hydra's files)?"""
+        return self.path.is_dir() and any(p.name not in HYDRA_FILES for p in self.path.iterdir())
+
+    def describe_unfinished(self) -> str:
+        """One sentence for a run that did not finish, with what to do (for calc.py and resume=)."""
+        owner = self.owner()
+        if owner:
+            return f"the run in {self.path} is still training (pid {owner})"
+        hint = f"; continue it with  python train.py resume={self.best_checkpoint}" \
+            if self.best_checkpoint.is_file() else ""
+        return f"the run in {self.path} did not finish (killed?){hint}"
+
+    # ---- claiming the directory for this process -------------------------------------------------------------
+    def claim(self, resuming: bool) -> None:
+        """Make this process the directory's only writer, or RunDirError.
+
+        A new run needs a directory no run has used; a resumed one needs the run it continues to be
+        stopped (not finished, not running in another process).
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        owner = self.owner()
+        if owner:
+            raise RunDirError(f"{self.path} is in use by another run (pid {owner}); give this run its own "
+                              "directory (leave hydra.run.dir unset for a fresh one)")
+        if not resuming and (self.results.exists() or self.checkpoints.exists()):
+            raise RunDirError(f"{self.path} holds a run already (status {self.status or 'unknown'}); give this run "
+                              "its own directory (leave hydra.run.dir unset for a fresh one), or resume= that run")
+        if not self._take_lock():
+            owner = self.owner()
+            if owner is None:  # a stale lock, left by a killed run
+                self.lock.unlink(missing_ok=True)
+            if owner is not None or not self._take_lock():  # a live owner, or another run won the race
+                raise RunDirError(f"{self.path} is in use by another run (pid {self.owner() or owner}); give this "
+                                  "run its own directory (leave hydra.run.dir unset for a fresh one)")
+        self._locked = True
+
+    def _take_lock(self) -> bool:
+        """Create run.lock holding our pid, atomically (a hard link fails if the lock exists): no other
+        process ever sees a lock file without its owner's pid in it."""
+        mine = self.lock.with_name(f"{self.lock.name}.{os.getpid()}")
+        mine.write_text(str(os.getpid()))
+        try:
+            os.link(mine, self.lock)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            mine.unlink(missing_ok=True)
+
+    @property
+    def owns_lock(self) -> bool:
+        return self._locked
+
+    def release(self) -> None:
+        if self._locked:
+            self.lock.unlink(missing_ok=True)
+            self._locked = False
+
+    def discard_if_unused(self) -> None:
+        """Remove a directory in which this invocation wrote nothing but Hydra's files (a run that never began)."""
+        if self.path.is_dir() and not self.used():
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    # ---- writing -------------------------------------------------------------------------------------------
+    def write_json(self, path: Path, data: dict) -> None:
+        """Write atomically (a full disk or a kill leaves the old file, never half a new one)."""
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+
+    def write_results(self, data: dict) -> None:
+        self.write_json(self.results, data)
+
+    def mark_failed(self, message: str) -> None:
+        """Record a failure -- unless the directory holds results of its own that must not be lost
+        (a finished run, or an interrupted one that can still be resumed)."""
+        if self.status in (None, "running", "failed"):
+            self.write_results({"status": "failed", "error": message})
+
+    # ---- resuming ------------------------------------------------------------------------------------------
+    def resume_checkpoint(self) -> Path:
+        """The checkpoint that continues this run, or RunDirError saying what would work."""
+        if self.interrupted_checkpoint.is_file():
+            return self.interrupted_checkpoint
+        owner = self.owner()
+        if owner:
+            raise RunDirError(f"resume={self.path}: that run is still training (pid {owner})")
+        status = self.status
+        if status == "ok":
+            why = "that run finished (its results are in results.json); nothing to resume"
+        elif status == "running" and self.best_checkpoint.is_file():
+            why = (f"that run did not finish and saved no interrupted.ckpt (killed?); continue from its best "
+                   f"weights with  resume={self.best_checkpoint}")
+        elif self.path.is_dir():
+            why = "no checkpoints/interrupted.ckpt there; give a run directory that was interrupted, or a .ckpt file"
+        else:
+            why = "no such run directory or .ckpt file"
+        raise RunDirError(f"resume={self.path}: {why}")
+
+
+def resume_target(resume: str | Path) -> Path:
+    """resume= (a run directory or a .ckpt file) -> the checkpoint to continue from, or RunDirError."""
+    path = Path(str(resume)).expanduser()
+    if path.is_file() and path.suffix == ".ckpt":
+        return path
+    if path.is_file():
+        raise RunDirError(f"resume={resume}: not a .ckpt file or run directory")
+    return RunDir(path).resume_checkpoint()
+
+
+def run_dir_for(resume: str | None) -> str:
+    """Hydra's run directory for this invocation: a new one, or the directory of the run being resumed."""
+    if resume is not None:
+        path = Path(str(resume)).expanduser()
+        if path.is_dir():
+            return str(path)
+        owner = RunDir.of_checkpoint(path)
+        if path.is_file() and owner is not None:
+            return str(owner.path)
+    return RunDir.new_path()
