@@ -59,12 +59,15 @@ def bench_decode(calc: Calculator, n: int, repeat: int) -> dict:
 
     report = evaluate()  # warm-up, and the accuracy of this model on these problems
     eval_seconds, eval_runs = fastest(evaluate, repeat)
-    prompts = calc.encode(read_problems(lines, fmt).problems)[:, :fmt.prompt_len]  # (n, prompt_len)
+    prompts = calc.encode(read_problems(lines, fmt).problems)[:, : fmt.prompt_len]  # (n, prompt_len)
     decode = {}
     for name, use_cache in (("kv_cache", True), ("no_cache", False)):
         seconds, _ = fastest(lambda use_cache=use_cache: calc.generate(prompts, use_cache=use_cache), repeat)
-        decode[name] = {"seconds": round(seconds, 4), "tokens_per_second": round(n * fmt.answer_len / seconds),
-                        "problems_per_second": round(n / seconds)}
+        decode[name] = {
+            "seconds": round(seconds, 4),
+            "tokens_per_second": round(n * fmt.answer_len / seconds),
+            "problems_per_second": round(n / seconds),
+        }
     return {
         "problems": f"{n} random {fmt.digits}-digit {' '.join(fmt.operators)} problems",
         "n": n,
@@ -93,8 +96,12 @@ def bench_analysis(repeat: int) -> dict:
             for name, overrides in variants.items():
                 run_dir = Path(tmp) / f"{name}{i}"
                 started = time.perf_counter()
-                done = subprocess.run([sys.executable, str(root / "train.py"), f"hydra.run.dir={run_dir}", *overrides],
-                                      cwd=root, capture_output=True, text=True)
+                done = subprocess.run(
+                    [sys.executable, str(root / "train.py"), f"hydra.run.dir={run_dir}", *overrides],
+                    cwd=root,
+                    capture_output=True,
+                    text=True,
+                )
                 walls[name].append(time.perf_counter() - started)
                 if done.returncode != 0:
                     raise RuntimeError(f"train.py failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -130,19 +137,23 @@ SECTIONS = {  # name -> (calculator, command-line args) -> figures
 def print_decode(r: dict, console) -> None:
     from rich.table import Table
 
-    table = Table(title=f"decode: {r['problems']} (batch {r['batch_size']}, {r['answer_tokens']} answer tokens "
-                        "each; fastest of the runs)", title_justify="left")
+    table = Table(
+        title=f"decode: {r['problems']} (batch {r['batch_size']}, {r['answer_tokens']} answer tokens "
+        "each; fastest of the runs)",
+        title_justify="left",
+    )
     for name in ("measure", "seconds", "answer tokens / s", "problems / s"):
         table.add_column(name, justify="left" if name == "measure" else "right")
-    table.add_row("eval, end to end", f"{r['eval_seconds']:.3f}", "",
-                  f"{r['n'] / r['eval_seconds']:,.0f}")
+    table.add_row("eval, end to end", f"{r['eval_seconds']:.3f}", "", f"{r['n'] / r['eval_seconds']:,.0f}")
     for name, label in (("kv_cache", "greedy decoding, KV cache"), ("no_cache", "greedy decoding, no cache")):
         d = r["decode"][name]
         table.add_row(label, f"{d['seconds']:.3f}", f"{d['tokens_per_second']:,}", f"{d['problems_per_second']:,}")
     console.print(table)
-    console.print(f"eval = parse + encode + decode + score, runs {r['eval_seconds_runs']} s; "
-                  f"KV cache speed-up x{r['kv_cache_speedup']}; "
-                  f"exact match of this model on them {r['eval_exact_match']:.2%}")
+    console.print(
+        f"eval = parse + encode + decode + score, runs {r['eval_seconds_runs']} s; "
+        f"KV cache speed-up x{r['kv_cache_speedup']}; "
+        f"exact match of this model on them {r['eval_exact_match']:.2%}"
+    )
 
 
 def print_train(r: dict, console) -> None:
@@ -151,44 +162,66 @@ def print_train(r: dict, console) -> None:
     table = Table(title=f"train: {r['setup']}", title_justify="left")
     for name in ("path", "ms / step", "tokens / s"):
         table.add_column(name, justify="left" if name == "path" else "right")
-    labels = {"lightning": "ours: Trainer + LightningModule + DataModule", "bare": "ours: bare PyTorch loop",
-              "nanogpt": "nanoGPT-style reference, bare loop"}
+    labels = {
+        "lightning": "ours: Trainer + LightningModule + DataModule",
+        "bare": "ours: bare PyTorch loop",
+        "nanogpt": "nanoGPT-style reference, bare loop",
+    }
     for name, label in labels.items():
         table.add_row(label, f"{r['ms_per_step'][name]:.2f}", f"{r['tokens_per_second_by_path'][name]:,}")
     console.print(table)
-    console.print(f"lightning_over_bare {r['lightning_over_bare']}, model_over_nanogpt {r['model_over_nanogpt']} "
-                  f"(> 1 = ours faster); {r['flops_per_token']:,} FLOPs/token (reference "
-                  f"{r['reference_flops_per_token']:,}) x {r['tokens_per_second']:,} tokens/s over a "
-                  f"{r['matmul_peak_gflops']} GFLOP/s fp32 matmul peak = MFU {r['mfu']:.1%}")
-    console.print(f"where the time goes: matrix multiplies take {r['matmul_share_of_step']:.0%} of a step and run at "
-                  f"{r['matmul_gflops_in_step']} GFLOP/s; the rest is attention kernels, LayerNorm, GELU and "
-                  f"the optimizer. Data {r['data_problems_per_second']:,} problems/s; peak RSS {r['peak_rss_mb']} MB")
+    console.print(
+        f"lightning_over_bare {r['lightning_over_bare']}, model_over_nanogpt {r['model_over_nanogpt']} "
+        f"(> 1 = ours faster); {r['flops_per_token']:,} FLOPs/token (reference "
+        f"{r['reference_flops_per_token']:,}) x {r['tokens_per_second']:,} tokens/s over a "
+        f"{r['matmul_peak_gflops']} GFLOP/s fp32 matmul peak = MFU {r['mfu']:.1%}"
+    )
+    console.print(
+        f"where the time goes: matrix multiplies take {r['matmul_share_of_step']:.0%} of a step and run at "
+        f"{r['matmul_gflops_in_step']} GFLOP/s; the rest is attention kernels, LayerNorm, GELU and "
+        f"the optimizer. Data {r['data_problems_per_second']:,} problems/s; peak RSS {r['peak_rss_mb']} MB"
+    )
 
 
 def print_analysis(r: dict, console) -> None:
     from rich.table import Table
 
-    table = Table(title=f"analysis overhead: {r['runs_each']} default runs of each kind, alternating",
-                  title_justify="left")
+    table = Table(
+        title=f"analysis overhead: {r['runs_each']} default runs of each kind, alternating", title_justify="left"
+    )
     for name in ("run", "wall seconds (each run)", "median", "steps"):
         table.add_column(name, justify="left" if name == "run" else "right")
     for name in ("with_analysis", "without_analysis"):
-        table.add_row(name.replace("_", " "), ", ".join(f"{t:.1f}" for t in r["wall_seconds"][name]),
-                      f"{r['median_wall_seconds'][name]:.1f}", ", ".join(map(str, r["steps"][name])))
+        table.add_row(
+            name.replace("_", " "),
+            ", ".join(f"{t:.1f}" for t in r["wall_seconds"][name]),
+            f"{r['median_wall_seconds'][name]:.1f}",
+            ", ".join(map(str, r["steps"][name])),
+        )
     console.print(table)
-    console.print(f"overhead of maps + ablation + pruning: {r['overhead']:+.1%} of the run's wall time "
-                  f"(the analysis step itself: {r['analysis_seconds_in_process']} s)")
+    console.print(
+        f"overhead of maps + ablation + pruning: {r['overhead']:+.1%} of the run's wall time "
+        f"(the analysis step itself: {r['analysis_seconds_in_process']} s)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("sections", nargs="*", metavar="SECTION", help=f"which benchmarks ({', '.join(SECTIONS)}); "
-                                                                  "default: decode and train")
+    p.add_argument(
+        "sections",
+        nargs="*",
+        metavar="SECTION",
+        help=f"which benchmarks ({', '.join(SECTIONS)}); default: decode and train",
+    )
     p.add_argument("--ckpt", help="checkpoint file or run directory (default: a freshly initialised model)")
     p.add_argument("--n", type=int, default=10_000, help="problems (default 10000)")
     p.add_argument("--repeat", type=int, default=3, help="timed runs per figure; the fastest counts (default 3)")
-    p.add_argument("--digits", type=int, default=3,
-                   help="train section: operand digits of the addition problems timed (default 3; 10 = add10)")
+    p.add_argument(
+        "--digits",
+        type=int,
+        default=3,
+        help="train section: operand digits of the addition problems timed (default 3; 10 = add10)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     if args.n < 1 or args.repeat < 1 or args.digits < 1:
@@ -210,8 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         **{name: SECTIONS[name](calc, args) for name in sections},
     }
     if "train" in results:  # the headline figures, at the top level
-        results |= {k: results["train"][k] for k in ("lightning_over_bare", "model_over_nanogpt", "mfu",
-                                                     "tokens_per_second")}
+        results |= {
+            k: results["train"][k] for k in ("lightning_over_bare", "model_over_nanogpt", "mfu", "tokens_per_second")
+        }
     if args.json:
         print(json.dumps(results, indent=2))
         return 0

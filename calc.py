@@ -50,19 +50,33 @@ MAX_SHOWN = 60  # characters of a bad input echoed back in its error line
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="calc.py", description=HELP, epilog=EPILOG, allow_abbrev=False,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="calc.py",
+        description=HELP,
+        epilog=EPILOG,
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("exprs", nargs="*", metavar="EXPR", help="problems to answer, e.g. 123+456")
     p.add_argument("--ckpt", metavar="PATH", help="checkpoint file or run directory (default: the newest run's)")
     p.add_argument("--check", action="store_true", help="also say whether each answer is right")
-    p.add_argument("--attention", action="store_true",
-                   help="draw each problem's attention per layer and head (on stderr)")
+    p.add_argument(
+        "--attention", action="store_true", help="draw each problem's attention per layer and head (on stderr)"
+    )
     p.add_argument("--eval", metavar="FILE", help="score the model on every problem of FILE")
-    p.add_argument("--show-mistakes", type=int, metavar="N",
-                   help="with --eval: how many mistakes and invalid lines to list (default 10)")
+    p.add_argument(
+        "--show-mistakes",
+        type=int,
+        metavar="N",
+        help="with --eval: how many mistakes and invalid lines to list (default 10)",
+    )
     p.add_argument("--json", action="store_true", help="with --eval: print one JSON object instead of tables")
-    p.add_argument("--export", nargs=2, metavar=("hf", "OUT_DIR"),
-                   help="write the model as a Hugging Face transformers directory (see below)")
+    p.add_argument(
+        "--export",
+        nargs=2,
+        metavar=("hf", "OUT_DIR"),
+        help="write the model as a Hugging Face transformers directory (see below)",
+    )
     return p
 
 
@@ -133,7 +147,7 @@ def draw_attention(calc, problem, answer) -> None:
 
     from analysis.terminal import problem_attention, render_attention
 
-    prompt = calc.encode([problem])[0, :calc.fmt.prompt_len].tolist()
+    prompt = calc.encode([problem])[0, : calc.fmt.prompt_len].tolist()
     att = problem_attention(calc.net, calc.tokenizer, prompt, calc.fmt.answer_len)
     layout = ", answer written least-significant digit first" if calc.fmt.reverse_answer else ""
     title = f"{problem.text} = {answer}   (the model reads and writes: {''.join(att.labels)}{layout})"
@@ -197,7 +211,10 @@ def evaluate_file(calc, name: str, show_mistakes: int, as_json: bool) -> int:
     report = calc.evaluate(problems.problems, problems.lines, show_mistakes)
     seconds = time.perf_counter() - started
     result = {
-        "checkpoint": str(calc.path), "file": name, "model": calc.describe(), **report,
+        "checkpoint": str(calc.path),
+        "file": name,
+        "model": calc.describe(),
+        **report,
         "n_invalid": len(problems.invalid),
         "invalid": [{"line": n, "text": t, "error": e} for n, t, e in problems.invalid[:show_mistakes]],
         "seconds": round(seconds, 4),
@@ -222,20 +239,37 @@ def print_report(r: dict) -> None:
     from rich.text import Text
 
     console = Console(highlight=False)
-    console.print(Text(f"{r['file']}: {r['n_problems']:,} problems, {r['n_invalid']:,} invalid lines skipped, "
-                       f"evaluated in {r['seconds']:.2f} s"))
+    console.print(
+        Text(
+            f"{r['file']}: {r['n_problems']:,} problems, {r['n_invalid']:,} invalid lines skipped, "
+            f"evaluated in {r['seconds']:.2f} s"
+        )
+    )
     console.print(Text(f"model: {r['model']} ({display_path(Path(r['checkpoint']))})"))
     table = Table(title="exact match and digit accuracy", title_justify="left")
-    for name, justify in (("problems", "left"), ("n", "right"), ("right", "right"), ("exact match", "right"),
-                          ("digit accuracy", "right")):
+    for name, justify in (
+        ("problems", "left"),
+        ("n", "right"),
+        ("right", "right"),
+        ("exact match", "right"),
+        ("digit accuracy", "right"),
+    ):
         table.add_column(name, justify=justify)
-    row = lambda label, s: table.add_row(label, f"{s['n']:,}", f"{s['right']:,}",  # noqa: E731
-                                         percent(s["exact_match"]), percent(s["digit_accuracy"]))
+    row = lambda label, s: table.add_row(
+        label,
+        f"{s['n']:,}",
+        f"{s['right']:,}",  # noqa: E731
+        percent(s["exact_match"]),
+        percent(s["digit_accuracy"]),
+    )
     row("all", {**r, "n": r["n_problems"]})
     ops = set(r["by_operator"])
     carried = "borrows" if "+" not in ops else "carries" if "-" not in ops else "carries/borrows"
-    for key, label in (("by_operator", "operator {}"), ("by_operand_digits", "{}-digit operands"),
-                       ("by_carries", "{} " + carried)):
+    for key, label in (
+        ("by_operator", "operator {}"),
+        ("by_operand_digits", "{}-digit operands"),
+        ("by_carries", "{} " + carried),
+    ):
         table.add_section()
         for value, stats in r[key].items():
             row("* (not counted)" if key == "by_carries" and value == "-" else label.format(value), stats)

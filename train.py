@@ -64,14 +64,20 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
     from training.results import run_record, test_mistakes
 
     previous = run_dir.read_results() if cfg.resume else {}
-    datamodule, module, analysis, callbacks, loggers, trainer = assemble(cfg, run_name, group,
-                                                                         previous.get("wandb_run_id"))
+    datamodule, module, analysis, callbacks, loggers, trainer = assemble(
+        cfg, run_name, group, previous.get("wandb_run_id")
+    )
     main_process = trainer.is_global_zero
     if main_process:
         run_dir.claim(resuming=cfg.resume is not None)
-        run_dir.write_results({"status": "running", "resumed_from": cfg.resume,
-                               "train_seconds": previous.get("train_seconds", 0.0),
-                               "wandb_run_id": previous.get("wandb_run_id")})
+        run_dir.write_results(
+            {
+                "status": "running",
+                "resumed_from": cfg.resume,
+                "train_seconds": previous.get("train_seconds", 0.0),
+                "wandb_run_id": previous.get("wandb_run_id"),
+            }
+        )
         datamodule.tokenizer.save(run_dir.tokenizer)
         if not cfg.resume:
             OmegaConf.save(cfg, run_dir.config, resolve=True)
@@ -89,11 +95,19 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
     if stopper is not None and stopper.saved is not None:
         resume = f"python train.py resume={run_dir}"
         if main_process:
-            run_dir.write_results({"status": "interrupted", "step": trainer.global_step,
-                                   "checkpoint": str(stopper.saved), "train_seconds": round(train_seconds, 2),
-                                   "wandb_run_id": wandb_run_id(loggers), "resume": resume})
-        raise Interrupted(f"stopped at step {trainer.global_step}; checkpoint saved to {stopper.saved}; "
-                          f"continue with: {resume}")
+            run_dir.write_results(
+                {
+                    "status": "interrupted",
+                    "step": trainer.global_step,
+                    "checkpoint": str(stopper.saved),
+                    "train_seconds": round(train_seconds, 2),
+                    "wandb_run_id": wandb_run_id(loggers),
+                    "resume": resume,
+                }
+            )
+        raise Interrupted(
+            f"stopped at step {trainer.global_step}; checkpoint saved to {stopper.saved}; continue with: {resume}"
+        )
 
     history = list(module.val_history)  # now: testing loads the best checkpoint, and with it an older history
     checkpoint = trainer.checkpoint_callback
@@ -104,8 +118,16 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
     test_set = datamodule.held_out_set("test")
     run_dir.write_json(run_dir.history, {"val": history})
     run_dir.write_json(run_dir.mistakes, test_mistakes(module, test_set))
-    results = run_record(module, trainer, datamodule, test, seed=cfg.seed, train_seconds=train_seconds,
-                         resumed_from=cfg.resume, run_dir=str(run_dir))
+    results = run_record(
+        module,
+        trainer,
+        datamodule,
+        test,
+        seed=cfg.seed,
+        train_seconds=train_seconds,
+        resumed_from=cfg.resume,
+        run_dir=str(run_dir),
+    )
     for maps in (c for c in callbacks if isinstance(c, AttentionMaps)):
         results["maps_seconds"] = round(maps.seconds, 2)  # drawing attention maps during training
     if analysis is not None and analysis.enabled:
@@ -140,8 +162,10 @@ def main(cfg: DictConfig) -> None:
     if not results:
         return
     print_summary(results)
-    print(f"test exact-match {results['test_exact_match']:.4%} on {results['n_test']} held-out problems, "
-          f"{results['steps']} steps in {results['train_seconds']:.1f}s")
+    print(
+        f"test exact-match {results['test_exact_match']:.4%} on {results['n_test']} held-out problems, "
+        f"{results['steps']} steps in {results['train_seconds']:.1f}s"
+    )
     print(f"run directory: {run_dir}")
 
 

@@ -76,8 +76,9 @@ class Evaluator:
             start_layer = ablated[0] if ablated else 0
         total_loss, n_right = 0.0, 0
         for c, chunk in enumerate(self.chunks):
-            x, _ = self.net.run_blocks(self.stream(c, start_layer), start_layer, head_mask=head_mask,
-                                       keep_from=self.module.answer_logits_from)
+            x, _ = self.net.run_blocks(
+                self.stream(c, start_layer), start_layer, head_mask=head_mask, keep_from=self.module.answer_logits_from
+            )
             loss, exact = self.module.answer_scores(self.net.unembed(x), chunk)
             total_loss += loss.item() * len(chunk)
             n_right += int(exact.sum())
@@ -135,8 +136,12 @@ def head_means(module: CalculatorModule, seqs: torch.Tensor) -> torch.Tensor:
     return totals / len(seqs)
 
 
-def ablate_each_head(module: CalculatorModule, seqs: torch.Tensor, kinds: tuple[str, ...] = ("zero", "mean"),
-                     evaluator: Evaluator | None = None) -> list[AblationRow]:
+def ablate_each_head(
+    module: CalculatorModule,
+    seqs: torch.Tensor,
+    kinds: tuple[str, ...] = ("zero", "mean"),
+    evaluator: Evaluator | None = None,
+) -> list[AblationRow]:
     """One row per (layer, head, ablation kind), with deltas against the intact model."""
     cfg = module.net.cfg
     evaluator = evaluator or Evaluator(module, seqs)
@@ -153,8 +158,17 @@ def ablate_each_head(module: CalculatorModule, seqs: torch.Tensor, kinds: tuple[
                 else:
                     with replaced_heads(module, {(layer, head): means[layer, head]}):
                         score = evaluator.score(start_layer=layer)
-                rows.append(AblationRow(layer, head, kind, score.exact_match,
-                                        score.exact_match - intact.exact_match, score.loss, score.loss - intact.loss))
+                rows.append(
+                    AblationRow(
+                        layer,
+                        head,
+                        kind,
+                        score.exact_match,
+                        score.exact_match - intact.exact_match,
+                        score.loss,
+                        score.loss - intact.loss,
+                    )
+                )
     return rows
 
 
@@ -166,8 +180,13 @@ class PruningStep:
     loss: float
 
 
-def prune_heads(module: CalculatorModule, seqs: torch.Tensor, order: str = "ranked",
-                ablation: list[AblationRow] | None = None, evaluator: Evaluator | None = None) -> list[PruningStep]:
+def prune_heads(
+    module: CalculatorModule,
+    seqs: torch.Tensor,
+    order: str = "ranked",
+    ablation: list[AblationRow] | None = None,
+    evaluator: Evaluator | None = None,
+) -> list[PruningStep]:
     """Zero heads one at a time, least important first, measuring after every removal, until none is left.
 
     order="ranked": importance is each head's own zero-ablation cost (from ``ablation``, measured if not

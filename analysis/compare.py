@@ -22,8 +22,11 @@ def _label(row: dict) -> str:
 
 
 def _reached(row: dict) -> str:
-    return f"reached 99% val exact-match at step {row['steps_to_99']}" if row["steps_to_99"] is not None \
+    return (
+        f"reached 99% val exact-match at step {row['steps_to_99']}"
+        if row["steps_to_99"] is not None
         else "never reached 99% val exact-match"
+    )
 
 
 def verdict(rows: list[dict], roles: list[dict[str, str]]) -> list[str]:
@@ -31,9 +34,11 @@ def verdict(rows: list[dict], roles: list[dict[str, str]]) -> list[str]:
     lines = []
     for row, run_roles in zip(rows, roles, strict=True):
         distinct = sorted(set(run_roles.values()))
-        lines.append(f"{_label(row)}: {_reached(row)}; test exact-match "
-                     f"{row['test_exact_match']:.2%}; {len(distinct)} distinct role(s) among its "
-                     f"{len(run_roles)} heads.")
+        lines.append(
+            f"{_label(row)}: {_reached(row)}; test exact-match "
+            f"{row['test_exact_match']:.2%}; {len(distinct)} distinct role(s) among its "
+            f"{len(run_roles)} heads."
+        )
     reached = [r for r in rows if r["steps_to_99"] is not None]
     if len(reached) == 2 and reached[0]["steps_to_99"] != reached[1]["steps_to_99"]:
         fast, slow = sorted(reached, key=lambda r: r["steps_to_99"])
@@ -60,15 +65,23 @@ def compare(sweep_dir: Path) -> list[str]:
         maps = json.loads((job / "attention" / "final.json").read_text())
         rows.append(row)
         roles.append(results.get("head_roles", {}))
-        runs.append({"label": _label(row), "history": row["history"], "probe": maps["probes"][0],
-                     "weights": np.array([layer[0] for layer in maps["weights"]])})  # probe 0: (layers, heads, T, T)
+        runs.append(
+            {
+                "label": _label(row),
+                "history": row["history"],
+                "probe": maps["probes"][0],
+                "weights": np.array([layer[0] for layer in maps["weights"]]),
+            }
+        )  # probe 0: (layers, heads, T, T)
     if len(rows) != 2:
         return [f"why_multi_head needs two finished runs; found {len(rows)} (see sweep_summary.md)"]
     head_count_comparison(runs, sweep_dir / "why_multi_head.png")
     lines = verdict(rows, roles)
     (sweep_dir / "why_multi_head.md").write_text(
         "# Why multiple heads: one run each, same parameters, task and seed\n\n"
-        + "\n".join(f"- {line}" for line in lines) + "\n\n![comparison](why_multi_head.png)\n")
+        + "\n".join(f"- {line}" for line in lines)
+        + "\n\n![comparison](why_multi_head.png)\n"
+    )
     return lines
 
 

@@ -49,8 +49,10 @@ def _number(text: str):
 def _attention(path: Path) -> dict:
     """A maps file with the causal zeros dropped (row q keeps keys 0..q) and 3 decimals: half the size."""
     raw = json.loads(path.read_text())
-    raw["weights"] = [[[[[round(x, 3) for x in row[:q + 1]] for q, row in enumerate(head)] for head in probe]
-                       for probe in layer] for layer in raw["weights"]]
+    raw["weights"] = [
+        [[[[round(x, 3) for x in row[: q + 1]] for q, row in enumerate(head)] for head in probe] for probe in layer]
+        for layer in raw["weights"]
+    ]
     return raw
 
 
@@ -91,8 +93,13 @@ def _mistakes(run_dir: Path, data: dict | None) -> dict | None:
             written = (m.get("model_text") or "").ljust(len(truth))
             for i, (got, want) in enumerate(zip(written, truth, strict=False)):
                 by_place[i] += got != want
-    return {"n_test": recorded.get("n_test"), "n_mistakes": recorded.get("n_mistakes", len(mistakes)),
-            "n_recorded": len(mistakes), "wrong_digits_by_place": by_place, "mistakes": mistakes[:MAX_MISTAKES]}
+    return {
+        "n_test": recorded.get("n_test"),
+        "n_mistakes": recorded.get("n_mistakes", len(mistakes)),
+        "n_recorded": len(mistakes),
+        "wrong_digits_by_place": by_place,
+        "mistakes": mistakes[:MAX_MISTAKES],
+    }
 
 
 def run_data(run_dir: Path) -> dict:
@@ -164,8 +171,11 @@ def render(data: dict, title: str) -> str:
     script = (HERE / "report_page.js").read_text()
     inline = json.dumps(_finite(data), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
     title = title.replace("&", "&amp;").replace("<", "&lt;")
-    return (page.replace("{{TITLE}}", title).replace("{{DATA}}", inline)
-            .replace("{{SCRIPT}}", script.replace("</script", "<\\/script")))
+    return (
+        page.replace("{{TITLE}}", title)
+        .replace("{{DATA}}", inline)
+        .replace("{{SCRIPT}}", script.replace("</script", "<\\/script"))
+    )
 
 
 def write_run_report(run_dir: str | Path) -> Path:
@@ -187,9 +197,12 @@ def write_sweep_report(sweep_dir: str | Path, rewrite_runs: bool = False) -> Pat
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0].startswith("-"):
-        print("usage: python -m analysis.html_report RUN_DIR_OR_SWEEP_DIR\n"
-              "  re-writes report.html of a run directory, or sweep_report.html (and every job's report.html) "
-              "of a multirun directory", file=sys.stderr)
+        print(
+            "usage: python -m analysis.html_report RUN_DIR_OR_SWEEP_DIR\n"
+            "  re-writes report.html of a run directory, or sweep_report.html (and every job's report.html) "
+            "of a multirun directory",
+            file=sys.stderr,
+        )
         return 2
     target = Path(argv[0])
     try:
@@ -200,8 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         elif (target / "multirun.yaml").exists():
             path = write_sweep_report(target, rewrite_runs=True)
         else:
-            raise ReportError(f"{target} is neither a run directory (no results.json) nor a sweep directory "
-                              "(no multirun.yaml)")
+            raise ReportError(
+                f"{target} is neither a run directory (no results.json) nor a sweep directory (no multirun.yaml)"
+            )
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

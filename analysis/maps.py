@@ -31,8 +31,9 @@ def probe_sequences(module: CalculatorModule, probes: list[str]) -> torch.Tensor
 
 
 @torch.no_grad()
-def draw_attention_maps(module: CalculatorModule, probes: list[str], out_dir: Path, tag: str,
-                        loggers=(), step: int | None = None) -> list[Path]:
+def draw_attention_maps(
+    module: CalculatorModule, probes: list[str], out_dir: Path, tag: str, loggers=(), step: int | None = None
+) -> list[Path]:
     """Write attention/<tag>_layer<i>.png for every layer and attention/<tag>.json; log images to wandb."""
     seqs = probe_sequences(module, probes).to(module.device)
     was_training = module.training
@@ -43,11 +44,19 @@ def draw_attention_maps(module: CalculatorModule, probes: list[str], out_dir: Pa
     tokenizer = CharTokenizer()
     labels = [token_labels([tokenizer.id_to_token[i] for i in row]) for row in seqs[:, :-1].tolist()]
     key_labels = [p.short for p in positions(module.fmt)][:-1]  # inputs stop before [EOS]
-    paths = [attention_grid(w.numpy(), labels, key_labels, layer, tag, out_dir / f"{tag}_layer{layer}.png")
-             for layer, w in enumerate(weights)]
-    raw = {"tag": tag, "step": step, "probes": probes, "tokens": labels,
-           "weights": [[[[[round(x, 4) for x in row] for row in head] for head in probe] for probe in w.tolist()]
-                       for w in weights]}  # [layer][probe][head][query][key]
+    paths = [
+        attention_grid(w.numpy(), labels, key_labels, layer, tag, out_dir / f"{tag}_layer{layer}.png")
+        for layer, w in enumerate(weights)
+    ]
+    raw = {
+        "tag": tag,
+        "step": step,
+        "probes": probes,
+        "tokens": labels,
+        "weights": [
+            [[[[round(x, 4) for x in row] for row in head] for head in probe] for probe in w.tolist()] for w in weights
+        ],
+    }  # [layer][probe][head][query][key]
     raw_path = out_dir / f"{tag}.json"
     raw_path.write_text(json.dumps(raw))
     for logger in wandb_loggers(loggers):

@@ -28,12 +28,13 @@ def mosaic(blocks, gap: int = 1):
     canvas = np.full((R * (T + gap) - gap, C * (T + gap) - gap), np.nan)
     for r in range(R):
         for c in range(C):
-            canvas[r * (T + gap):r * (T + gap) + T, c * (T + gap):c * (T + gap) + T] = blocks[r, c]
+            canvas[r * (T + gap) : r * (T + gap) + T, c * (T + gap) : c * (T + gap) + T] = blocks[r, c]
     return canvas
 
 
-def attention_grid(weights, row_labels: list[list[str]], key_labels: list[str], layer: int, title: str,
-                   path: Path) -> Path:
+def attention_grid(
+    weights, row_labels: list[list[str]], key_labels: list[str], layer: int, title: str, path: Path
+) -> Path:
     """One layer as one mosaic: a block row per probe problem, a block column per head.
 
     Inside a block, queries are rows and keys are columns (the causal triangle shows as the empty upper
@@ -79,8 +80,15 @@ def ablation_heatmap(rows: list[AblationRow], n_layers: int, n_heads: int, path:
         image = ax.imshow(grid, cmap="Reds_r", vmin=-100, vmax=0)
         for layer in range(n_layers):
             for head in range(n_heads):
-                ax.text(head, layer, f"{grid[layer][head]:+.1f}", ha="center", va="center", fontsize=7,
-                        color="white" if grid[layer][head] < -50 else "black")
+                ax.text(
+                    head,
+                    layer,
+                    f"{grid[layer][head]:+.1f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if grid[layer][head] < -50 else "black",
+                )
         ax.set_xticks(range(n_heads), [f"h{h}" for h in range(n_heads)], fontsize=7)
         ax.set_yticks(range(n_layers), [f"L{layer}" for layer in range(n_layers)], fontsize=7)
         ax.set_title(f"{kind}-ablation", fontsize=9)
@@ -89,8 +97,10 @@ def ablation_heatmap(rows: list[AblationRow], n_layers: int, n_heads: int, path:
     return _save(fig, path)
 
 
-PRUNING_ORDERS = {"ranked": "heads removed least important first (ranked by their own ablation)",
-                  "greedy": "heads removed greedily (the least harmful one at each step)"}
+PRUNING_ORDERS = {
+    "ranked": "heads removed least important first (ranked by their own ablation)",
+    "greedy": "heads removed greedily (the least harmful one at each step)",
+}
 
 
 def pruning_curve(curve: list[PruningStep], prunable: float, path: Path, order: str = "ranked") -> Path:
@@ -102,8 +112,15 @@ def pruning_curve(curve: list[PruningStep], prunable: float, path: Path, order: 
     ax.plot(xs, ys, marker="o")
     for s, x, y in zip(curve[1:], xs[1:], ys[1:], strict=True):
         layer, head = s.removed[-1]
-        ax.annotate(f"L{layer}h{head}", (x, y), textcoords="offset points", xytext=(0, 6), fontsize=7, ha="center",
-                    rotation=60 if len(curve) > 12 else 0)
+        ax.annotate(
+            f"L{layer}h{head}",
+            (x, y),
+            textcoords="offset points",
+            xytext=(0, 6),
+            fontsize=7,
+            ha="center",
+            rotation=60 if len(curve) > 12 else 0,
+        )
     ax.axhline(ys[0] - 1, color="grey", linestyle="--", linewidth=0.8, label="intact − 1 point")
     ax.axvline(prunable, color="tab:green", linestyle=":", label=f"prunable fraction {prunable:.0%}")
     ax.set_xlabel("fraction of heads removed")
@@ -139,8 +156,14 @@ def sweep_figure(rows: list[dict], path: Path) -> Path:
     bars = finals.barh(range(len(rows)), values, color=["tab:blue" if r["status"] == "ok" else "tab:red" for r in rows])
     for bar, row in zip(bars, rows, strict=True):
         text = f"{100 * row['test_exact_match']:.2f}%" if row["status"] == "ok" else "failed"
-        finals.text(1, bar.get_y() + bar.get_height() / 2, text, va="center", fontsize=7, color="white"
-                    if row["status"] == "ok" and bar.get_width() > 20 else "black")
+        finals.text(
+            1,
+            bar.get_y() + bar.get_height() / 2,
+            text,
+            va="center",
+            fontsize=7,
+            color="white" if row["status"] == "ok" and bar.get_width() > 20 else "black",
+        )
     finals.set_yticks(range(len(rows)), labels, fontsize=7)
     finals.invert_yaxis()
     finals.set_xlim(0, 100)
@@ -163,7 +186,6 @@ def head_count_comparison(runs: list[dict], path: Path) -> Path:
         ax.imshow(mosaic(run["weights"]), vmin=0.0, vmax=1.0, cmap=ATTENTION_COLOURS, interpolation="nearest")
         ax.set_xticks([])
         ax.set_yticks([])
-        ax.set_title(f"{run['label']}: final attention on {run['probe']} (rows: layers, columns: heads)",
-                     fontsize=9)
+        ax.set_title(f"{run['label']}: final attention on {run['probe']} (rows: layers, columns: heads)", fontsize=9)
     fig.tight_layout()
     return _save(fig, path)

@@ -32,8 +32,16 @@ def _write_csv(path: Path, columns: list[str], rows: list[list]) -> None:
 
 
 @torch.no_grad()
-def analyse_heads(module: CalculatorModule, seqs: torch.Tensor, run_dir: Path, probes: list[str],
-                  loggers=(), kinds=("zero", "mean"), prune: str | None = "ranked", tolerance: float = 0.01) -> dict:
+def analyse_heads(
+    module: CalculatorModule,
+    seqs: torch.Tensor,
+    run_dir: Path,
+    probes: list[str],
+    loggers=(),
+    kinds=("zero", "mean"),
+    prune: str | None = "ranked",
+    tolerance: float = 0.01,
+) -> dict:
     """Run every analysis on ``seqs`` (test problems) and return its headline numbers.
 
     prune: "ranked" or "greedy" (see ``prune_heads``), or None for no pruning curve.
@@ -58,7 +66,8 @@ def analyse_heads(module: CalculatorModule, seqs: torch.Tensor, run_dir: Path, p
         "intact_exact_match": intact.exact_match,
         "most_important_heads": [
             {"layer": r.layer, "head": r.head, "delta_exact_match": r.delta_exact_match, "role": r.role}
-            for r in zero[:3]],
+            for r in zero[:3]
+        ],
         "head_roles": {f"L{layer}h{head}": role for (layer, head), role in roles.items()},
     }
     pruning_rows = []
@@ -67,8 +76,16 @@ def analyse_heads(module: CalculatorModule, seqs: torch.Tensor, run_dir: Path, p
         results["prunable_fraction"] = prunable_fraction(curve, tolerance)
         results["pruning_order"] = prune
         results["pruning_curve"] = [{"fraction_removed": s.fraction, "exact_match": s.exact_match} for s in curve]
-        pruning_rows = [[len(s.removed), s.fraction, s.exact_match, s.loss,
-                         f"L{s.removed[-1][0]}h{s.removed[-1][1]}" if s.removed else ""] for s in curve]
+        pruning_rows = [
+            [
+                len(s.removed),
+                s.fraction,
+                s.exact_match,
+                s.loss,
+                f"L{s.removed[-1][0]}h{s.removed[-1][1]}" if s.removed else "",
+            ]
+            for s in curve
+        ]
         _write_csv(run_dir / "pruning.csv", PRUNING_COLUMNS, pruning_rows)
         images["pruning"] = pruning_curve(curve, results["prunable_fraction"], run_dir / "pruning.png", prune)
 
@@ -107,11 +124,13 @@ class HeadAnalysis:
     def __post_init__(self) -> None:
         if self.probes is not None:
             if isinstance(self.probes, str) or not self.probes:
-                raise ValueError(f"probes={self.probes!r}: give a list of problems such as [456+789] (null for the "
-                                 "task's own)")
+                raise ValueError(
+                    f"probes={self.probes!r}: give a list of problems such as [456+789] (null for the task's own)"
+                )
             self.probes = [str(p) for p in self.probes]
-        if self.n_problems is not None and (not isinstance(self.n_problems, int) or isinstance(self.n_problems, bool)
-                                            or self.n_problems < 1):
+        if self.n_problems is not None and (
+            not isinstance(self.n_problems, int) or isinstance(self.n_problems, bool) or self.n_problems < 1
+        ):
             raise ValueError(f"n_problems={self.n_problems!r}: must be a whole number >= 1, or null for all")
         kinds = self.ablation
         if isinstance(kinds, str) or not all(k in ("zero", "mean") for k in kinds):
@@ -119,8 +138,11 @@ class HeadAnalysis:
         self.ablation = tuple(kinds)
         if self.prune not in ("ranked", "greedy", None):
             raise ValueError(f"prune={self.prune!r}: must be ranked, greedy or null")
-        if isinstance(self.tolerance, bool) or not isinstance(self.tolerance, (int, float)) or \
-                not 0 <= self.tolerance < 1:
+        if (
+            isinstance(self.tolerance, bool)
+            or not isinstance(self.tolerance, (int, float))
+            or not 0 <= self.tolerance < 1
+        ):
             raise ValueError(f"tolerance={self.tolerance!r}: must be a number in [0, 1)")
         if not isinstance(self.enabled, bool):
             raise ValueError(f"enabled={self.enabled!r}: must be true or false")
@@ -137,7 +159,8 @@ class HeadAnalysis:
     def run(self, module: CalculatorModule, test_set: torch.Tensor, run_dir: Path, loggers=()) -> dict:
         """Every analysis on the first n_problems of ``test_set``; the numbers for results.json."""
         started = time.perf_counter()
-        problems = test_set[:self.n_problems].to(module.device)
-        results = analyse_heads(module, problems, run_dir, self.probes_for(module), loggers, self.ablation, self.prune,
-                                self.tolerance)
+        problems = test_set[: self.n_problems].to(module.device)
+        results = analyse_heads(
+            module, problems, run_dir, self.probes_for(module), loggers, self.ablation, self.prune, self.tolerance
+        )
         return results | {"analysis_seconds": round(time.perf_counter() - started, 2)}

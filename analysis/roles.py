@@ -89,5 +89,6 @@ def _reads(row: torch.Tensor, roles: list[Position]) -> str:
 def describe_heads(fmt: ProblemFormat, patterns: torch.Tensor) -> dict[tuple[int, int], str]:
     """{(layer, head): description} from mean patterns (n_layers, n_heads, T, T)."""
     n_layers, n_heads = patterns.shape[:2]
-    return {(layer, head): describe_head(fmt, patterns[layer, head])
-            for layer in range(n_layers) for head in range(n_heads)}
+    return {
+        (layer, head): describe_head(fmt, patterns[layer, head]) for layer in range(n_layers) for head in range(n_heads)
+    }

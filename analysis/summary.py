@@ -15,18 +15,28 @@ def print_summary(results: dict, console: Console | None = None) -> None:
     table.add_column(style="bold")
     table.add_column()
     fmt = results["data"]
-    table.add_row("task", f"{fmt['digits']}-digit '{fmt['operators']}', answer "
-                          f"{'reversed' if fmt['reverse_answer'] else 'plain'}")
-    table.add_row("model", f"{results['n_layers']} layers x {results['n_heads']} heads of {results['head_dim']} dims "
-                           f"({results['n_params']:,} parameters)")
-    table.add_row("training", f"{results['steps']} steps in {results['train_seconds']:.1f}s "
-                              f"({results['tokens_per_second']:,} tokens/s)")
-    table.add_row("test exact-match", f"{results['test_exact_match']:.2%} of {results['n_test']:,} held-out problems "
-                                      f"(per digit {results['test_digit_accuracy']:.2%})")
+    table.add_row(
+        "task", f"{fmt['digits']}-digit '{fmt['operators']}', answer {'reversed' if fmt['reverse_answer'] else 'plain'}"
+    )
+    table.add_row(
+        "model",
+        f"{results['n_layers']} layers x {results['n_heads']} heads of {results['head_dim']} dims "
+        f"({results['n_params']:,} parameters)",
+    )
+    table.add_row(
+        "training",
+        f"{results['steps']} steps in {results['train_seconds']:.1f}s ({results['tokens_per_second']:,} tokens/s)",
+    )
+    table.add_row(
+        "test exact-match",
+        f"{results['test_exact_match']:.2%} of {results['n_test']:,} held-out problems "
+        f"(per digit {results['test_digit_accuracy']:.2%})",
+    )
     for i, head in enumerate(results.get("most_important_heads", [])):
-        table.add_row("most important heads" if i == 0 else "",
-                      f"L{head['layer']}h{head['head']}: {head['delta_exact_match']:+.1%} when zeroed — "
-                      f"{head['role']}")
+        table.add_row(
+            "most important heads" if i == 0 else "",
+            f"L{head['layer']}h{head['head']}: {head['delta_exact_match']:+.1%} when zeroed — {head['role']}",
+        )
     if "prunable_fraction" in results:
         table.add_row("prunable", f"{results['prunable_fraction']:.0%} of heads removable losing ≤ 1 point")
     if "images" in results:

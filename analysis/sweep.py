@@ -18,8 +18,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from training.rundir import RunDir
 
-COLUMNS = ["run", "n_heads", "head_dim", "n_params", "attention_params", "steps_to_99", "test_exact_match",
-           "train_seconds", "prunable_fraction", "status"]
+COLUMNS = [
+    "run",
+    "n_heads",
+    "head_dim",
+    "n_params",
+    "attention_params",
+    "steps_to_99",
+    "test_exact_match",
+    "train_seconds",
+    "prunable_fraction",
+    "status",
+]
 
 
 def steps_to(history: list[dict], target: float) -> int | None:
@@ -32,8 +42,11 @@ def read_job(job_dir: Path) -> dict:
     cfg = OmegaConf.load(job_dir / ".hydra" / "config.yaml")
     overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
     results_path = RunDir(job_dir).results
-    results = json.loads(results_path.read_text()) if results_path.exists() else {"status": "failed",
-                                                                                  "error": "no results.json"}
+    results = (
+        json.loads(results_path.read_text())
+        if results_path.exists()
+        else {"status": "failed", "error": "no results.json"}
+    )
     history_path = RunDir(job_dir).history
     history = json.loads(history_path.read_text())["val"] if history_path.exists() else []
     n_heads, d_model = cfg.model.n_heads, cfg.model.d_model
@@ -41,8 +54,7 @@ def read_job(job_dir: Path) -> dict:
     return {
         "overrides": list(overrides),
         "n_heads": n_heads,
-        "head_dim": d_model // n_heads if isinstance(n_heads, int) and n_heads > 0 and d_model % n_heads == 0
-        else None,
+        "head_dim": d_model // n_heads if isinstance(n_heads, int) and n_heads > 0 and d_model % n_heads == 0 else None,
         "n_params": results.get("n_params"),
         "attention_params": results.get("attention_params"),
         "steps_to_99": steps_to(history, 0.99),
@@ -112,12 +124,18 @@ def write_summary(sweep_dir: Path) -> list[dict]:
     lines += ["| " + " | ".join(_fmt(row[c]) for c in COLUMNS) + " |" for row in rows]
     grouped = grouped_over_seeds(rows)
     if grouped:
-        lines += ["", "Mean (min..max) over seeds:", "",
-                  "| setting | runs | test_exact_match | steps_to_99 | train_seconds | prunable_fraction |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Mean (min..max) over seeds:",
+            "",
+            "| setting | runs | test_exact_match | steps_to_99 | train_seconds | prunable_fraction |",
+            "|---|---|---|---|---|---|",
+        ]
         for g in grouped:
-            cells = [f"{m[0]:.4g} ({m[1]:.4g}..{m[2]:.4g})" if m else "—"
-                     for m in (g["test_exact_match"], g["steps_to_99"], g["train_seconds"], g["prunable_fraction"])]
+            cells = [
+                f"{m[0]:.4g} ({m[1]:.4g}..{m[2]:.4g})" if m else "—"
+                for m in (g["test_exact_match"], g["steps_to_99"], g["train_seconds"], g["prunable_fraction"])
+            ]
             lines.append(f"| {g['setting']} | {g['runs']} | " + " | ".join(cells) + " |")
     (sweep_dir / "sweep_summary.md").write_text("\n".join(lines) + "\n")
     sweep_figure(rows, sweep_dir / "sweep_summary.png")
@@ -128,10 +146,20 @@ def log_to_wandb(sweep_dir: Path, rows: list[dict], group: str) -> None:
     """The summary as its own wandb run in the sweep's group (offline unless WANDB_MODE says otherwise)."""
     import wandb
 
-    run = wandb.init(project="tinycalc", group=group, name="sweep-summary", job_type="summary",
-                     dir=str(sweep_dir), mode=os.environ.get("WANDB_MODE", "offline"))
-    run.log({"sweep/summary": wandb.Table(columns=COLUMNS, data=[[row[c] for c in COLUMNS] for row in rows]),
-             "sweep/figure": wandb.Image(str(sweep_dir / "sweep_summary.png"))})
+    run = wandb.init(
+        project="tinycalc",
+        group=group,
+        name="sweep-summary",
+        job_type="summary",
+        dir=str(sweep_dir),
+        mode=os.environ.get("WANDB_MODE", "offline"),
+    )
+    run.log(
+        {
+            "sweep/summary": wandb.Table(columns=COLUMNS, data=[[row[c] for c in COLUMNS] for row in rows]),
+            "sweep/figure": wandb.Image(str(sweep_dir / "sweep_summary.png")),
+        }
+    )
     run.finish()
 
 

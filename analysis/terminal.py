@@ -20,8 +20,13 @@ from data.tokenizer import CharTokenizer
 from model.transformer import Transformer
 
 # (upper bound of the weight, cell text, colour); an exactly-zero weight is a masked future key: blank
-SHADES = [(0.05, "··", "grey35"), (0.25, "░░", "blue"), (0.5, "▒▒", "cyan"), (0.75, "▓▓", "yellow"),
-          (float("inf"), "██", "bright_white")]
+SHADES = [
+    (0.05, "··", "grey35"),
+    (0.25, "░░", "blue"),
+    (0.5, "▒▒", "cyan"),
+    (0.75, "▓▓", "yellow"),
+    (float("inf"), "██", "bright_white"),
+]
 
 
 @dataclass
@@ -33,8 +38,9 @@ class ProblemAttention:
 
 
 @torch.inference_mode()
-def problem_attention(net: Transformer, tokenizer: CharTokenizer, prompt_ids: Sequence[int],
-                      n_new: int) -> ProblemAttention:
+def problem_attention(
+    net: Transformer, tokenizer: CharTokenizer, prompt_ids: Sequence[int], n_new: int
+) -> ProblemAttention:
     """Greedy-answer the prompt, then record all heads' weights over prompt + answer."""
     net.eval()
     prompt = torch.tensor([list(prompt_ids)], dtype=torch.int64)  # (1, P)
@@ -55,8 +61,14 @@ def _cell(weight: float) -> Text:
 
 def head_table(att: ProblemAttention, layer: int, head: int) -> Table:
     """One head: a row per query, a column per key, both labelled with the tokens (answer tokens in bold)."""
-    table = Table(title=f"layer {layer} · head {head}", box=None, padding=0, collapse_padding=True,
-                  show_edge=False, title_style="bold")
+    table = Table(
+        title=f"layer {layer} · head {head}",
+        box=None,
+        padding=0,
+        collapse_padding=True,
+        show_edge=False,
+        title_style="bold",
+    )
     style = lambda i: "bold magenta" if i >= att.prompt_len else ""  # noqa: E731
     table.add_column("", justify="right", no_wrap=True)
     for i, label in enumerate(att.labels):
@@ -68,10 +80,13 @@ def head_table(att: ProblemAttention, layer: int, head: int) -> Table:
 
 
 def legend(att: ProblemAttention) -> Text:
-    shades = "  ".join(f"{text[0]} <{bound:.0%}" if bound != float("inf") else f"{text[0]} ≥75%"
-                       for bound, text, _ in SHADES)
-    return Text(f"rows: queries, columns: keys; ^ = [BOS]; the model's answer in bold; {shades}; "
-                "blank = masked (future)", style="dim")
+    shades = "  ".join(
+        f"{text[0]} <{bound:.0%}" if bound != float("inf") else f"{text[0]} ≥75%" for bound, text, _ in SHADES
+    )
+    return Text(
+        f"rows: queries, columns: keys; ^ = [BOS]; the model's answer in bold; {shades}; blank = masked (future)",
+        style="dim",
+    )
 
 
 def render_attention(att: ProblemAttention, title: str = "") -> RenderableType:

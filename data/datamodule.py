@@ -21,8 +21,16 @@ class FreshBatches(IterableDataset):
     so data-parallel training sees exactly the problems a single process with the global batch would.
     """
 
-    def __init__(self, sampler: ProblemSampler, encoder: ProblemEncoder, batch_size: int, seed: int,
-                 start: int = 0, rank: int = 0, world_size: int = 1):
+    def __init__(
+        self,
+        sampler: ProblemSampler,
+        encoder: ProblemEncoder,
+        batch_size: int,
+        seed: int,
+        start: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
         self.sampler, self.encoder, self.batch_size, self.seed = sampler, encoder, batch_size, seed
         self.start, self.rank, self.world_size = start, rank, world_size
 
@@ -70,8 +78,13 @@ class ArithmeticDataModule(L.LightningDataModule):
         seed: int = 0,
     ):
         super().__init__()
-        for name, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size),
-                            ("n_train", n_train), ("n_val", n_val), ("n_test", n_test)):
+        for name, value in (
+            ("batch_size", batch_size),
+            ("eval_batch_size", eval_batch_size),
+            ("n_train", n_train),
+            ("n_val", n_val),
+            ("n_test", n_test),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}={value!r}: must be a whole number >= 1")
         for name, value in (("reverse_answer", reverse_answer), ("streaming", streaming)):
@@ -113,12 +126,15 @@ class ArithmeticDataModule(L.LightningDataModule):
         rank, world = (trainer.global_rank, trainer.world_size) if trainer else (0, 1)
         if self.streaming:
             start = trainer.global_step if trainer else 0  # a resumed run picks up the stream where it stopped
-            return DataLoader(FreshBatches(self.sampler, self.encoder, self.batch_size, self.seed, start, rank, world),
-                              batch_size=None)
+            return DataLoader(
+                FreshBatches(self.sampler, self.encoder, self.batch_size, self.seed, start, rank, world),
+                batch_size=None,
+            )
         generator = torch.Generator().manual_seed(self.seed)
         fixed = self.encoder.encode(*self.sampler.sample("train", self.n_train, generator))
-        return DataLoader(fixed[rank::world], batch_size=self.batch_size, shuffle=True, drop_last=True,
-                          generator=generator)
+        return DataLoader(
+            fixed[rank::world], batch_size=self.batch_size, shuffle=True, drop_last=True, generator=generator
+        )
 
     def _eval_loader(self, split: str) -> DataLoader:
         return DataLoader(self.held_out_set(split), batch_size=self.eval_batch_size)

@@ -27,12 +27,20 @@ _EXPRESSION = re.compile(r"([0-9]+)\s*([+\-*])\s*([0-9]+)")
 _INTEGER = re.compile(r"-?[0-9]+")
 _TIMES_X = re.compile(r"[0-9]\s*[xX]\s*[0-9]")  # 3x4, 3 X 4
 _HINTS = {  # characters people type for our operators, or for operations we do not have
-    "×": "write '*' for multiplication", "·": "write '*' for multiplication",
-    "−": "write the ASCII '-'", "–": "write the ASCII '-'",
-    "＋": "write the ASCII '+'", "/": "division is not supported", "÷": "division is not supported",
-    ":": "division is not supported", "%": "'%' is not supported", "^": "powers are not supported",
-    ".": "only whole numbers", ",": "only whole numbers, without thousands separators",
-    "(": "no parentheses: one operation per line", ")": "no parentheses: one operation per line",
+    "×": "write '*' for multiplication",
+    "·": "write '*' for multiplication",
+    "−": "write the ASCII '-'",
+    "–": "write the ASCII '-'",
+    "＋": "write the ASCII '+'",
+    "/": "division is not supported",
+    "÷": "division is not supported",
+    ":": "division is not supported",
+    "%": "'%' is not supported",
+    "^": "powers are not supported",
+    ".": "only whole numbers",
+    ",": "only whole numbers, without thousands separators",
+    "(": "no parentheses: one operation per line",
+    ")": "no parentheses: one operation per line",
 }
 
 
@@ -61,7 +69,7 @@ def accepted(fmt: ProblemFormat) -> str:
     ops = fmt.operators
     shape = f"a{ops}b" if len(ops) == 1 else f"a op b (op one of {' '.join(ops)})"
     example = f"7{ops[0]}{45 if fmt.digits > 1 else 5}"
-    return f"accepted: {shape} with whole numbers 0-{10 ** fmt.digits - 1} (e.g. {example})"
+    return f"accepted: {shape} with whole numbers 0-{10**fmt.digits - 1} (e.g. {example})"
 
 
 def _character_problem(text: str) -> str | None:
@@ -105,8 +113,9 @@ def _number(digits: str, fmt: ProblemFormat) -> int:
     significant = digits.lstrip("0") or "0"
     if len(significant) > fmt.digits:  # checked before int(): Python refuses to convert > 4300 digits
         shown = significant if len(significant) <= 20 else significant[:8] + "..."
-        raise ExpressionError(f"{shown} has {len(significant)} digits; this model was trained on at most "
-                              f"{fmt.digits}; {accepted(fmt)}")
+        raise ExpressionError(
+            f"{shown} has {len(significant)} digits; this model was trained on at most {fmt.digits}; {accepted(fmt)}"
+        )
     return int(significant)
 
 

@@ -57,8 +57,7 @@ class ProblemFormat:
         ops = given if isinstance(given, str) else "".join(map(str, given)) if isinstance(given, Iterable) else ""
         object.__setattr__(self, "operators", ops)  # accept [+, -] as well as "+-"
         if not ops or any(op not in OPERATORS for op in ops) or len(set(ops)) != len(ops):
-            raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', "
-                             "each once (e.g. '+-')")
+            raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', each once (e.g. '+-')")
         if not isinstance(self.digits, int) or isinstance(self.digits, bool) or self.digits < 1:
             raise ValueError(f"digits={self.digits!r}: must be a whole number >= 1")
         limit = min(MAX_DIGITS[op] for op in self.operators)
@@ -120,8 +119,9 @@ class ProblemFormat:
         return a + b if op == "+" else a - b if op == "-" else a * b
 
     # ---- splits -------------------------------------------------------------------------------------
-    def split_of(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor,
-                 val_fraction: float, test_fraction: float) -> torch.Tensor:
+    def split_of(
+        self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor, val_fraction: float, test_fraction: float
+    ) -> torch.Tensor:
         """Split id per problem (0 train, 1 val, 2 test): a fixed hash, independent of any seed."""
         h = mix(mix(a * 0x2545F4914F6CDD1D + op_idx) ^ b).remainder(1_000_000)
         test_cut = round(test_fraction * 1_000_000)
@@ -131,7 +131,7 @@ class ProblemFormat:
     # ---- sampling -----------------------------------------------------------------------------------
     def random_problems(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         """n uniform problems: (a, op_idx, b), each (n,) int64; op_idx indexes ``self.operators``."""
-        high = 10 ** self.digits
+        high = 10**self.digits
         a = torch.randint(high, (n,), generator=generator)
         b = torch.randint(high, (n,), generator=generator)
         op_idx = torch.randint(len(self.operators), (n,), generator=generator)
@@ -139,7 +139,7 @@ class ProblemFormat:
 
     def all_problems(self) -> tuple[torch.Tensor, ...]:
         """Every problem of this format (only sensible for small digit counts)."""
-        high = 10 ** self.digits
+        high = 10**self.digits
         grid = torch.arange(self.n_problems, dtype=torch.int64)
         return (grid // high) % high, grid // (high * high), grid % high
 
@@ -179,15 +179,18 @@ class ProblemEncoder:
         if fmt.reverse_answer:
             answer = answer.flip(1)
         column = lambda token: torch.full((n, 1), token, dtype=torch.int64)  # noqa: E731
-        return torch.cat([
-            column(self.bos),
-            self.digit_ids[_digits_of(a, fmt.digits)],
-            self.op_ids[op_idx].unsqueeze(1),
-            self.digit_ids[_digits_of(b, fmt.digits)],
-            column(self.eq),
-            answer,
-            column(self.eos),
-        ], dim=1)
+        return torch.cat(
+            [
+                column(self.bos),
+                self.digit_ids[_digits_of(a, fmt.digits)],
+                self.op_ids[op_idx].unsqueeze(1),
+                self.digit_ids[_digits_of(b, fmt.digits)],
+                column(self.eq),
+                answer,
+                column(self.eos),
+            ],
+            dim=1,
+        )
 
 
 class ProblemSampler:

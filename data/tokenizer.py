@@ -46,7 +46,8 @@ class CharTokenizer:
         if bad:
             raise UnknownCharacterError(
                 f"unknown character(s) {', '.join(map(repr, bad))} in {text!r}; "
-                f"the tokenizer knows digits 0-9, '+', '-', '*' and '='")
+                f"the tokenizer knows digits 0-9, '+', '-', '*' and '='"
+            )
         ids = self.tokenizer.encode(text).ids if text else []
         return [self.bos_id] * bos + ids + [self.eos_id] * eos
 

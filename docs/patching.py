@@ -53,12 +53,14 @@ def carry_pairs(fmt: ProblemFormat, place: int, n: int, seed: int = 0) -> CarryP
     """n pairs of additions that differ only in the digits at place k-1: clean sum there s >= 10, corrupted
     s - 10, so the carry into place k flips from 1 to 0 while every lower answer digit stays the same."""
     if "+" not in fmt.operators or not fmt.reverse_answer:
-        raise ValueError("this example patches carries of '+' with answers written least significant digit first "
-                         f"(the default); this model does {fmt.operators!r} with reverse_answer={fmt.reverse_answer}")
+        raise ValueError(
+            "this example patches carries of '+' with answers written least significant digit first "
+            f"(the default); this model does {fmt.operators!r} with reverse_answer={fmt.reverse_answer}"
+        )
     if not 1 <= place <= fmt.digits:
         raise ValueError(f"--place {place}: choose an answer digit that can receive a carry, 1..{fmt.digits}")
     g = torch.Generator().manual_seed(seed)
-    high, unit = 10 ** fmt.digits, 10 ** (place - 1)
+    high, unit = 10**fmt.digits, 10 ** (place - 1)
     a, b = torch.randint(high, (n,), generator=g), torch.randint(high, (n,), generator=g)
     s_clean = torch.randint(10, 19, (n,), generator=g)  # digit sum at place k-1: 10..18
     x_clean = s_clean - 9 + (torch.rand(n, generator=g) * (19 - s_clean)).long()  # a's digit: max(0,s-9)..9
@@ -113,7 +115,8 @@ def patch_carry(model, pairs: CarryPairs) -> dict:
         "resid_pre": patching.get_act_patch_resid_pre(*args, reduce="mean"),  # (n_layers, T)
         "head_out": patching.get_act_patch_attn_head_out_by_pos(*args, reduce="mean"),  # (n_layers, T, n_heads)
         "mlp_out": patching.get_act_patch_mlp_out(*args, reduce="mean"),  # (n_layers, T)
-        "clean_ld": float(clean_ld), "corrupted_ld": float(corrupted_ld),
+        "clean_ld": float(clean_ld),
+        "corrupted_ld": float(corrupted_ld),
         "clean_right": float((clean_logits[:, -1].argmax(-1) == clean_ids).float().mean()),
     }
     # where the head that restores most at the last position looks from there, in the clean run
@@ -135,12 +138,20 @@ def plot(result: dict, labels: list[str], title: str, out: Path) -> None:
     n_layers, _, n_heads = heads.shape
     panels = [
         ("residual stream into block L", result["resid_pre"], [f"L{i}" for i in range(n_layers)]),
-        ("one head's output (hook_z)", heads.permute(0, 2, 1).reshape(n_layers * n_heads, -1),
-         [f"L{i}h{h}" for i in range(n_layers) for h in range(n_heads)]),
+        (
+            "one head's output (hook_z)",
+            heads.permute(0, 2, 1).reshape(n_layers * n_heads, -1),
+            [f"L{i}h{h}" for i in range(n_layers) for h in range(n_heads)],
+        ),
         ("MLP output", result["mlp_out"], [f"L{i}" for i in range(n_layers)]),
     ]
-    fig, axes = plt.subplots(1, 4, figsize=(16, 0.35 * n_layers * n_heads + 2.6), layout="constrained",
-                             gridspec_kw={"width_ratios": [1, 1, 1, 0.8]})
+    fig, axes = plt.subplots(
+        1,
+        4,
+        figsize=(16, 0.35 * n_layers * n_heads + 2.6),
+        layout="constrained",
+        gridspec_kw={"width_ratios": [1, 1, 1, 0.8]},
+    )
     for ax, (name, values, rows) in zip(axes, panels, strict=False):
         image = ax.imshow(values.numpy(), cmap="RdBu", vmin=-1, vmax=1, aspect="auto")
         ax.set_title(f"patched: {name}", fontsize=10)
@@ -150,8 +161,15 @@ def plot(result: dict, labels: list[str], title: str, out: Path) -> None:
         for r in range(values.shape[0]):
             for c in range(values.shape[1]):
                 if abs(v := float(values[r, c])) >= 0.1:
-                    ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                            color="white" if abs(v) > 0.6 else "black")
+                    ax.text(
+                        c,
+                        r,
+                        f"{v:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if abs(v) > 0.6 else "black",
+                    )
     fig.colorbar(image, ax=axes[:3], shrink=0.8, location="left", label="share of the carry's effect restored")
     layer, head = result["top_head"]
     ax = axes[3]
@@ -170,11 +188,18 @@ def strongest(result: dict, labels: list[str], k: int = 5) -> list[str]:
     """The k patches that restore most, as 'head L0h3 at a0: 0.84'."""
     found = []
     for name, values in (("resid_pre", result["resid_pre"]), ("mlp_out", result["mlp_out"])):
-        found += [(float(values[L, p]), f"{name} L{L} at {labels[p]}") for L in range(values.shape[0])
-                  for p in range(values.shape[1])]
+        found += [
+            (float(values[L, p]), f"{name} L{L} at {labels[p]}")
+            for L in range(values.shape[0])
+            for p in range(values.shape[1])
+        ]
     heads = result["head_out"]
-    found += [(float(heads[L, p, h]), f"head L{L}h{h} at {labels[p]}") for L in range(heads.shape[0])
-              for p in range(heads.shape[1]) for h in range(heads.shape[2])]
+    found += [
+        (float(heads[L, p, h]), f"head L{L}h{h} at {labels[p]}")
+        for L in range(heads.shape[0])
+        for p in range(heads.shape[1])
+        for h in range(heads.shape[2])
+    ]
     return [f"{what}: {v:.2f}" for v, what in sorted(found, reverse=True)[:k]]
 
 
@@ -201,17 +226,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     result = patch_carry(model, pairs)
     labels = position_labels(calc.fmt, args.place)
-    title = (f"{calc.describe()}: which activation carries the carry into answer digit r{args.place}?\n"
-             f"{args.n} pairs clean (carry) / corrupted (no carry), run corrupted with one clean activation; "
-             f"the last position ({labels[-1]}) predicts r{args.place}")
+    title = (
+        f"{calc.describe()}: which activation carries the carry into answer digit r{args.place}?\n"
+        f"{args.n} pairs clean (carry) / corrupted (no carry), run corrupted with one clean activation; "
+        f"the last position ({labels[-1]}) predicts r{args.place}"
+    )
     plot(result, labels, title, args.out)
     print(f"{calc.describe()} ({calc.path}); {args.n} pairs, carry into r{args.place}")
-    print(f"logit diff clean r{args.place} - corrupted r{args.place}: clean run {result['clean_ld']:.2f}, "
-          f"corrupted run {result['corrupted_ld']:.2f}; clean answer digit right {result['clean_right']:.1%}")
+    print(
+        f"logit diff clean r{args.place} - corrupted r{args.place}: clean run {result['clean_ld']:.2f}, "
+        f"corrupted run {result['corrupted_ld']:.2f}; clean answer digit right {result['clean_right']:.1%}"
+    )
     print("restores most: " + "; ".join(strongest(result, labels)))
     layer, head = result["top_head"]
-    attention = ", ".join(f"{labels[p]} {w:.2f}" for p, w in enumerate(result["top_head_attention"].tolist())
-                          if w >= 0.05)
+    attention = ", ".join(
+        f"{labels[p]} {w:.2f}" for p, w in enumerate(result["top_head_attention"].tolist()) if w >= 0.05
+    )
     print(f"L{layer}h{head} at {labels[-1]} attends to: {attention}")
     print(f"figure: {args.out}")
     return 0

@@ -79,8 +79,15 @@ class MultiHeadAttention(nn.Module):
         causal: mask future positions in self-attention (ignored for cross-attention).
     """
 
-    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, dropout: float = 0.0,
-                 bias: bool = True, causal: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+        causal: bool = True,
+    ):
         super().__init__()
         check_head_sizes(d_model, n_heads, n_kv_heads, dropout)
         self.d_model, self.n_heads = d_model, n_heads
@@ -102,9 +109,15 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, n, self.head_dim).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, mask: torch.Tensor | None = None,
-                need_weights: bool = False, head_mask: torch.Tensor | None = None,
-                cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        head_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``x`` (B, T_q, d_model) to itself, or to ``context`` (B, T_k, d_model).
 
         Args:
@@ -166,5 +179,10 @@ class MultiHeadAttention(nn.Module):
         T_q, T_k = q.shape[-2], k.shape[-2]
         own_triangle = causal and mask is None and T_q == T_k  # the kernel's is_causal is exactly our mask
         return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=None if own_triangle else self.allowed(T_q, T_k, causal, mask),
-            dropout_p=self.dropout if self.training else 0.0, is_causal=own_triangle and T_q > 1)
+            q,
+            k,
+            v,
+            attn_mask=None if own_triangle else self.allowed(T_q, T_k, causal, mask),
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=own_triangle and T_q > 1,
+        )

@@ -33,8 +33,14 @@ class Answer:
 class Calculator:
     """A :class:`Transformer`, the :class:`ProblemFormat` it was trained on and its tokenizer."""
 
-    def __init__(self, net: Transformer, fmt: ProblemFormat, tokenizer: CharTokenizer,
-                 path: Path | None = None, batch_size: int = 1024):
+    def __init__(
+        self,
+        net: Transformer,
+        fmt: ProblemFormat,
+        tokenizer: CharTokenizer,
+        path: Path | None = None,
+        batch_size: int = 1024,
+    ):
         self.net, self.fmt, self.tokenizer, self.path = net.eval(), fmt, tokenizer, path
         self.batch_size = batch_size  # 1024 decodes fastest on a CPU core (larger batches fall out of cache)
         self.encoder = ProblemEncoder(fmt, tokenizer.vocab)
@@ -46,8 +52,10 @@ class Calculator:
         """e.g. '3-digit + problems, reversed answers, 2 layers x 4 heads'."""
         cfg, fmt = self.net.cfg, self.fmt
         layout = "reversed" if fmt.reverse_answer else "plain"
-        return (f"{fmt.digits}-digit {' '.join(fmt.operators)} problems, {layout} answers, "
-                f"{cfg.n_layers} layers x {cfg.n_heads} heads")
+        return (
+            f"{fmt.digits}-digit {' '.join(fmt.operators)} problems, {layout} answers, "
+            f"{cfg.n_layers} layers x {cfg.n_heads} heads"
+        )
 
     # ---- problems -> tokens -> answers ---------------------------------------------------------------
     def encode(self, problems: list[Problem]) -> torch.Tensor:
@@ -60,8 +68,12 @@ class Calculator:
         n_new = self.fmt.answer_len
         if len(prompts) == 0:
             return torch.zeros(0, n_new, dtype=torch.int64)
-        return torch.cat([self.net.generate(prompts[i:i + self.batch_size], n_new, use_cache=use_cache)
-                          for i in range(0, len(prompts), self.batch_size)])
+        return torch.cat(
+            [
+                self.net.generate(prompts[i : i + self.batch_size], n_new, use_cache=use_cache)
+                for i in range(0, len(prompts), self.batch_size)
+            ]
+        )
 
     def read(self, ids: list[int]) -> Answer:
         """Answer tokens -> :class:`Answer`; special tokens are kept in the text, so a stray [EOS] shows."""
@@ -75,7 +87,7 @@ class Calculator:
     def answer(self, problems: list[Problem]) -> list[Answer]:
         if not problems:
             return []
-        answers = self.generate(self.encode(problems)[:, :self.fmt.prompt_len])
+        answers = self.generate(self.encode(problems)[:, : self.fmt.prompt_len])
         return [self.read(row) for row in answers.tolist()]
 
     # ---- scoring ----------------------------------------------------------------------------------------
@@ -89,7 +101,7 @@ class Calculator:
         n = len(problems)
         seqs = self.encode(problems)  # (N, seq_len)
         predicted = self.generate(seqs[:, :P])  # (N, A)
-        right = predicted == seqs[:, P:P + A]  # (N, A)
+        right = predicted == seqs[:, P : P + A]  # (N, A)
         exact, digit = right.all(dim=1), right.float().mean(dim=1)  # (N,), (N,)
 
         a = torch.tensor([p.a for p in problems], dtype=torch.int64)
@@ -106,25 +118,30 @@ class Calculator:
 
         def summary(mask: torch.Tensor) -> dict:
             k = int(mask.sum())
-            return {"n": k, "right": int(exact[mask].sum()),
-                    "exact_match": float(exact[mask].float().mean()) if k else None,
-                    "digit_accuracy": float(digit[mask].mean()) if k else None}
+            return {
+                "n": k,
+                "right": int(exact[mask].sum()),
+                "exact_match": float(exact[mask].float().mean()) if k else None,
+                "digit_accuracy": float(digit[mask].mean()) if k else None,
+            }
 
         overall = summary(torch.ones(n, dtype=torch.bool))
         report = {"n_problems": overall.pop("n"), **overall}
         for name, keys in splits.items():
             order = sorted(set(keys), key=lambda k: (len(k), k))  # '+' '-' '*', then 1 < 2 < 10
-            report[name] = {key: summary(torch.tensor([k == key for k in keys], dtype=torch.bool))
-                            for key in order}
+            report[name] = {key: summary(torch.tensor([k == key for k in keys], dtype=torch.bool)) for key in order}
         wrong = (~exact).nonzero().squeeze(1).tolist()
         report["n_mistakes"] = len(wrong)
         report["mistakes"] = []
         for i in wrong[:show_mistakes]:
             answer = self.read(predicted[i].tolist())
-            report["mistakes"].append({
-                "line": None if lines is None else lines[i], "problem": problems[i].text,
-                "model": answer.value,  # None: not a number in the model's layout (see model_text)
-                "model_text": answer.text,  # as the model wrote it (padded, reversed, signed)
-                "truth": problems[i].truth,
-            })
+            report["mistakes"].append(
+                {
+                    "line": None if lines is None else lines[i],
+                    "problem": problems[i].text,
+                    "model": answer.value,  # None: not a number in the model's layout (see model_text)
+                    "model_text": answer.text,  # as the model wrote it (padded, reversed, signed)
+                    "truth": problems[i].truth,
+                }
+            )
         return report

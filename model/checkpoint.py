@@ -48,9 +48,11 @@ def unfinished_warning(ckpt: Path) -> str | None:
 def newest_checkpoint(root: str | Path = ".") -> Path:
     found = find_checkpoints(root)
     if not found:
-        raise CheckpointError(f"no checkpoint found under {Path(root).resolve()} (looked for "
-                              f"{' and '.join(CHECKPOINT_PATTERNS)}); train one with  python train.py  "
-                              "or pass --ckpt PATH")
+        raise CheckpointError(
+            f"no checkpoint found under {Path(root).resolve()} (looked for "
+            f"{' and '.join(CHECKPOINT_PATTERNS)}); train one with  python train.py  "
+            "or pass --ckpt PATH"
+        )
     return found[0]
 
 
@@ -95,15 +97,16 @@ def load_calculator(path: str | Path) -> Calculator:
     except OSError as e:
         raise CheckpointError(f"{ckpt}: cannot read ({e.strerror or _first_line(e)})") from None
     except pickle.UnpicklingError:  # torch's message is a page about weights_only
-        raise CheckpointError(f"{ckpt}: not a tinycalc checkpoint (corrupt, or a pickle of objects other than "
-                              "tensors and plain values)") from None
+        raise CheckpointError(
+            f"{ckpt}: not a tinycalc checkpoint (corrupt, or a pickle of objects other than tensors and plain values)"
+        ) from None
     except Exception as e:  # torch raises RuntimeError/EOFError/... on truncated or random bytes
-        raise CheckpointError(f"{ckpt}: not a readable checkpoint, corrupt or truncated? ({_first_line(e)})") \
-            from None
+        raise CheckpointError(f"{ckpt}: not a readable checkpoint, corrupt or truncated? ({_first_line(e)})") from None
     hparams = data.get("hyper_parameters") if isinstance(data, dict) else None
     if not isinstance(hparams, dict) or not isinstance(data.get("state_dict"), dict):
-        raise CheckpointError(f"{ckpt}: not a tinycalc checkpoint (no hyper_parameters and state_dict saved "
-                              "by CalculatorModule)")
+        raise CheckpointError(
+            f"{ckpt}: not a tinycalc checkpoint (no hyper_parameters and state_dict saved by CalculatorModule)"
+        )
     missing = [key for key in ("model", "fmt") if not isinstance(hparams.get(key), dict)]
     if missing:
         raise CheckpointError(f"{ckpt}: not a tinycalc checkpoint (hyper_parameters lack {', '.join(missing)})")
@@ -113,12 +116,15 @@ def load_calculator(path: str | Path) -> Calculator:
         raise CheckpointError(f"{ckpt}: incompatible with this code ({_first_line(e)})") from None
     net, fmt = module.net, module.fmt
     if net.cfg.block_size < fmt.seq_len - 1:
-        raise CheckpointError(f"{ckpt}: block_size={net.cfg.block_size} is too short for {fmt.digits}-digit "
-                              f"problems ({fmt.seq_len - 1} tokens)")
+        raise CheckpointError(
+            f"{ckpt}: block_size={net.cfg.block_size} is too short for {fmt.digits}-digit "
+            f"problems ({fmt.seq_len - 1} tokens)"
+        )
     tokenizer = load_tokenizer(ckpt)
     if tokenizer.vocab_size != net.cfg.vocab_size:
-        raise CheckpointError(f"{ckpt}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
-                              f"{net.cfg.vocab_size}")
+        raise CheckpointError(
+            f"{ckpt}: the tokenizer has {tokenizer.vocab_size} tokens but the model {net.cfg.vocab_size}"
+        )
     try:
         return Calculator(net, fmt, tokenizer, path=ckpt)
     except KeyError as e:

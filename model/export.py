@@ -39,8 +39,15 @@ from model.optional import MissingExtraError, require
 N_CHECK = 1000  # problems the export is checked on
 MAX_LOGIT_DIFF = 1e-4  # an export whose logits differ more than this from ours is not written
 STAGING_PREFIX = ".export-"  # written here inside OUT_DIR, checked, then moved into place
-OUR_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-             "special_tokens_map.json", "README.md")
+OUR_FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "README.md",
+)
 
 
 class ExportError(Exception):
@@ -67,7 +74,8 @@ def check_expressible(calc: Calculator) -> None:
         raise ExportError(
             f"cannot export to Hugging Face GPT-2: this model uses grouped-query attention ({cfg.n_heads} query heads "
             f"share {n_kv} key/value head{'s' * (n_kv > 1)}) and GPT2LMHeadModel has one key/value head per query "
-            "head; TransformerLens loads it as it is (model.lens.transformer_lens_model)")
+            "head; TransformerLens loads it as it is (model.lens.transformer_lens_model)"
+        )
     if calc.fmt.seq_len - 1 > cfg.block_size:
         raise ExportError(f"block_size={cfg.block_size} is shorter than the model's problems")
 
@@ -78,17 +86,31 @@ def gpt2_config(calc: Calculator):
 
     cfg, fmt, tok = calc.net.cfg, calc.fmt, calc.tokenizer
     return GPT2Config(
-        vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.d_model, n_layer=cfg.n_layers,
-        n_head=cfg.n_heads, n_inner=cfg.mlp_ratio * cfg.d_model,
+        vocab_size=cfg.vocab_size,
+        n_positions=cfg.block_size,
+        n_embd=cfg.d_model,
+        n_layer=cfg.n_layers,
+        n_head=cfg.n_heads,
+        n_inner=cfg.mlp_ratio * cfg.d_model,
         activation_function="gelu",  # exact GELU, as F.gelu; GPT-2's default "gelu_new" is the tanh approximation
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, layer_norm_epsilon=calc.net.ln_f.eps,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        layer_norm_epsilon=calc.net.ln_f.eps,
         scale_attn_weights=True,  # scores / sqrt(head_dim), as ours
         tie_word_embeddings=cfg.tie_weights,
-        bos_token_id=tok.bos_id, eos_token_id=tok.eos_id, pad_token_id=tok.pad_id,
+        bos_token_id=tok.bos_id,
+        eos_token_id=tok.eos_id,
+        pad_token_id=tok.pad_id,
         architectures=["GPT2LMHeadModel"],
         # not read by transformers; tells a reader how problems are written
-        tinycalc={"digits": fmt.digits, "operators": fmt.operators, "reverse_answer": fmt.reverse_answer,
-                  "prompt_len": fmt.prompt_len, "answer_len": fmt.answer_len},
+        tinycalc={
+            "digits": fmt.digits,
+            "operators": fmt.operators,
+            "reverse_answer": fmt.reverse_answer,
+            "prompt_len": fmt.prompt_len,
+            "answer_len": fmt.answer_len,
+        },
     )
 
 
@@ -143,9 +165,13 @@ def gpt2_model(calc: Calculator):
     if "lm_head.weight" not in state:
         state["lm_head.weight"] = state["transformer.wte.weight"]  # tied: the same tensor
     model.load_state_dict(state, strict=True)
-    model.generation_config.update(max_new_tokens=calc.fmt.answer_len, do_sample=False,
-                                   bos_token_id=calc.tokenizer.bos_id, eos_token_id=calc.tokenizer.eos_id,
-                                   pad_token_id=calc.tokenizer.pad_id)
+    model.generation_config.update(
+        max_new_tokens=calc.fmt.answer_len,
+        do_sample=False,
+        bos_token_id=calc.tokenizer.bos_id,
+        eos_token_id=calc.tokenizer.eos_id,
+        pad_token_id=calc.tokenizer.pad_id,
+    )
     return model.eval()
 
 
@@ -153,10 +179,17 @@ def hf_tokenizer(calc: Calculator):
     """Our character tokenizer as a ``PreTrainedTokenizerFast`` that writes [BOS] before every text."""
     from transformers import PreTrainedTokenizerFast
 
-    return PreTrainedTokenizerFast(tokenizer_object=calc.tokenizer.tokenizer, bos_token="[BOS]", eos_token="[EOS]",
-                                   pad_token="[PAD]", add_bos_token=True, add_eos_token=False,
-                                   model_max_length=calc.net.cfg.block_size, padding_side="left",
-                                   name_or_path="tinycalc")  # TransformerLens reads init_kwargs["name_or_path"]
+    return PreTrainedTokenizerFast(
+        tokenizer_object=calc.tokenizer.tokenizer,
+        bos_token="[BOS]",
+        eos_token="[EOS]",
+        pad_token="[PAD]",
+        add_bos_token=True,
+        add_eos_token=False,
+        model_max_length=calc.net.cfg.block_size,
+        padding_side="left",
+        name_or_path="tinycalc",
+    )  # TransformerLens reads init_kwargs["name_or_path"]
 
 
 # ---- checking and writing ----------------------------------------------------------------------------
@@ -172,19 +205,23 @@ def compare(calc: Calculator, model, tokenizer, problems: list[Problem]) -> Expo
     fmt = calc.fmt
     seqs = calc.encode(problems)  # (N, seq_len): [BOS] prompt answer [EOS]
     prompts = tokenizer([fmt.prompt_text(p.a, p.op, p.b) for p in problems], return_tensors="pt").input_ids
-    if not torch.equal(prompts, seqs[:, :fmt.prompt_len]):
+    if not torch.equal(prompts, seqs[:, : fmt.prompt_len]):
         raise ExportError("the exported tokenizer encodes prompts differently from ours")
     inputs = seqs[:, :-1]  # (N, seq_len - 1): every position that predicts a next token
     ours, _ = calc.net(inputs)  # (N, T, vocab)
     theirs = model(input_ids=inputs).logits
-    generated = model.generate(prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=fmt.answer_len,
-                               do_sample=False)[:, fmt.prompt_len:]  # (N, <= answer_len)
+    generated = model.generate(
+        prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=fmt.answer_len, do_sample=False
+    )[:, fmt.prompt_len :]  # (N, <= answer_len)
     theirs_read = [calc.read(row).value for row in generated.tolist()]  # None: not a well-formed answer
     ours_read = [calc.read(row).value for row in calc.generate(prompts).tolist()]
     right = sum(t == p.truth for t, p in zip(theirs_read, problems, strict=True))
-    return ExportCheck(n=len(problems), max_logit_diff=float((ours - theirs).abs().max()),
-                       answers_agree=sum(t == o for t, o in zip(theirs_read, ours_read, strict=True)),
-                       exact_match=right / len(problems))
+    return ExportCheck(
+        n=len(problems),
+        max_logit_diff=float((ours - theirs).abs().max()),
+        answers_agree=sum(t == o for t, o in zip(theirs_read, ours_read, strict=True)),
+        exact_match=right / len(problems),
+    )
 
 
 def run_results(calc: Calculator) -> dict:
@@ -203,20 +240,27 @@ def model_card(calc: Calculator, check: ExportCheck, out_dir: Path) -> str:
     cfg, fmt = calc.net.cfg, calc.fmt
     task = " and ".join({"+": "addition", "-": "subtraction", "*": "multiplication"}[op] for op in fmt.operators)
     op = fmt.operators[0]
-    example = Problem(10 ** fmt.digits // 3, op, 10 ** fmt.digits // 7)  # e.g. 333+142
+    example = Problem(10**fmt.digits // 3, op, 10**fmt.digits // 7)  # e.g. 333+142
     short = Problem(7, op, 10 ** min(fmt.digits, 2) // 3)  # e.g. 7+33: operands need zero padding
     prompt, answer = fmt.prompt_text(example.a, op, example.b), fmt.answer_text(example.truth)
-    layout = ("**least significant digit first** (reverse it to read the number)" if fmt.reverse_answer
-              else "most significant digit first")
+    layout = (
+        "**least significant digit first** (reverse it to read the number)"
+        if fmt.reverse_answer
+        else "most significant digit first"
+    )
     sign = ", a sign (`+` or `-`) in front of the digits before any reversal" if fmt.signed else ""
     read = "text[::-1]" if fmt.reverse_answer else "text"
     results = run_results(calc)
     accuracy = []
     if isinstance(results.get("test_exact_match"), (int, float)) and results.get("n_test"):
-        accuracy.append(f"- **{results['test_exact_match']:.2%}** exact-match on {results['n_test']:,} held-out test "
-                        "problems (never trained on), measured at the end of training;")
-    accuracy.append(f"- **{check.exact_match:.2%}** exact-match of this export's greedy answers on {check.n:,} "
-                    "problems drawn uniformly when it was written (some may have been trained on).")
+        accuracy.append(
+            f"- **{results['test_exact_match']:.2%}** exact-match on {results['n_test']:,} held-out test "
+            "problems (never trained on), measured at the end of training;"
+        )
+    accuracy.append(
+        f"- **{check.exact_match:.2%}** exact-match of this export's greedy answers on {check.n:,} "
+        "problems drawn uniformly when it was written (some may have been trained on)."
+    )
     n_params = sum(p.numel() for p in calc.net.parameters())
     return f"""---
 library_name: transformers
@@ -284,12 +328,14 @@ def prepare_out_dir(out_dir: Path) -> bool:
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"{out_dir} exists and is not a directory")
     if out_dir.is_dir():
-        foreign = sorted(p.name for p in out_dir.iterdir()
-                         if p.name not in OUR_FILES and not p.name.startswith(STAGING_PREFIX))
+        foreign = sorted(
+            p.name for p in out_dir.iterdir() if p.name not in OUR_FILES and not p.name.startswith(STAGING_PREFIX)
+        )
         if foreign:
             shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-            raise ExportError(f"{out_dir} is not empty and not a previous export (holds {shown}); "
-                              "choose a new directory")
+            raise ExportError(
+                f"{out_dir} is not empty and not a previous export (holds {shown}); choose a new directory"
+            )
         return False
     try:
         out_dir.mkdir(parents=True)
@@ -316,11 +362,17 @@ def export_hf(calc: Calculator, out_dir: str | Path, n_check: int = N_CHECK) -> 
         tokenizer.save_pretrained(staging)
         complete_tokenizer_config(staging / "tokenizer_config.json")
         # the check reads what was written, as a user would
-        check = compare(calc, AutoModelForCausalLM.from_pretrained(staging).eval(),
-                        AutoTokenizer.from_pretrained(staging), check_problems(calc, n_check))
+        check = compare(
+            calc,
+            AutoModelForCausalLM.from_pretrained(staging).eval(),
+            AutoTokenizer.from_pretrained(staging),
+            check_problems(calc, n_check),
+        )
         if check.max_logit_diff > MAX_LOGIT_DIFF:
-            raise ExportError(f"the exported model's logits differ from ours by {check.max_logit_diff:.1e} "
-                              f"(more than {MAX_LOGIT_DIFF:.0e}); nothing was written")
+            raise ExportError(
+                f"the exported model's logits differ from ours by {check.max_logit_diff:.1e} "
+                f"(more than {MAX_LOGIT_DIFF:.0e}); nothing was written"
+            )
         (staging / "README.md").write_text(model_card(calc, check, out_dir))
         for path in staging.iterdir():
             os.replace(path, out_dir / path.name)
@@ -344,7 +396,9 @@ def export_command(calc: Calculator, target: str, out_dir: str) -> int:
     except (ExportError, MissingExtraError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {out_dir}: GPT2LMHeadModel + tokenizer + model card ({calc.describe()}); checked on {check.n:,} "
-          f"problems: max |logit diff| {check.max_logit_diff:.1e}, greedy answers agree on "
-          f"{check.answers_agree:,}, exact-match {check.exact_match:.2%}")
+    print(
+        f"wrote {out_dir}: GPT2LMHeadModel + tokenizer + model card ({calc.describe()}); checked on {check.n:,} "
+        f"problems: max |logit diff| {check.max_logit_diff:.1e}, greedy answers agree on "
+        f"{check.answers_agree:,}, exact-match {check.exact_match:.2%}"
+    )
     return 0

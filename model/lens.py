@@ -31,28 +31,47 @@ def bridge_config(calc: Calculator):
 
     cfg = calc.net.cfg
     return TransformerBridgeConfig(
-        d_model=cfg.d_model, d_head=cfg.d_model // cfg.n_heads, n_heads=cfg.n_heads,
+        d_model=cfg.d_model,
+        d_head=cfg.d_model // cfg.n_heads,
+        n_heads=cfg.n_heads,
         n_key_value_heads=cfg.n_kv_heads if (cfg.n_kv_heads or cfg.n_heads) != cfg.n_heads else None,
-        n_layers=cfg.n_layers, n_ctx=cfg.block_size, d_mlp=cfg.mlp_ratio * cfg.d_model, d_vocab=cfg.vocab_size,
+        n_layers=cfg.n_layers,
+        n_ctx=cfg.block_size,
+        d_mlp=cfg.mlp_ratio * cfg.d_model,
+        d_vocab=cfg.vocab_size,
         act_fn="gelu",  # exact GELU, as F.gelu
-        normalization_type="LN", eps=calc.net.ln_f.eps, positional_embedding_type="standard",
+        normalization_type="LN",
+        eps=calc.net.ln_f.eps,
+        positional_embedding_type="standard",
     )
 
 
 def bridge_state_dict(net) -> dict[str, torch.Tensor]:
     """Our parameters under the native bridge's names. Its layers are ``nn.Linear`` too, with heads laid out
     head-major like ours, so no tensor is reshaped; a missing bias (bias=False) becomes an exact zero."""
+
     def linear(lin, prefix: str) -> dict[str, torch.Tensor]:
         weight = lin.weight.detach().clone()
         bias = torch.zeros(weight.shape[0]) if lin.bias is None else lin.bias.detach().clone()
         return {f"{prefix}.weight": weight, f"{prefix}.bias": bias}
 
-    sd = {"embed.weight": net.tok_emb.weight.detach().clone(), "pos_embed.weight": net.pos_emb.weight.detach().clone(),
-          "unembed.weight": net.lm_head.weight.detach().clone(),
-          "unembed.bias": torch.zeros(net.lm_head.weight.shape[0])}  # our LM head has no bias
+    sd = {
+        "embed.weight": net.tok_emb.weight.detach().clone(),
+        "pos_embed.weight": net.pos_emb.weight.detach().clone(),
+        "unembed.weight": net.lm_head.weight.detach().clone(),
+        "unembed.bias": torch.zeros(net.lm_head.weight.shape[0]),
+    }  # our LM head has no bias
     for i, block in enumerate(net.blocks):
-        parts = {"ln1": block.ln_attn, "attn.q": block.attn.W_q, "attn.k": block.attn.W_k, "attn.v": block.attn.W_v,
-                 "attn.o": block.attn.W_o, "ln2": block.ln_mlp, "mlp.in": block.mlp.fc_in, "mlp.out": block.mlp.fc_out}
+        parts = {
+            "ln1": block.ln_attn,
+            "attn.q": block.attn.W_q,
+            "attn.k": block.attn.W_k,
+            "attn.v": block.attn.W_v,
+            "attn.o": block.attn.W_o,
+            "ln2": block.ln_mlp,
+            "mlp.in": block.mlp.fc_in,
+            "mlp.out": block.mlp.fc_out,
+        }
         for name, module in parts.items():
             sd |= linear(module, f"blocks.{i}.{name}")
     sd |= linear(net.ln_f, "ln_final")

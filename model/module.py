@@ -50,9 +50,12 @@ def adamw(model: torch.nn.Module, lr: float, weight_decay: float, betas, fused: 
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.dim() < 2]
     device = next(model.parameters()).device.type
-    return torch.optim.AdamW([{"params": matrices, "weight_decay": weight_decay},
-                              {"params": vectors, "weight_decay": 0.0}],
-                             lr=lr, betas=tuple(betas), fused=fused and device in ("cpu", "cuda"))
+    return torch.optim.AdamW(
+        [{"params": matrices, "weight_decay": weight_decay}, {"params": vectors, "weight_decay": 0.0}],
+        lr=lr,
+        betas=tuple(betas),
+        fused=fused and device in ("cpu", "cuda"),
+    )
 
 
 class CalculatorModule(L.LightningModule):
@@ -98,13 +101,13 @@ class CalculatorModule(L.LightningModule):
         """Logits (B, answer_len + 1, vocab) of seq's positions answer_logits_from.. -> (loss on the answer and
         [EOS], (B,) every answer token is the argmax)."""
         A = self.fmt.answer_len
-        target = seq[:, self.fmt.prompt_len:]  # the answer and [EOS]
+        target = seq[:, self.fmt.prompt_len :]  # the answer and [EOS]
         loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
         return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
 
     def decode_answers(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Greedy answers (B, answer_len) for the prompts in ``seq``, decoded with the KV cache."""
-        return self.net.generate(seq[:, :self.fmt.prompt_len], self.fmt.answer_len, head_mask=head_mask)
+        return self.net.generate(seq[:, : self.fmt.prompt_len], self.fmt.answer_len, head_mask=head_mask)
 
     def score(self, seq: torch.Tensor, greedy: bool = True) -> dict[str, torch.Tensor]:
         """loss, exact_match (whole answer right) and digit_accuracy (per answer position).
@@ -117,7 +120,7 @@ class CalculatorModule(L.LightningModule):
         logits = self.answer_logits(seq)
         loss, _ = self.answer_scores(logits, seq)
         answers = self.decode_answers(seq) if greedy else logits[:, :A].argmax(-1)
-        right = answers == seq[:, P:P + A]  # (B, A)
+        right = answers == seq[:, P : P + A]  # (B, A)
         return {"loss": loss, "exact_match": right.all(dim=1).float().mean(), "digit_accuracy": right.float().mean()}
 
     # ---- Lightning hooks ----------------------------------------------------------------------------
@@ -137,8 +140,13 @@ class CalculatorModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         if not self.trainer.sanity_checking:
             metrics = self.trainer.callback_metrics
-            self.val_history.append({"step": self.global_step, "exact_match": metrics["val/exact_match"].item(),
-                                     "loss": metrics["val/loss"].item()})
+            self.val_history.append(
+                {
+                    "step": self.global_step,
+                    "exact_match": metrics["val/exact_match"].item(),
+                    "loss": metrics["val/loss"].item(),
+                }
+            )
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["val_history"] = self.val_history  # so a resumed run keeps its whole learning curve
@@ -156,8 +164,10 @@ class CalculatorModule(L.LightningModule):
         total = max(self.trainer.max_steps, 1)
         warmup = min(o.warmup_steps, total - 1)
         warm = torch.optim.lr_scheduler.LinearLR(
-            optimizer, start_factor=1.0 / max(warmup, 1), total_iters=max(warmup, 1))
+            optimizer, start_factor=1.0 / max(warmup, 1), total_iters=max(warmup, 1)
+        )
         cosine = torch.optim.lr_scheduler.CosineAnnealingLR(
-            optimizer, T_max=max(total - warmup, 1), eta_min=o.lr * o.min_lr_ratio)
+            optimizer, T_max=max(total - warmup, 1), eta_min=o.lr * o.min_lr_ratio
+        )
         schedule = torch.optim.lr_scheduler.SequentialLR(optimizer, [warm, cosine], milestones=[max(warmup, 1)])
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -19,5 +19,7 @@ def require(feature: str, *modules: str) -> None:
             importlib.import_module(name)
         except ImportError as e:
             missing = getattr(e, "name", None) or name
-            raise MissingExtraError(f"{feature} needs the optional package {missing!r}, which is not installed; "
-                                    f"install the interop extra:  {INTEROP_INSTALL}") from None
+            raise MissingExtraError(
+                f"{feature} needs the optional package {missing!r}, which is not installed; "
+                f"install the interop extra:  {INTEROP_INSTALL}"
+            ) from None

@@ -119,8 +119,9 @@ class Transformer(nn.Module):
         if caches and logits_from:
             raise ValueError("logits_from is for whole sequences; with caches idx holds only the new tokens")
         x = self.embed(idx, start=caches[0].length if caches else 0)
-        x, weights = self.run_blocks(x, need_weights=need_weights, head_mask=head_mask, caches=caches,
-                                     keep_from=logits_from)
+        x, weights = self.run_blocks(
+            x, need_weights=need_weights, head_mask=head_mask, caches=caches, keep_from=logits_from
+        )
         return self.unembed(x), weights
 
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -131,9 +132,15 @@ class Transformer(nn.Module):
         pos = torch.arange(start, start + T, device=idx.device)
         return self.drop(self.tok_emb(idx) + self.pos_emb(pos))
 
-    def run_blocks(self, x: torch.Tensor, start_layer: int = 0, need_weights: bool = False,
-                   head_mask: torch.Tensor | None = None, caches: list[KVCache] | None = None,
-                   keep_from: int = 0):
+    def run_blocks(
+        self,
+        x: torch.Tensor,
+        start_layer: int = 0,
+        need_weights: bool = False,
+        head_mask: torch.Tensor | None = None,
+        caches: list[KVCache] | None = None,
+        keep_from: int = 0,
+    ):
         """The residual stream (B, T, d_model) through blocks[start_layer:] -> (stream, weights or None).
 
         The returned stream holds positions keep_from.. only: the last block skips the others (see ``forward``)."""
@@ -156,8 +163,9 @@ class Transformer(nn.Module):
         return self.lm_head(self.ln_f(x))
 
     @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, n_new: int, head_mask: torch.Tensor | None = None,
-                 use_cache: bool = True) -> torch.Tensor:
+    def generate(
+        self, prompt: torch.Tensor, n_new: int, head_mask: torch.Tensor | None = None, use_cache: bool = True
+    ) -> torch.Tensor:
         """Greedy decoding. prompt (B, T) -> the n_new tokens that follow it, (B, n_new).
 
         With ``use_cache`` every layer keeps its keys/values, so each new token costs one position

@@ -80,8 +80,11 @@ def walkthrough(B: int = 2, T: int = 5, d_model: int = 64, n_heads: int = 4) -> 
     print(f"by hand vs attn(x, need_weights=True): max |difference| = {diff:.1e}")
 
     d = d_model
-    counts = {n: sum(p.numel() for p in MultiHeadAttention(d, n).parameters())
-              for n in sorted({1, 2, 4, 8, 16, h}) if d % n == 0}
+    counts = {
+        n: sum(p.numel() for p in MultiHeadAttention(d, n).parameters())
+        for n in sorted({1, 2, 4, 8, 16, h})
+        if d % n == 0
+    }
     print(f"parameters: W_q, W_k, W_v, W_o are {d}x{d} + {d} bias each: 4·d² + 4·d = {4 * d * d + 4 * d}")
     print("counted:    " + ", ".join(f"n_heads={n}: {c}" for n, c in counts.items()))
 
@@ -89,8 +92,9 @@ def walkthrough(B: int = 2, T: int = 5, d_model: int = 64, n_heads: int = 4) -> 
 if __name__ == "__main__":
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m model.walkthrough",
-                                     description="Walk through one multi-head attention block, printing shapes.")
+    parser = argparse.ArgumentParser(
+        prog="python -m model.walkthrough", description="Walk through one multi-head attention block, printing shapes."
+    )
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=5)
     parser.add_argument("--d-model", type=int, default=64)

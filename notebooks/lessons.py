@@ -50,28 +50,57 @@ class Trained:
         return self.module.val_history
 
 
-def train_calculator(digits: int = 3, d_model: int = 64, n_heads: int = 4, n_kv_heads: int | None = None,
-                     n_layers: int = 2, max_steps: int = 1500, stop_at: float | None = 0.999, val_every: int = 100,
-                     seed: int = 0, n_val: int = 1000, n_test: int = 2000) -> Trained:
+def train_calculator(
+    digits: int = 3,
+    d_model: int = 64,
+    n_heads: int = 4,
+    n_kv_heads: int | None = None,
+    n_layers: int = 2,
+    max_steps: int = 1500,
+    stop_at: float | None = 0.999,
+    val_every: int = 100,
+    seed: int = 0,
+    n_val: int = 1000,
+    n_test: int = 2000,
+) -> Trained:
     """Train a calculator on ``digits``-digit addition, validating every ``val_every`` steps.
 
     stop_at: stop once validation exact-match exceeds it (None trains all ``max_steps``, so that curves of
     several models compare step for step). The recipe is the project's default (configs/optim/adamw.yaml).
     """
     L.seed_everything(seed, verbose=False)
-    data = ArithmeticDataModule(digits=digits, operators="+", batch_size=256, n_val=n_val, n_test=n_test,
-                                seed=seed)
+    data = ArithmeticDataModule(digits=digits, operators="+", batch_size=256, n_val=n_val, n_test=n_test, seed=seed)
     module = CalculatorModule(
-        model=dict(vocab_size=data.vocab_size, block_size=data.fmt.seq_len, d_model=d_model, n_heads=n_heads,
-                   n_kv_heads=n_kv_heads, n_layers=n_layers),
+        model=dict(
+            vocab_size=data.vocab_size,
+            block_size=data.fmt.seq_len,
+            d_model=d_model,
+            n_heads=n_heads,
+            n_kv_heads=n_kv_heads,
+            n_layers=n_layers,
+        ),
         fmt=data.fmt.to_dict(),
-        optim=dict(lr=3e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=100, min_lr_ratio=0.1))
-    callbacks = [] if stop_at is None else [
-        EarlyStopping(monitor="val/exact_match", mode="max", stopping_threshold=stop_at, patience=10**6)]
-    trainer = L.Trainer(max_steps=max_steps, val_check_interval=val_every, check_val_every_n_epoch=None,
-                        accelerator="cpu", devices=1, gradient_clip_val=1.0, num_sanity_val_steps=0,
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, callbacks=callbacks)
+        optim=dict(lr=3e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=100, min_lr_ratio=0.1),
+    )
+    callbacks = (
+        []
+        if stop_at is None
+        else [EarlyStopping(monitor="val/exact_match", mode="max", stopping_threshold=stop_at, patience=10**6)]
+    )
+    trainer = L.Trainer(
+        max_steps=max_steps,
+        val_check_interval=val_every,
+        check_val_every_n_epoch=None,
+        accelerator="cpu",
+        devices=1,
+        gradient_clip_val=1.0,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=callbacks,
+    )
     started = time.perf_counter()
     trainer.fit(module, datamodule=data)
     return Trained(module.eval(), data, time.perf_counter() - started, trainer.global_step)

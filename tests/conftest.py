@@ -39,18 +39,32 @@ def run_train(tmp_path: Path, *overrides: str, timeout: int = 600) -> subprocess
     """Run ``python train.py`` as a user would, with its run directory under tmp_path."""
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={tmp_path}", *overrides],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
 # a sweep small enough for the fast suite: 2-digit addition, a few hundred held-out problems
-SMALL_SWEEP = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=200",
-               "data.n_test=200", "trainer.max_steps=200", "trainer.val_check_interval=50", "logger=none"]
+SMALL_SWEEP = [
+    "data.digits=2",
+    "data.val_fraction=0.05",
+    "data.test_fraction=0.05",
+    "data.n_val=200",
+    "data.n_test=200",
+    "trainer.max_steps=200",
+    "trainer.val_check_interval=50",
+    "logger=none",
+]
 
 
 def run_sweep(tmp_path: Path, *overrides: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """Run ``python train.py -m`` (a Hydra multirun) on SMALL_SWEEP, with its sweep directory at tmp_path."""
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), "-m", *SMALL_SWEEP, *overrides, f"hydra.sweep.dir={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )

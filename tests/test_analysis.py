@@ -34,10 +34,18 @@ def trained():
     module = CalculatorModule(
         model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=64, n_heads=4, n_layers=1),
         fmt=dm.fmt.to_dict(),
-        optim=dict(lr=5e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=50, min_lr_ratio=0.1))
-    trainer = L.Trainer(max_steps=600, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-                        gradient_clip_val=1.0)
+        optim=dict(lr=5e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=50, min_lr_ratio=0.1),
+    )
+    trainer = L.Trainer(
+        max_steps=600,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        gradient_clip_val=1.0,
+    )
     trainer.fit(module, datamodule=dm)
     return module.eval(), dm.held_out_set("test")
 
@@ -65,7 +73,7 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
     _, forced = module.forced_scores(test, mask)
     decoded = module.decode_answers(test, mask)
     P, A = module.fmt.prompt_len, module.fmt.answer_len
-    assert torch.equal(forced, (decoded == test[:, P:P + A]).all(dim=1))
+    assert torch.equal(forced, (decoded == test[:, P : P + A]).all(dim=1))
 
 
 def test_mean_ablation_over_a_single_problem_changes_nothing(trained):
@@ -108,8 +116,9 @@ def test_scores_that_start_at_a_later_layer_equal_full_passes():
     dm = ArithmeticDataModule(digits=2, n_val=10, n_test=300, val_fraction=0.05, test_fraction=0.05)
     module = CalculatorModule(
         model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=3),
-        fmt=dm.fmt.to_dict(), optim=dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.98], warmup_steps=0,
-                                         min_lr_ratio=0.1)).eval()
+        fmt=dm.fmt.to_dict(),
+        optim=dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.98], warmup_steps=0, min_lr_ratio=0.1),
+    ).eval()
     test = dm.held_out_set("test")
     evaluator = Evaluator(module, test, batch_size=128)  # several chunks
     for layer, head in [(0, 1), (1, 2), (2, 3)]:
@@ -120,8 +129,12 @@ def test_scores_that_start_at_a_later_layer_equal_full_passes():
 
 
 def test_prunable_fraction_stops_at_the_first_step_losing_more_than_the_tolerance():
-    curve = [PruningStep([], 0.0, 0.99, 0), PruningStep([(0, 0)], 0.25, 0.985, 0),
-             PruningStep([(0, 0), (0, 1)], 0.5, 0.97, 0), PruningStep([(0, 0), (0, 1), (1, 0)], 0.75, 0.99, 0)]
+    curve = [
+        PruningStep([], 0.0, 0.99, 0),
+        PruningStep([(0, 0)], 0.25, 0.985, 0),
+        PruningStep([(0, 0), (0, 1)], 0.5, 0.97, 0),
+        PruningStep([(0, 0), (0, 1), (1, 0)], 0.75, 0.99, 0),
+    ]
     assert prunable_fraction(curve, 0.01) == 0.25
     assert prunable_fraction(curve, 0.03) == 0.75
     assert prunable_fraction(curve[:1], 0.01) == 0.0

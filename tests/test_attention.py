@@ -21,9 +21,9 @@ def by_hand(attn: MultiHeadAttention, x: torch.Tensor, context=None, causal=True
     heads = []
     for i in range(attn.n_heads):
         kv = i // group  # grouped-query: query head i reads key/value head i // group
-        q = Q[..., i * hd:(i + 1) * hd]
-        k = K[..., kv * hd:(kv + 1) * hd]
-        v = V[..., kv * hd:(kv + 1) * hd]
+        q = Q[..., i * hd : (i + 1) * hd]
+        k = K[..., kv * hd : (kv + 1) * hd]
+        v = V[..., kv * hd : (kv + 1) * hd]
         scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
         if causal and context is None:
             T = x.shape[1]
@@ -156,19 +156,22 @@ def test_kv_cache_decoding_equals_full_recompute():
     x = torch.randn(2, 7, 32)
     full, _ = attn(x)
     cache = KVCache()
-    steps = [attn(x[:, :4], cache=cache)[0]] + [attn(x[:, t:t + 1], cache=cache)[0] for t in range(4, 7)]
+    steps = [attn(x[:, :4], cache=cache)[0]] + [attn(x[:, t : t + 1], cache=cache)[0] for t in range(4, 7)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
     assert cache.length == 7
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    (dict(d_model=64, n_heads=3), "n_heads=3"),
-    (dict(d_model=64, n_heads=4, n_kv_heads=3), "n_kv_heads=3"),
-    (dict(d_model=0, n_heads=1), "d_model"),
-    (dict(d_model=64, n_heads=0), "n_heads"),
-    (dict(d_model=64, n_heads=4, n_kv_heads=0), "n_kv_heads"),
-    (dict(d_model=64, n_heads=4, dropout=1.0), "dropout"),
-])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(d_model=64, n_heads=3), "n_heads=3"),
+        (dict(d_model=64, n_heads=4, n_kv_heads=3), "n_kv_heads=3"),
+        (dict(d_model=0, n_heads=1), "d_model"),
+        (dict(d_model=64, n_heads=0), "n_heads"),
+        (dict(d_model=64, n_heads=4, n_kv_heads=0), "n_kv_heads"),
+        (dict(d_model=64, n_heads=4, dropout=1.0), "dropout"),
+    ],
+)
 def test_bad_sizes_raise_a_clear_value_error(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
         MultiHeadAttention(**kwargs)

@@ -83,10 +83,16 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
 ]
 ABSENT_DEVICES = [  # a device that is not there
     pytest.param("trainer=gpu", "no CUDA GPU", marks=pytest.mark.skipif(not NO_GPU, reason="a GPU is here")),
-    pytest.param("trainer.accelerator=gpu", "trainer.accelerator=gpu",
-                 marks=pytest.mark.skipif(not NO_GPU, reason="a GPU is here")),
-    pytest.param("trainer.accelerator=mps", "trainer.accelerator=mps",
-                 marks=pytest.mark.skipif(torch.backends.mps.is_available(), reason="an Apple GPU is here")),
+    pytest.param(
+        "trainer.accelerator=gpu",
+        "trainer.accelerator=gpu",
+        marks=pytest.mark.skipif(not NO_GPU, reason="a GPU is here"),
+    ),
+    pytest.param(
+        "trainer.accelerator=mps",
+        "trainer.accelerator=mps",
+        marks=pytest.mark.skipif(torch.backends.mps.is_available(), reason="an Apple GPU is here"),
+    ),
 ]
 
 

@@ -15,8 +15,9 @@ def test_train_benchmark_reports_side_by_side_figures():
     r = bench_train(rounds=1, steps=4, warmup=2)
     for path in ("lightning", "bare", "nanogpt"):
         assert r["ms_per_step"][path] > 0
-    assert r["lightning_over_bare"] == round(r["tokens_per_second_by_path"]["lightning"]
-                                             / r["tokens_per_second_by_path"]["bare"], 3)
+    assert r["lightning_over_bare"] == round(
+        r["tokens_per_second_by_path"]["lightning"] / r["tokens_per_second_by_path"]["bare"], 3
+    )
     assert r["tokens_per_second"] == r["tokens_per_second_by_path"]["lightning"]
     assert 0 < r["mfu"] < 1 and r["matmul_peak_gflops"] > 1 and r["data_problems_per_second"] > 0
     assert 0 < r["matmul_share_of_step"] < 1
@@ -35,17 +36,24 @@ def reference_with_weights_of(net: Transformer) -> RefGPT:
             a = mine.attn
             theirs.c_attn.weight.copy_(torch.cat([a.W_q.weight, a.W_k.weight, a.W_v.weight]))
             theirs.c_attn.bias.copy_(torch.cat([a.W_q.bias, a.W_k.bias, a.W_v.bias]))
-            for src, dst in ((a.W_o, theirs.c_proj), (mine.mlp.fc_in, theirs.c_fc), (mine.mlp.fc_out, theirs.mlp_proj),
-                             (mine.ln_attn, theirs.ln_1), (mine.ln_mlp, theirs.ln_2)):
+            for src, dst in (
+                (a.W_o, theirs.c_proj),
+                (mine.mlp.fc_in, theirs.c_fc),
+                (mine.mlp.fc_out, theirs.mlp_proj),
+                (mine.ln_attn, theirs.ln_1),
+                (mine.ln_mlp, theirs.ln_2),
+            ):
                 dst.load_state_dict(src.state_dict())
     return ref
 
 
 def test_the_reference_computes_our_model_given_our_weights():
     torch.manual_seed(0)
-    module = CalculatorModule(model=dict(vocab_size=17, block_size=14), fmt=dict(digits=3),
-                              optim=dict(lr=1e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=0,
-                                         min_lr_ratio=0.1))
+    module = CalculatorModule(
+        model=dict(vocab_size=17, block_size=14),
+        fmt=dict(digits=3),
+        optim=dict(lr=1e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=0, min_lr_ratio=0.1),
+    )
     ref = reference_with_weights_of(module.net)
     assert sum(p.numel() for p in module.net.parameters()) == sum(p.numel() for p in ref.parameters())
     seq = torch.randint(17, (8, 14))

@@ -32,13 +32,21 @@ from tests.conftest import ROOT, run_train
 def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     """A run directory (checkpoints/best.ckpt + tokenizer.json) of a small 2-digit model trained for ``steps``."""
     torch.manual_seed(0)
-    dm = ArithmeticDataModule(digits=2, operators=operators, batch_size=128, val_fraction=0.05,
-                              test_fraction=0.05, n_val=10, n_test=10)
+    dm = ArithmeticDataModule(
+        digits=2, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10, n_test=10
+    )
     optim = AdamWSchedule(lr=1e-2, warmup_steps=20).to_dict()
     model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
     module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
-    trainer = L.Trainer(max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, limit_val_batches=0, accelerator="cpu")
+    trainer = L.Trainer(
+        max_steps=steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        accelerator="cpu",
+    )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*no `val_dataloader`")
         trainer.fit(module, train_dataloaders=dm.train_dataloader())
@@ -60,8 +68,14 @@ def run_mixed(tmp_path_factory) -> Path:
 
 
 def cli(*args: str, stdin: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "calc.py"), *args], input=stdin, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "calc.py"), *args],
+        input=stdin,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def call(capsys, *args: str) -> tuple[int, list[str], str]:
@@ -75,25 +89,54 @@ def call(capsys, *args: str) -> tuple[int, list[str], str]:
 FMT = ProblemFormat(2, "+")
 
 
-@pytest.mark.parametrize("text,problem", [
-    ("7+45", Problem(7, "+", 45)), ("  7+45\t", Problem(7, "+", 45)), ("7 + 45", Problem(7, "+", 45)),
-    ("7+45=", Problem(7, "+", 45)), ("7 + 45 = ", Problem(7, "+", 45)), ("0+0", Problem(0, "+", 0)),
-    ("007+99", Problem(7, "+", 99)),
-])
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ("7+45", Problem(7, "+", 45)),
+        ("  7+45\t", Problem(7, "+", 45)),
+        ("7 + 45", Problem(7, "+", 45)),
+        ("7+45=", Problem(7, "+", 45)),
+        ("7 + 45 = ", Problem(7, "+", 45)),
+        ("0+0", Problem(0, "+", 0)),
+        ("007+99", Problem(7, "+", 99)),
+    ],
+)
 def test_natural_writing_is_accepted(text, problem):
     assert parse_expression(text, FMT) == problem
 
 
 MALFORMED = [  # (input, what the error line must mention) for a 2-digit '+' model
-    ("", "empty"), ("   ", "empty"), ("abc", "letter 'a'"), ("12a+3", "letter 'a'"), ("1++2", "in a row"),
-    ("+3", "missing number before '+'"), ("3+", "missing number after '+'"), ("(1+2)", "parentheses"),
-    ("1+2+3", "one operation per line"), ("3-4", "not trained on '-'"), ("3*4", "not trained on '*'"),
-    ("3/4", "division"), ("3x4", "'*'"), ("100+1", "100 has 3 digits"), ("1+" + "9" * 5000, "5000 digits"),
-    ("-3+4", "negative"), ("3+-4", "negative"), ("١+٢", "not an ASCII digit"), ("３+４", "not an ASCII digit"),
-    ("1.5+2", "whole numbers"), ("1,0+2", "whole numbers"), ("=3+4", "nothing before '='"),
-    ("3+4==7", "more than one '='"), ("3+4=7", "only accepted when checking"), ("12", "no operator"),
-    ("3 4", "no operator between"), ("1 2+3", "space inside a number"), ("3−4", "ASCII '-'"),
-    ("3+4;", "unexpected character ';'"), ("3+4=x", "letter 'x'"), ("3+\x00", "unexpected character"),
+    ("", "empty"),
+    ("   ", "empty"),
+    ("abc", "letter 'a'"),
+    ("12a+3", "letter 'a'"),
+    ("1++2", "in a row"),
+    ("+3", "missing number before '+'"),
+    ("3+", "missing number after '+'"),
+    ("(1+2)", "parentheses"),
+    ("1+2+3", "one operation per line"),
+    ("3-4", "not trained on '-'"),
+    ("3*4", "not trained on '*'"),
+    ("3/4", "division"),
+    ("3x4", "'*'"),
+    ("100+1", "100 has 3 digits"),
+    ("1+" + "9" * 5000, "5000 digits"),
+    ("-3+4", "negative"),
+    ("3+-4", "negative"),
+    ("١+٢", "not an ASCII digit"),
+    ("３+４", "not an ASCII digit"),
+    ("1.5+2", "whole numbers"),
+    ("1,0+2", "whole numbers"),
+    ("=3+4", "nothing before '='"),
+    ("3+4==7", "more than one '='"),
+    ("3+4=7", "only accepted when checking"),
+    ("12", "no operator"),
+    ("3 4", "no operator between"),
+    ("1 2+3", "space inside a number"),
+    ("3−4", "ASCII '-'"),
+    ("3+4;", "unexpected character ';'"),
+    ("3+4=x", "letter 'x'"),
+    ("3+\x00", "unexpected character"),
 ]
 
 
@@ -115,7 +158,7 @@ def test_malformed_inputs_through_the_real_cli_keep_their_lines(run_add):
     done = cli("--ckpt", str(run_add), "--", *texts, "12+34", "-3+4")
     lines = done.stdout.splitlines()
     assert done.returncode == 1 and len(lines) == len(texts) + 2, done.stdout + done.stderr
-    assert all(line.startswith("error: ") for line in lines[:len(texts)])
+    assert all(line.startswith("error: ") for line in lines[: len(texts)])
     assert re.fullmatch(r"-?\d+|\? .*", lines[-2]) and lines[-1].startswith("error: ")
     assert "Traceback" not in done.stderr
 
@@ -349,8 +392,11 @@ def test_the_newest_checkpoint_is_found(capsys, monkeypatch, tmp_path, run_add):
     with pytest.raises(CheckpointError, match="no checkpoint found"):
         newest_checkpoint(tmp_path)
     good = (run_add / "checkpoints" / "best.ckpt").read_bytes()
-    paths = [tmp_path / "runs" / "2026-01-01_00-00-00", tmp_path / "multirun" / "2026-01-02_00-00-00" / "0_seed=1",
-             tmp_path / "runs" / "2026-01-03_00-00-00"]
+    paths = [
+        tmp_path / "runs" / "2026-01-01_00-00-00",
+        tmp_path / "multirun" / "2026-01-02_00-00-00" / "0_seed=1",
+        tmp_path / "runs" / "2026-01-03_00-00-00",
+    ]
     for i, run in enumerate(paths):
         (run / "checkpoints").mkdir(parents=True)
         (run / "checkpoints" / "best.ckpt").write_bytes(good)
@@ -366,7 +412,7 @@ def test_the_newest_checkpoint_is_found(capsys, monkeypatch, tmp_path, run_add):
 # ---- attention --------------------------------------------------------------------------------------------
 def test_attention_of_one_problem(run_add, capsys):
     c = load_calculator(run_add)
-    prompt = c.encode([Problem(12, "+", 34)])[0, :c.fmt.prompt_len].tolist()
+    prompt = c.encode([Problem(12, "+", 34)])[0, : c.fmt.prompt_len].tolist()
     att = problem_attention(c.net, c.tokenizer, prompt, c.fmt.answer_len)
     T = c.fmt.prompt_len + c.fmt.answer_len
     assert att.weights.shape == (c.net.cfg.n_layers, c.net.cfg.n_heads, T, T)

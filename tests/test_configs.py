@@ -9,22 +9,37 @@ import torch
 from tests.conftest import CONFIGS, compose_config, resolvable
 from training.config import check
 
-GROUP_OPTIONS = [(group.name, f.stem) for group in sorted(CONFIGS.iterdir()) if group.is_dir()
-                 for f in sorted(group.glob("*.yaml"))]
+GROUP_OPTIONS = [
+    (group.name, f.stem) for group in sorted(CONFIGS.iterdir()) if group.is_dir() for f in sorted(group.glob("*.yaml"))
+]
 
 
 def test_every_group_has_its_options():
     options = {(g, o) for g, o in GROUP_OPTIONS}
-    for expected in [("model", "calculator"), ("data", "addition"), ("data", "subtraction"),
-                     ("data", "multiplication"), ("data", "mixed"), ("trainer", "cpu"), ("trainer", "gpu"),
-                     ("trainer", "ddp"), ("logger", "wandb"), ("logger", "csv"), ("logger", "none"),
-                     ("callbacks", "default"), ("optim", "adamw")]:
+    for expected in [
+        ("model", "calculator"),
+        ("data", "addition"),
+        ("data", "subtraction"),
+        ("data", "multiplication"),
+        ("data", "mixed"),
+        ("trainer", "cpu"),
+        ("trainer", "gpu"),
+        ("trainer", "ddp"),
+        ("logger", "wandb"),
+        ("logger", "csv"),
+        ("logger", "none"),
+        ("callbacks", "default"),
+        ("optim", "adamw"),
+    ]:
         assert expected in options
 
 
 BUILT = {  # group -> the class its options build (what "each file builds the object it is named after" means)
-    "model": "TransformerConfig", "data": "ArithmeticDataModule", "optim": "AdamWSchedule",
-    "trainer": "Trainer", "analysis": "HeadAnalysis",
+    "model": "TransformerConfig",
+    "data": "ArithmeticDataModule",
+    "optim": "AdamWSchedule",
+    "trainer": "Trainer",
+    "analysis": "HeadAnalysis",
 }
 
 
@@ -67,9 +82,22 @@ def test_defaults_are_the_course_calculator(tmp_path):
 
 
 def test_documented_overrides_reach_the_objects(tmp_path):
-    cfg = resolvable(compose_config([
-        "model.d_model=32", "model.n_heads=8", "model.n_kv_heads=2", "model.n_layers=3", "data.digits=4",
-        "data.operators=+-", "trainer.max_steps=7", "seed=5", "logger=none"]), tmp_path)
+    cfg = resolvable(
+        compose_config(
+            [
+                "model.d_model=32",
+                "model.n_heads=8",
+                "model.n_kv_heads=2",
+                "model.n_layers=3",
+                "data.digits=4",
+                "data.operators=+-",
+                "trainer.max_steps=7",
+                "seed=5",
+                "logger=none",
+            ]
+        ),
+        tmp_path,
+    )
     model_cfg = hydra.utils.instantiate(cfg.model, vocab_size=17, block_size=32)
     assert (model_cfg.d_model, model_cfg.n_heads, model_cfg.n_kv_heads, model_cfg.n_layers) == (32, 8, 2, 3)
     dm = hydra.utils.instantiate(cfg.data)

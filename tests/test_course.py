@@ -46,6 +46,7 @@ def n_params(module: torch.nn.Module) -> int:
 
 # ---- Exercise 1 and quiz question 2: d_k = d_model / h -------------------------------------------------
 
+
 @pytest.mark.parametrize("d_model,n_heads,expected_head_dim", [(1024, 16, 64), (768, 12, 64)])
 def test_exercise_1_and_quiz_2_head_dim(d_model, n_heads, expected_head_dim):
     attn = MultiHeadAttention(d_model, n_heads).eval()
@@ -93,6 +94,7 @@ def test_our_calculator_row_is_what_the_config_builds():
 
 # ---- Exercise 2: output shape ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_exercise_2_output_shape(need_weights):
     attn = MultiHeadAttention(512, 8).eval()
@@ -106,6 +108,7 @@ def test_exercise_2_output_shape(need_weights):
 
 # ---- Parameters and FLOPs do not grow with the head count (quiz question 3) ------------------------------
 
+
 # On CPU the fused kernel behind F.scaled_dot_product_attention is aten._scaled_dot_product_flash_attention_for_cpu,
 # which FlopCounterMode has no formula for: left alone, the fast path's attention would count as 0 FLOPs.
 # Give it the formula torch uses for the other SDPA kernels (two batched matmuls: Q Kᵀ and weights · V).
@@ -113,8 +116,11 @@ def _sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kw
     return flop_counter.sdpa_flop_count(query_shape, key_shape, value_shape)
 
 
-SDPA_FORMULAS = {op: _sdpa_flops for op in [getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu",
-                                                     None)] if op is not None}
+SDPA_FORMULAS = {
+    op: _sdpa_flops
+    for op in [getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)]
+    if op is not None
+}
 
 
 def count_flops(attn: MultiHeadAttention, x: torch.Tensor, need_weights: bool) -> dict[str, int]:
@@ -152,6 +158,7 @@ def test_quiz_3_parameters_and_flops_are_the_same_for_every_head_count(d_model):
 
 
 # ---- Splitting into heads, per-head attention, concatenation and W_o ------------------------------------
+
 
 def test_view_and_transpose_give_each_head_its_own_slice_of_w_q():
     """One d_model x d_model W_q is the lessons' h small W_Q_i matrices stacked: head i owns rows i*hd:(i+1)*hd."""
@@ -192,11 +199,11 @@ def test_concatenation_then_w_o_is_a_sum_of_every_heads_contribution():
     hd = attn.head_dim
     x = torch.randn(2, 5, 64)
     out, _, z = captured(attn, x)
-    contributions = [z[:, :, i] @ attn.W_o.weight[:, i * hd:(i + 1) * hd].T for i in range(attn.n_heads)]
+    contributions = [z[:, :, i] @ attn.W_o.weight[:, i * hd : (i + 1) * hd].T for i in range(attn.n_heads)]
     torch.testing.assert_close(out, sum(contributions) + attn.W_o.bias, atol=1e-6, rtol=1e-5)
     # each head writes to every one of the d_model output features, not just to "its" 16
     for i, c in enumerate(contributions):
-        outside = torch.cat([c[..., :i * hd], c[..., (i + 1) * hd:]], dim=-1)
+        outside = torch.cat([c[..., : i * hd], c[..., (i + 1) * hd :]], dim=-1)
         assert (outside.abs() > 0).all()
 
     # without the mixing (W_o = identity, no bias) the output is the bare concatenation: head i only
@@ -206,10 +213,11 @@ def test_concatenation_then_w_o_is_a_sum_of_every_heads_contribution():
         attn.W_o.bias.zero_()
     bare, _, z = captured(attn, x)
     for i in range(attn.n_heads):
-        torch.testing.assert_close(bare[..., i * hd:(i + 1) * hd], z[:, :, i])
+        torch.testing.assert_close(bare[..., i * hd : (i + 1) * hd], z[:, :, i])
 
 
 # ---- Grouped-query and multi-query attention: the KV cache ---------------------------------------------
+
 
 def cache_bytes(cache: KVCache) -> int:
     return cache.k.nbytes + cache.v.nbytes
@@ -232,8 +240,11 @@ def test_multi_query_kv_cache_is_n_heads_times_smaller():
     # the same in a whole model, summed over its layers' caches
     totals = {}
     for n_kv in (None, 1):
-        net = Transformer(TransformerConfig(vocab_size=17, block_size=16, d_model=d_model, n_heads=n_heads,
-                                            n_kv_heads=n_kv, n_layers=2)).eval()
+        net = Transformer(
+            TransformerConfig(
+                vocab_size=17, block_size=16, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv, n_layers=2
+            )
+        ).eval()
         layer_caches = [KVCache() for _ in net.blocks]
         net(torch.randint(0, 17, (B, T)), caches=layer_caches)
         totals[n_kv] = sum(cache_bytes(c) for c in layer_caches)
@@ -241,6 +252,7 @@ def test_multi_query_kv_cache_is_n_heads_times_smaller():
 
 
 # ---- The walk-through: python -m model.walkthrough ---------------------------------------------------
+
 
 def walkthrough_steps(text: str) -> tuple[list[str], list[tuple[str, tuple[int, ...]]]]:
     """(numbered step headers, [(label, shape)]) from the walk-through's printout."""
@@ -257,7 +269,9 @@ def expected_steps(B, T, d, h):
     hd = d // h
     return [
         ("x", (B, T, d)),
-        ("Q = W_q(x)", (B, T, d)), ("K = W_k(x)", (B, T, d)), ("V = W_v(x)", (B, T, d)),
+        ("Q = W_q(x)", (B, T, d)),
+        ("K = W_k(x)", (B, T, d)),
+        ("V = W_v(x)", (B, T, d)),
         ("Q.view(B, T, n_heads, head_dim)", (B, T, h, hd)),
         ("Q.transpose(1, 2)", (B, h, T, hd)),
         ("K.transpose(1, 2)", (B, h, T, hd)),
@@ -291,8 +305,9 @@ def test_walkthrough_prints_every_step_with_its_shape(capsys, B, T, d_model, n_h
 
 def test_python_m_model_walkthrough(capsys, monkeypatch):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "model.walkthrough"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "model.walkthrough"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     walkthrough()
     assert done.stdout == capsys.readouterr().out  # the command prints the default walk-through, seeded
@@ -329,8 +344,12 @@ def defined_names(path) -> set[str]:
                 elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                     names.add(f"{node.name}.{item.target.id}")
             for sub in ast.walk(node):
-                if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) \
-                        and isinstance(sub.value, ast.Name) and sub.value.id == "self":
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.ctx, ast.Store)
+                    and isinstance(sub.value, ast.Name)
+                    and sub.value.id == "self"
+                ):
                     names.add(f"{node.name}.{sub.attr}")
     return names
 

@@ -31,8 +31,9 @@ def test_tokenizer_refuses_unknown_characters_clearly(text):
         CharTokenizer().encode(text)
 
 
-@pytest.mark.parametrize("ops,digits,reverse", [("+", 3, True), ("+", 3, False), ("-", 2, True),
-                                                ("*", 2, False), ("+-*", 2, True)])
+@pytest.mark.parametrize(
+    "ops,digits,reverse", [("+", 3, True), ("+", 3, False), ("-", 2, True), ("*", 2, False), ("+-*", 2, True)]
+)
 def test_bulk_encoder_agrees_with_the_tokenizer_on_the_text(ops, digits, reverse):
     fmt = ProblemFormat(digits, ops, reverse)
     tok = CharTokenizer()
@@ -44,7 +45,7 @@ def test_bulk_encoder_agrees_with_the_tokenizer_on_the_text(ops, digits, reverse
         value = fmt.evaluate(int(a[i]), op, int(b[i]))
         text = fmt.prompt_text(int(a[i]), op, int(b[i])) + fmt.answer_text(value)
         assert seqs[i].tolist() == tok.encode(text, bos=True, eos=True)
-        assert fmt.parse_answer(tok.decode(seqs[i, fmt.prompt_len:])) == value
+        assert fmt.parse_answer(tok.decode(seqs[i, fmt.prompt_len :])) == value
 
 
 def test_answer_layout_examples():
@@ -55,8 +56,15 @@ def test_answer_layout_examples():
     assert ProblemFormat(2, "*", True).answer_len == 4
 
 
-@pytest.mark.parametrize("kwargs,needle", [(dict(operators="/"), "operators"), (dict(operators=""), "operators"),
-                                            (dict(digits=0), "digits"), (dict(digits=10, operators="*"), "digits")])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(operators="/"), "operators"),
+        (dict(operators=""), "operators"),
+        (dict(digits=0), "digits"),
+        (dict(digits=10, operators="*"), "digits"),
+    ],
+)
 def test_bad_format_values(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
         ProblemFormat(**kwargs)
@@ -73,14 +81,16 @@ def test_splits_are_disjoint_and_the_training_stream_never_draws_a_held_out_prob
 
 
 def test_fixed_training_set_is_also_disjoint():
-    dm = ArithmeticDataModule(digits=2, streaming=False, n_train=2000, batch_size=100,
-                              val_fraction=0.05, test_fraction=0.05)
+    dm = ArithmeticDataModule(
+        digits=2, streaming=False, n_train=2000, batch_size=100, val_fraction=0.05, test_fraction=0.05
+    )
     trained = set().union(*(keys(batch) for batch in dm.train_dataloader()))
     assert len(trained) > 1000 and not trained & (keys(dm.held_out_set("val")) | keys(dm.held_out_set("test")))
 
 
 def test_the_split_of_a_problem_does_not_depend_on_the_seed():
     """A held-out problem of one seed is held out for every seed: no seed ever trains on another's test set."""
+
     def problems(seqs: torch.Tensor) -> set[tuple]:
         return {tuple(row) for row in seqs[:, 1:8].tolist()}  # the prompt tokens: a op b
 
@@ -91,8 +101,12 @@ def test_the_split_of_a_problem_does_not_depend_on_the_seed():
         stream = iter(dm.train_dataloader())
         trained = set().union(*(problems(next(stream)) for _ in range(40)))  # 20,480 draws of 1,000,000 problems
         assert len(trained) > 15_000 and not trained & other_test  # ... from the one split every seed shares
-    share = torch.bincount(seeds[0].fmt.split_of(*seeds[0].fmt.random_problems(20_000, torch.Generator()), 0.01, 0.02),
-                           minlength=3).float() / 20_000
+    share = (
+        torch.bincount(
+            seeds[0].fmt.split_of(*seeds[0].fmt.random_problems(20_000, torch.Generator()), 0.01, 0.02), minlength=3
+        ).float()
+        / 20_000
+    )
     assert abs(share[2] - 0.02) < 0.005 and abs(share[1] - 0.01) < 0.005
 
 

@@ -16,16 +16,30 @@ import torch
 
 from tests.conftest import ROOT, run_train
 
-SMALL = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=200",
-         "data.n_test=200", "trainer.val_check_interval=50", "logger=none"]
+SMALL = [
+    "data.digits=2",
+    "data.val_fraction=0.05",
+    "data.test_fraction=0.05",
+    "data.n_val=200",
+    "data.n_test=200",
+    "trainer.val_check_interval=50",
+    "logger=none",
+]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
 
 
 def test_bf16_mixed_precision_with_gradient_clipping_trains_on_cpu(tmp_path):
     """bf16-mixed + gradient clipping + AdamW is what trainer=gpu runs; Lightning refuses a fused optimizer
     there, so this crashed at step 1 before. The CPU has a bf16 autocast too, so the combination is checked here."""
-    done = run_train(tmp_path, *SMALL, "trainer.max_steps=20", "trainer.precision=bf16-mixed",
-                     "trainer.gradient_clip_val=1.0", "analysis=none", "callbacks.attention_maps=null")
+    done = run_train(
+        tmp_path,
+        *SMALL,
+        "trainer.max_steps=20",
+        "trainer.precision=bf16-mixed",
+        "trainer.gradient_clip_val=1.0",
+        "analysis=none",
+        "callbacks.attention_maps=null",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "results.json").read_text())["steps"] == 20
 
@@ -46,8 +60,14 @@ def test_a_gpu_checkpoint_answers_on_a_cpu_only_machine(tmp_path):
     done = run_train(tmp_path, *SMALL, "trainer=gpu", "trainer.max_steps=100", "analysis=none")
     assert done.returncode == 0, done.stderr[-3000:]
     cpu_only = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    answered = subprocess.run([sys.executable, str(ROOT / "calc.py"), "--ckpt", str(tmp_path), "12+34", "5+6"],
-                              cwd=ROOT, env=cpu_only, capture_output=True, text=True, timeout=120)
+    answered = subprocess.run(
+        [sys.executable, str(ROOT / "calc.py"), "--ckpt", str(tmp_path), "12+34", "5+6"],
+        cwd=ROOT,
+        env=cpu_only,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert answered.returncode == 0 and len(answered.stdout.splitlines()) == 2, answered.stderr
 
 

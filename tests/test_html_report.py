@@ -19,9 +19,14 @@ import pytest
 from analysis.html_report import MAX_MISTAKES, write_run_report
 from tests.conftest import ROOT, run_sweep
 
-MISTAKES = {"n_test": 200, "n_mistakes": 2, "mistakes": [
-    {"problem": "12+34", "model": 47, "model_text": "740", "truth": 46},
-    {"problem": "99+1", "model": None, "model_text": "0+1", "truth": 100}]}
+MISTAKES = {
+    "n_test": 200,
+    "n_mistakes": 2,
+    "mistakes": [
+        {"problem": "12+34", "model": 47, "model_text": "740", "truth": 46},
+        {"problem": "99+1", "model": None, "model_text": "0+1", "truth": 100},
+    ],
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +69,7 @@ def test_the_page_is_one_file_with_the_raw_weights_inside(run_dir):
         for p, heads in enumerate(probes):
             for h, rows in enumerate(heads):
                 for q, row in enumerate(rows):
-                    assert shown["weights"][layer][p][h][q] == pytest.approx(row[:q + 1], abs=5.01e-4)
+                    assert shown["weights"][layer][p][h][q] == pytest.approx(row[: q + 1], abs=5.01e-4)
     assert data["key_labels"][:3] == ["^", "a1", "a0"] and data["answer_places"] == ["r0", "r1", "r2"]
     assert data["mistakes"]["wrong_digits_by_place"] == [1, 1, 0]  # 740 vs 640 (46); 0+1 vs 001 (100)
     assert len(data["history"]) == 4 and data["results"]["status"] == "ok"
@@ -74,8 +79,7 @@ def test_a_long_mistakes_list_is_trimmed_but_counted(tmp_path, run_dir):
     for name in ("results.json", "history.json", "config.yaml"):
         shutil.copy(run_dir / name, tmp_path / name)
     many = [{"problem": f"{i}+1", "model": i, "model_text": "", "truth": i + 1} for i in range(MAX_MISTAKES + 20)]
-    (tmp_path / "test_mistakes.json").write_text(json.dumps({"n_test": 200, "n_mistakes": len(many),
-                                                             "mistakes": many}))
+    (tmp_path / "test_mistakes.json").write_text(json.dumps({"n_test": 200, "n_mistakes": len(many), "mistakes": many}))
     data = inlined_data(write_run_report(tmp_path).read_text())
     assert data["mistakes"]["n_mistakes"] == MAX_MISTAKES + 20 and len(data["mistakes"]["mistakes"]) == MAX_MISTAKES
     assert data["attention"] == [] and data["ablation"] is None  # missing files: sections say "not recorded"
@@ -86,8 +90,9 @@ def test_the_command_rewrites_a_directory_and_refuses_anything_else(tmp_path, sw
     (tmp_path / "notes.txt").write_text("not a run")
     bad = subprocess.run([*command, str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
-    assert bad.stderr.strip().splitlines() == [f"error: {tmp_path} is neither a run directory (no results.json) "
-                                               "nor a sweep directory (no multirun.yaml)"]
+    assert bad.stderr.strip().splitlines() == [
+        f"error: {tmp_path} is neither a run directory (no results.json) nor a sweep directory (no multirun.yaml)"
+    ]
     (failed_job,) = sweep_dir.glob("0_*")  # n_heads=3: failed before training
     (sweep_dir / "sweep_report.html").unlink()
     done = subprocess.run([*command, str(sweep_dir)], cwd=ROOT, capture_output=True, text=True)
@@ -97,6 +102,7 @@ def test_the_command_rewrites_a_directory_and_refuses_anything_else(tmp_path, sw
 
 
 # ---- in the browser --------------------------------------------------------------------------------------------
+
 
 def chromium_path() -> str | None:
     return next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
@@ -139,10 +145,13 @@ class Page:
 
 def painted(page, selector: str) -> list[int]:
     """How many distinct colours each canvas matching ``selector`` holds (1 = blank)."""
-    return page.evaluate("""sel => [...document.querySelectorAll(sel)].map(c => {
+    return page.evaluate(
+        """sel => [...document.querySelectorAll(sel)].map(c => {
         const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, seen = new Set();
         for (let i = 0; i < d.length; i += 4) seen.add(d[i] << 16 | d[i + 1] << 8 | d[i + 2]);
-        return seen.size; })""", selector)
+        return seen.size; })""",
+        selector,
+    )
 
 
 def test_run_report_renders_every_section_offline(browser, run_dir, tmp_path):
@@ -170,8 +179,9 @@ def test_run_report_renders_every_section_offline(browser, run_dir, tmp_path):
 
     cells = page.eval_on_selector_all("#ablation table.heat td", "els => els.map(e => e.textContent)")
     assert len(cells) == 2 * n_layers * n_heads  # zero and mean, every layer x head
-    zero_l0h0 = next(line for line in (run_dir / "ablation.csv").read_text().splitlines()
-                     if line.startswith("0,0,zero,"))
+    zero_l0h0 = next(
+        line for line in (run_dir / "ablation.csv").read_text().splitlines() if line.startswith("0,0,zero,")
+    )
     assert cells[0] == f"{100 * float(zero_l0h0.split(',')[4]):+.1f}".replace("-", "−")
 
     pruning_rows = (run_dir / "pruning.csv").read_text().strip().splitlines()[1:]

@@ -32,9 +32,22 @@ HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("transformers", "transfor
 needs_extra = pytest.mark.skipif(not HAVE_EXTRA, reason=f"the interop extra is not installed: {INTEROP_INSTALL}")
 
 # 2-digit addition on a small model: ~98% right after 400 steps, in ~10 s of training
-SMALL = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=200", "data.n_test=200",
-         "data.batch_size=128", "model.d_model=32", "model.n_heads=2", "optim.lr=1e-2", "optim.warmup_steps=20",
-         "logger=none", "analysis=none", "callbacks.attention_maps=null", "threads=1"]
+SMALL = [
+    "data.digits=2",
+    "data.val_fraction=0.05",
+    "data.test_fraction=0.05",
+    "data.n_val=200",
+    "data.n_test=200",
+    "data.batch_size=128",
+    "model.d_model=32",
+    "model.n_heads=2",
+    "optim.lr=1e-2",
+    "optim.warmup_steps=20",
+    "logger=none",
+    "analysis=none",
+    "callbacks.attention_maps=null",
+    "threads=1",
+]
 RUNS = {
     "add": [*SMALL, "trainer.max_steps=400", "trainer.val_check_interval=400"],
     "gqa": [*SMALL, "model.n_kv_heads=1", "trainer.max_steps=1", "trainer.val_check_interval=1"],  # 2 heads, 1 k/v
@@ -46,9 +59,17 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     """Run directories trained by ``python train.py`` as a user would, both trainings side by side."""
     root = tmp_path_factory.mktemp("interop_runs")
     env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
-    procs = {name: subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={root / name}", *args],
-                                    cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for name, args in RUNS.items()}
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={root / name}", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name, args in RUNS.items()
+    }
     for name, proc in procs.items():
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, f"training {name} failed:\n{out[-3000:]}"
@@ -81,14 +102,25 @@ def hf_dir(runs, tmp_path_factory) -> Path:
 # ---- Hugging Face ------------------------------------------------------------------------------------------
 @needs_extra
 def test_export_writes_a_gpt2_directory_with_card(hf_dir, calc_add):
-    assert {p.name for p in hf_dir.iterdir()} == {"config.json", "generation_config.json", "model.safetensors",
-                                                  "tokenizer.json", "tokenizer_config.json", "README.md"}
+    assert {p.name for p in hf_dir.iterdir()} == {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "README.md",
+    }
     config = json.loads((hf_dir / "config.json").read_text())
     cfg = calc_add.net.cfg
     assert config["model_type"] == "gpt2" and config["architectures"] == ["GPT2LMHeadModel"]
     assert config["activation_function"] == "gelu"  # exact GELU, not GPT-2's tanh approximation
-    assert (config["n_embd"], config["n_head"], config["n_layer"], config["n_inner"], config["n_positions"]) == \
-        (cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.mlp_ratio * cfg.d_model, cfg.block_size)
+    assert (config["n_embd"], config["n_head"], config["n_layer"], config["n_inner"], config["n_positions"]) == (
+        cfg.d_model,
+        cfg.n_heads,
+        cfg.n_layers,
+        cfg.mlp_ratio * cfg.d_model,
+        cfg.block_size,
+    )
     assert config["tie_word_embeddings"] is True and config["tinycalc"]["reverse_answer"] is True
     tokenizer_config = json.loads((hf_dir / "tokenizer_config.json").read_text())
     assert tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast"
@@ -123,15 +155,23 @@ def test_hf_model_equals_ours_without_tinycalc_code(hf_dir, calc_add, problems, 
     """Logits within 1e-5 (fp32) and the same greedy answers on 1,000 problems, with transformers alone."""
     fmt = calc_add.fmt
     seqs = calc_add.encode(problems)  # (N, seq_len)
-    job = {"prompts": [fmt.prompt_text(p.a, p.op, p.b) for p in problems], "answer_len": fmt.answer_len,
-           "sequences": seqs[:, :-1].tolist()}
+    job = {
+        "prompts": [fmt.prompt_text(p.a, p.op, p.b) for p in problems],
+        "answer_len": fmt.answer_len,
+        "sequences": seqs[:, :-1].tolist(),
+    }
     (tmp_path / "job.json").write_text(json.dumps(job))
     (tmp_path / "hf_only.py").write_text(HF_ONLY)
-    result = subprocess.run([sys.executable, "-I", str(tmp_path / "hf_only.py"), str(hf_dir), str(tmp_path)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-I", str(tmp_path / "hf_only.py"), str(hf_dir), str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     theirs = torch.load(tmp_path / "logits.pt")
-    assert torch.equal(theirs["prompts"], seqs[:, :fmt.prompt_len])  # the tokenizer writes [BOS] + characters
+    assert torch.equal(theirs["prompts"], seqs[:, : fmt.prompt_len])  # the tokenizer writes [BOS] + characters
     with torch.inference_mode():
         ours, _ = calc_add.net(seqs[:, :-1])
     assert (theirs["logits"] - ours).abs().max() <= 1e-5
@@ -228,8 +268,10 @@ def test_grouped_query_export_is_one_line_and_nonzero(runs, tmp_path, capsys):
     captured = capsys.readouterr()
     assert status == 2 and captured.out == ""
     lines = captured.err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: cannot export to Hugging Face GPT-2: this model uses "
-                                                   "grouped-query attention (2 query heads share 1 key/value head)")
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: cannot export to Hugging Face GPT-2: this model uses "
+        "grouped-query attention (2 query heads share 1 key/value head)"
+    )
     assert not out.exists()
 
 
@@ -244,7 +286,8 @@ def test_missing_extra_is_one_line_naming_pip(tmp_path, monkeypatch, capsys):
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == (
         "error: exporting to Hugging Face needs the optional package 'transformers', which is not installed; "
-        f"install the interop extra:  {INTEROP_INSTALL}\n")
+        f"install the interop extra:  {INTEROP_INSTALL}\n"
+    )
     assert not (tmp_path / "out").exists()
     with pytest.raises(MissingExtraError, match=r"^TransformerLens needs .*'transformer_lens'.*\[interop\]\"$"):
         transformer_lens_model(small)
@@ -259,12 +302,19 @@ def lens_add(calc_add):
 @needs_extra
 def test_lens_model_has_our_dims_tokens_and_no_weight_processing(lens_add, calc_add):
     cfg, tl = calc_add.net.cfg, lens_add.cfg
-    assert (tl.d_model, tl.n_heads, tl.d_head, tl.n_layers, tl.d_mlp, tl.d_vocab, tl.n_ctx, tl.act_fn) == \
-        (cfg.d_model, cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.n_layers, cfg.mlp_ratio * cfg.d_model,
-         cfg.vocab_size, cfg.block_size, "gelu")
+    assert (tl.d_model, tl.n_heads, tl.d_head, tl.n_layers, tl.d_mlp, tl.d_vocab, tl.n_ctx, tl.act_fn) == (
+        cfg.d_model,
+        cfg.n_heads,
+        cfg.d_model // cfg.n_heads,
+        cfg.n_layers,
+        cfg.mlp_ratio * cfg.d_model,
+        cfg.vocab_size,
+        cfg.block_size,
+        "gelu",
+    )
     assert lens_add.compatibility_mode is False  # no fold_ln / centring: those change the weights and logits
     assert torch.equal(lens_add.blocks[0].attn.q.weight, calc_add.net.blocks[0].attn.W_q.weight)
-    prompt = calc_add.encode([Problem(12, "+", 34)])[:, :calc_add.fmt.prompt_len]
+    prompt = calc_add.encode([Problem(12, "+", 34)])[:, : calc_add.fmt.prompt_len]
     assert torch.equal(lens_add.to_tokens("12+34="), prompt)  # [BOS] 1 2 + 3 4 =, [BOS] once
     assert lens_add.to_string(prompt[0]) == "[BOS]12+34="
 
@@ -276,8 +326,10 @@ def lens_vs_ours(model, net, tokens: torch.Tensor) -> tuple[float, float]:
         ours, weights = net(tokens, need_weights=True)  # weights: per layer (B, n_heads, T, T)
         patterns = [cache[f"blocks.{layer}.attn.hook_pattern"] for layer in range(len(weights))]
     assert all(p.shape == w.shape for p, w in zip(patterns, weights, strict=True))
-    return (float((logits - ours).abs().max()),
-            max(float((p - w).abs().max()) for p, w in zip(patterns, weights, strict=True)))
+    return (
+        float((logits - ours).abs().max()),
+        max(float((p - w).abs().max()) for p, w in zip(patterns, weights, strict=True)),
+    )
 
 
 @needs_extra
@@ -335,15 +387,16 @@ def test_carry_pairs_flip_only_the_carry():
     example, fmt = load_example(), ProblemFormat(digits=3)
     for place in (1, 2, 3):
         pairs = example.carry_pairs(fmt, place, 200, seed=place)
-        for clean, bad, digit, bad_digit in zip(pairs.clean, pairs.corrupted, pairs.clean_digit,
-                                                pairs.corrupted_digit, strict=True):
+        for clean, bad, digit, bad_digit in zip(
+            pairs.clean, pairs.corrupted, pairs.clean_digit, pairs.corrupted_digit, strict=True
+        ):
             differ = [i for i, (x, y) in enumerate(zip(clean, bad, strict=True)) if x != y]
             # only the operands' digits at place k-1 differ: a at 3 - place, b at 7 - place (text without [BOS])
             assert set(differ) <= {fmt.digits - place, 2 * fmt.digits + 1 - place} and differ
             a, b = int(clean[:3]), int(clean[4:7])
-            carry_in = (a % 10 ** place + b % 10 ** place) >= 10 ** place
+            carry_in = (a % 10**place + b % 10**place) >= 10**place
             a2, b2 = int(bad[:3]), int(bad[4:7])
-            assert carry_in and (a2 % 10 ** place + b2 % 10 ** place) < 10 ** place
+            assert carry_in and (a2 % 10**place + b2 % 10**place) < 10**place
             assert fmt.answer_text(a + b)[place] == digit != bad_digit == fmt.answer_text(a2 + b2)[place]
     with pytest.raises(ValueError, match="choose an answer digit"):
         example.carry_pairs(fmt, 0, 10)

@@ -37,7 +37,7 @@ def source(cell: dict) -> str:
 def exercise_cells(nb: dict) -> list[dict]:
     """The code cells after the notebook's "Exercises" heading."""
     ids = [c["id"] for c in nb["cells"]]
-    return [c for c in nb["cells"][ids.index("exercises"):] if c["cell_type"] == "code"]
+    return [c for c in nb["cells"][ids.index("exercises") :] if c["cell_type"] == "code"]
 
 
 def require(module: str):
@@ -47,6 +47,7 @@ def require(module: str):
 
 
 # ---- committed clean ------------------------------------------------------------------------------------
+
 
 def test_the_lesson_notebooks_are_all_there():
     assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == LESSONS
@@ -62,8 +63,9 @@ def test_notebook_is_committed_without_outputs(stem):
     assert len(ids) == len(set(ids)), "cell ids must be unique"
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
-            assert cell["outputs"] == [] and cell["execution_count"] is None, \
+            assert cell["outputs"] == [] and cell["execution_count"] is None, (
                 f"{stem}: cell {cell['id']} carries outputs; clear them before committing"
+            )
     assert source(nb["cells"][0]).startswith(f"# {stem[:2]} · "), "the first cell is the lesson's title"
     assert "import lessons" in source(nb["cells"][1]), "the second cell sets up the import path"
 
@@ -80,6 +82,7 @@ def test_every_notebook_ends_with_exercises_checked_by_asserts(stem):
 
 # ---- they run -----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("stem", [pytest.param(s, marks=pytest.mark.slow) if s in TRAINS else s for s in LESSONS])
 def test_notebook_runs_top_to_bottom(stem):
     """Execute the notebook in a fresh kernel, from the notebooks folder as Jupyter would; any failing cell
@@ -87,8 +90,9 @@ def test_notebook_runs_top_to_bottom(stem):
     nbformat, nbclient = require("nbformat"), require("nbclient")
     require("ipykernel")
     nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
     started = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - started
@@ -109,6 +113,7 @@ def test_notebook_runs_top_to_bottom(stem):
 
 
 # ---- docs/course.md points at real cells ---------------------------------------------------------------
+
 
 def sections(text: str) -> dict[str, str]:
     """'## Heading' -> the section's text, up to the next '## ' heading."""
@@ -136,7 +141,7 @@ def test_course_md_references_into_notebooks_name_real_cells():
         assert cell_id in ids, f"docs/course.md: notebooks/{stem}.ipynb has no cell {cell_id!r}"
         # the place shows something running: the cell is code, or a heading whose next cell is code
         i = ids.index(cell_id)
-        assert "code" in {c["cell_type"] for c in cells[i:i + 2]}, f"{stem}#{cell_id} leads to no code"
+        assert "code" in {c["cell_type"] for c in cells[i : i + 2]}, f"{stem}#{cell_id} leads to no code"
 
 
 def test_every_lesson_idea_and_exercise_has_a_notebook_location():

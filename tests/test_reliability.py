@@ -13,9 +13,18 @@ import pytest
 
 from tests.conftest import ROOT, run_train
 
-SMALL = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=300",
-         "data.n_test=300", "trainer.val_check_interval=50", "logger=none", "analysis=none"]
+SMALL = [
+    "data.digits=2",
+    "data.val_fraction=0.05",
+    "data.test_fraction=0.05",
+    "data.n_val=300",
+    "data.n_test=300",
+    "trainer.val_check_interval=50",
+    "logger=none",
+    "analysis=none",
+]
 METRICS = ("test_exact_match", "test_loss", "test_digit_accuracy", "val_exact_match", "steps")
+
 
 def results(path) -> dict:
     return json.loads((path / "results.json").read_text())
@@ -37,8 +46,13 @@ def test_a_run_interrupted_and_resumed_ends_exactly_like_an_uninterrupted_one(tm
     assert done.returncode == 0, done.stderr[-2000:]
 
     # interrupt with a real Ctrl-C (SIGINT) once training is under way: the first checkpoint marks step 50
-    process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={interrupted}", *SMALL,
-                                *steps], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={interrupted}", *SMALL, *steps],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 300
     while not (interrupted / "checkpoints" / "best.ckpt").exists() and time.time() < deadline:
         time.sleep(0.05)

@@ -19,8 +19,16 @@ from tests.conftest import ROOT, run_train
 from training.loggers import wandb_problem
 from training.rundir import RunDir, RunDirError
 
-SMALL = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=200",
-         "data.n_test=200", "trainer.val_check_interval=20", "logger=none", "analysis=none"]
+SMALL = [
+    "data.digits=2",
+    "data.val_fraction=0.05",
+    "data.test_fraction=0.05",
+    "data.n_val=200",
+    "data.n_test=200",
+    "trainer.val_check_interval=20",
+    "logger=none",
+    "analysis=none",
+]
 
 
 def finished_run(path) -> RunDir:
@@ -69,14 +77,20 @@ def test_a_directory_in_use_by_a_live_process_is_refused_even_when_resuming(tmp_
 
 def test_of_runs_started_together_exactly_one_claims_the_directory(tmp_path):
     run = tmp_path / "run"
-    claim = ("import sys, time; from training.rundir import RunDir, RunDirError\n"
-             "r = RunDir(sys.argv[1])\n"
-             "time.sleep(max(0.0, float(sys.argv[2]) - time.time()))\n"
-             "try:\n    r.claim(resuming=False); print('claimed', flush=True); time.sleep(3)\n"
-             "except RunDirError as e:\n    print('refused', e, flush=True)\n")
+    claim = (
+        "import sys, time; from training.rundir import RunDir, RunDirError\n"
+        "r = RunDir(sys.argv[1])\n"
+        "time.sleep(max(0.0, float(sys.argv[2]) - time.time()))\n"
+        "try:\n    r.claim(resuming=False); print('claimed', flush=True); time.sleep(3)\n"
+        "except RunDirError as e:\n    print('refused', e, flush=True)\n"
+    )
     start = time.time() + 2
-    racers = [subprocess.Popen([sys.executable, "-c", claim, str(run), str(start)], cwd=ROOT, stdout=subprocess.PIPE,
-                               text=True) for _ in range(4)]
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", claim, str(run), str(start)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
     outcomes = [p.communicate(timeout=60)[0].split()[0] for p in racers]
     assert sorted(outcomes) == ["claimed", "refused", "refused", "refused"], outcomes
 
@@ -93,8 +107,9 @@ def test_a_failure_never_overwrites_finished_or_resumable_results(tmp_path):
     assert run.read_results() == {"status": "failed", "error": "boom"}
 
 
-@pytest.mark.parametrize("status,expected", [("ok", "finished"), ("running", "best.ckpt"),
-                                             (None, "no checkpoints/interrupted.ckpt")])
+@pytest.mark.parametrize(
+    "status,expected", [("ok", "finished"), ("running", "best.ckpt"), (None, "no checkpoints/interrupted.ckpt")]
+)
 def test_resume_says_what_would_work(tmp_path, status, expected):
     run = finished_run(tmp_path / "run")
     if status is None:
@@ -175,8 +190,14 @@ def test_a_run_against_a_silent_wandb_server_logs_offline_within_seconds(tmp_pat
         monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
         monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
         monkeypatch.delenv("WANDB_MODE", raising=False)
-        done = run_train(tmp_path / "run", *SMALL[:-2], "analysis=none", "trainer.max_steps=20",
-                         "callbacks.attention_maps=null", "logger.wandb.mode=online")
+        done = run_train(
+            tmp_path / "run",
+            *SMALL[:-2],
+            "analysis=none",
+            "trainer.max_steps=20",
+            "callbacks.attention_maps=null",
+            "logger.wandb.mode=online",
+        )
     finally:
         server.close()
     assert done.returncode == 0, done.stderr[-2000:]
@@ -190,8 +211,9 @@ def test_a_failed_resume_leaves_a_finished_run_intact(tmp_path):
     run = finished_run(tmp_path / "run")
     before = {p.name: p.read_bytes() for p in (run.results, run.config, run.best_checkpoint)}
     for overrides in ([f"resume={run.path}"], [f"resume={run.best_checkpoint}", "model.n_heads=8"]):
-        done = subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], cwd=ROOT, capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "train.py"), *overrides], cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert {p.name: p.read_bytes() for p in (run.results, run.config, run.best_checkpoint)} == before
@@ -209,9 +231,20 @@ def test_a_second_run_into_a_used_directory_is_refused_before_hydra_writes(tmp_p
 def test_a_killed_run_is_marked_unfinished_and_calc_warns(tmp_path):
     root = tmp_path / "project"
     run = RunDir(root / "runs" / "killed")
-    process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run.path}", *SMALL,
-                                "trainer.max_steps=5000", "target_accuracy=null", "callbacks.attention_maps=null"],
-                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            f"hydra.run.dir={run.path}",
+            *SMALL,
+            "trainer.max_steps=5000",
+            "target_accuracy=null",
+            "callbacks.attention_maps=null",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 300
     while not run.best_checkpoint.exists() and time.time() < deadline:
         time.sleep(0.05)
@@ -220,10 +253,16 @@ def test_a_killed_run_is_marked_unfinished_and_calc_warns(tmp_path):
     process.wait()
     assert run.status == "running" and run.unfinished
 
-    done = subprocess.run([sys.executable, str(ROOT / "calc.py"), "12+34"], cwd=root, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "calc.py"), "12+34"], cwd=root, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and "did not finish" in done.stderr and f"resume={run.best_checkpoint}" in done.stderr
-    resumed = subprocess.run([sys.executable, str(ROOT / "train.py"), f"resume={run.path}"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), f"resume={run.path}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resumed.returncode == 2 and f"resume={run.best_checkpoint}" in resumed.stderr
     assert json.loads(run.results.read_text())["status"] == "running"

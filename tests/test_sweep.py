@@ -32,11 +32,22 @@ def test_seeds_are_averaged_per_setting_not_across_settings():
     from analysis.sweep import grouped_over_seeds
 
     def row(run, em, steps):
-        return {"run": run, "status": "ok", "test_exact_match": em, "steps_to_99": steps, "train_seconds": 1.0,
-                "prunable_fraction": None}
+        return {
+            "run": run,
+            "status": "ok",
+            "test_exact_match": em,
+            "steps_to_99": steps,
+            "train_seconds": 1.0,
+            "prunable_fraction": None,
+        }
 
-    rows = [row("fmt=a seed=0", 1.0, 100), row("fmt=a seed=1", 0.5, 300), row("fmt=b seed=0", 0.2, None),
-            row("fmt=b seed=1", 0.4, 500), row("fmt=c seed=0", 0.9, 200)]
+    rows = [
+        row("fmt=a seed=0", 1.0, 100),
+        row("fmt=a seed=1", 0.5, 300),
+        row("fmt=b seed=0", 0.2, None),
+        row("fmt=b seed=1", 0.4, 500),
+        row("fmt=c seed=0", 0.9, 200),
+    ]
     groups = {g["setting"]: g for g in grouped_over_seeds(rows)}
     assert set(groups) == {"fmt=a", "fmt=b"}  # fmt=c ran one seed: nothing to average
     assert groups["fmt=a"]["test_exact_match"] == (0.75, 0.5, 1.0)

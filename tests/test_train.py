@@ -9,13 +9,25 @@ import pytest
 
 from tests.conftest import run_train
 
-SMALL = ["data.digits=2", "data.val_fraction=0.05", "data.test_fraction=0.05", "data.n_val=500",
-         "data.n_test=500", "trainer.val_check_interval=50", "analysis.probes=[99+1,45+67]"]
+SMALL = [
+    "data.digits=2",
+    "data.val_fraction=0.05",
+    "data.test_fraction=0.05",
+    "data.n_val=500",
+    "data.n_test=500",
+    "trainer.val_check_interval=50",
+    "analysis.probes=[99+1,45+67]",
+]
 
 
 def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path):
-    done = run_train(tmp_path, *SMALL, "trainer.max_steps=500", "target_accuracy=null",  # all 500 steps
-                     "callbacks.attention_maps.every_n_val=4")
+    done = run_train(
+        tmp_path,
+        *SMALL,
+        "trainer.max_steps=500",
+        "target_accuracy=null",  # all 500 steps
+        "callbacks.attention_maps.every_n_val=4",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((tmp_path / "results.json").read_text())
     # 2-digit sums have 3 answer digits: guessing gets ~0.1% right
@@ -31,8 +43,10 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
 
     # attention maps: every layer, during training (every 4th validation) and at the end, plus raw weights
     for tag in ("step000200", "step000400", "final"):
-        assert [p.name for p in sorted((tmp_path / "attention").glob(f"{tag}_layer*.png"))] == \
-            [f"{tag}_layer0.png", f"{tag}_layer1.png"]
+        assert [p.name for p in sorted((tmp_path / "attention").glob(f"{tag}_layer*.png"))] == [
+            f"{tag}_layer0.png",
+            f"{tag}_layer1.png",
+        ]
         raw = json.loads((tmp_path / "attention" / f"{tag}.json").read_text())
         assert len(raw["weights"]) == 2 and len(raw["weights"][0]) == 2  # layers x probes
     # ablation: layers x heads x (zero, mean) rows; pruning curve; headline numbers
@@ -46,8 +60,14 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
     # the offline wandb run holds the images and tables
     (run,) = (tmp_path / "wandb").glob("offline-run-*")
     media = {p.relative_to(run / "files" / "media").parts[:2] for p in (run / "files" / "media").rglob("*.*")}
-    assert {("images", "attention"), ("images", "ablation"), ("images", "pruning"),
-            ("table", "ablation"), ("table", "pruning")} <= media
+    assert {
+        ("images", "attention"),
+        ("images", "ablation"),
+        ("images", "pruning"),
+        ("table", "ablation"),
+        ("table", "pruning"),
+    } <= media
+
 
 @pytest.mark.slow
 def test_the_default_run_reaches_the_published_accuracy(tmp_path):

@@ -21,8 +21,10 @@ class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite; the weights from before that step were saved."""
 
     def __init__(self, step: int, loss: float, checkpoint: Path):
-        super().__init__(f"training loss became {loss} at step {step}; the weights from before that step are in "
-                         f"{checkpoint}. Lower optim.lr or raise optim.warmup_steps and start again")
+        super().__init__(
+            f"training loss became {loss} at step {step}; the weights from before that step are in "
+            f"{checkpoint}. Lower optim.lr or raise optim.warmup_steps and start again"
+        )
         self.step, self.loss, self.checkpoint = step, loss, checkpoint
 
 
@@ -83,8 +85,15 @@ class BestCheckpoint(ModelCheckpoint):
 
     def __init__(self, run_dir: str | Path, monitor: str = "val/exact_match"):
         best = RunDir(run_dir).best_checkpoint
-        super().__init__(dirpath=best.parent, filename=best.stem, monitor=monitor, mode="max", save_top_k=1,
-                         auto_insert_metric_name=False, enable_version_counter=False)
+        super().__init__(
+            dirpath=best.parent,
+            filename=best.stem,
+            monitor=monitor,
+            mode="max",
+            save_top_k=1,
+            auto_insert_metric_name=False,
+            enable_version_counter=False,
+        )
 
     def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
         """Write beside, then rename: a kill or a full disk mid-write leaves the previous best.ckpt whole."""

@@ -58,8 +58,10 @@ def _explain(message: str, base: DictConfig) -> str:
     if found:
         group, option = found.groups()
         options = _group_options(group)
-        return (f"{group}={option} is not an option of {group}{_did_you_mean(option, options)}; "
-                f"choose one of {', '.join(options)}")
+        return (
+            f"{group}={option} is not an option of {group}{_did_you_mean(option, options)}; "
+            f"choose one of {', '.join(options)}"
+        )
     return message.strip().splitlines()[0]
 
 
@@ -89,10 +91,12 @@ def _check_additions(overrides, cfg: DictConfig) -> None:
             params = inspect.signature(obj).parameters
             if leaf in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
                 continue
-            raise ConfigError(f"+{o.key_or_group}: {target} takes no argument {leaf!r}"
-                              f"{_did_you_mean(leaf, params, f'+{parent}.')}")
-        raise ConfigError(f"+{o.key_or_group}: adds a key that nothing reads"
-                          f"{_did_you_mean(o.key_or_group, _all_keys(cfg))}")
+            raise ConfigError(
+                f"+{o.key_or_group}: {target} takes no argument {leaf!r}{_did_you_mean(leaf, params, f'+{parent}.')}"
+            )
+        raise ConfigError(
+            f"+{o.key_or_group}: adds a key that nothing reads{_did_you_mean(o.key_or_group, _all_keys(cfg))}"
+        )
 
 
 def _all_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
@@ -143,8 +147,10 @@ def check_command_line(argv: list[str]) -> None:
         if not multirun and cfg.resume is None:
             run_dir = RunDir(cfg.hydra.run.dir)
             if run_dir.used():
-                raise ConfigError(f"{run_dir} holds a run already (status {run_dir.status or 'unknown'}); give this "
-                                  "run its own directory (leave hydra.run.dir unset for a fresh one)")
+                raise ConfigError(
+                    f"{run_dir} holds a run already (status {run_dir.status or 'unknown'}); give this "
+                    "run its own directory (leave hydra.run.dir unset for a fresh one)"
+                )
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

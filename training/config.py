@@ -102,8 +102,10 @@ def check_device(accelerator: str) -> None:
 
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
-        raise ConfigError(f"trainer.accelerator={accelerator}: no CUDA GPU is visible here (torch {torch.__version__}, "
-                          f"{build}); use trainer=cpu, or on a GPU machine install the CUDA build of torch")
+        raise ConfigError(
+            f"trainer.accelerator={accelerator}: no CUDA GPU is visible here (torch {torch.__version__}, "
+            f"{build}); use trainer=cpu, or on a GPU machine install the CUDA build of torch"
+        )
     if accelerator == "mps" and not torch.backends.mps.is_available():
         raise ConfigError("trainer.accelerator=mps: no Apple GPU is available here; use trainer=cpu")
 
@@ -153,12 +155,15 @@ def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> D
         raise ConfigError(str(e)) from None
     owner = RunDir.of_checkpoint(checkpoint)
     if owner is None or not owner.config.exists():
-        raise ConfigError(f"resume={cfg.resume}: {checkpoint} is not inside a run directory with its config.yaml, "
-                          "so the run's config is unknown")
+        raise ConfigError(
+            f"resume={cfg.resume}: {checkpoint} is not inside a run directory with its config.yaml, "
+            "so the run's config is unknown"
+        )
     changed = [o for o in overrides if not o.startswith(("resume=", "trainer.max_steps="))]
     if changed:
-        raise ConfigError(f"resume= continues a run with its own config; drop {' '.join(changed)} "
-                          "(only trainer.max_steps may change)")
+        raise ConfigError(
+            f"resume= continues a run with its own config; drop {' '.join(changed)} (only trainer.max_steps may change)"
+        )
     from model.checkpoint import CheckpointError, load_calculator
 
     try:

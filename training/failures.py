@@ -46,9 +46,14 @@ def handle_failure(error: BaseException, run_dir: RunDir, in_sweep: bool, starte
             run_dir.mark_failed("interrupted before training started or after it ended")
         return EXIT_INTERRUPTED
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-        error = DiskFull(f"no space left on the disk ({error.filename or run_dir}); free some and start again"
-                         + (f", or continue with  python train.py resume={run_dir.best_checkpoint}"
-                            if run_dir.best_checkpoint.is_file() else ""))
+        error = DiskFull(
+            f"no space left on the disk ({error.filename or run_dir}); free some and start again"
+            + (
+                f", or continue with  python train.py resume={run_dir.best_checkpoint}"
+                if run_dir.best_checkpoint.is_file()
+                else ""
+            )
+        )
     expected = isinstance(error, (ConfigError, RunDirError, NonFiniteLossError, DiskFull))
     if not (expected or in_sweep):
         if started:

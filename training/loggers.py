@@ -32,9 +32,13 @@ def wandb_problem(timeout: float = 3.0) -> str | None:
     if not key:
         return "no wandb API key (run `wandb login` or set WANDB_API_KEY)"
     request = urllib.request.Request(
-        base.rstrip("/") + "/graphql", data=json.dumps({"query": "query { viewer { id } }"}).encode(),
-        headers={"Content-Type": "application/json",
-                 "Authorization": "Basic " + base64.b64encode(f"api:{key}".encode()).decode()})
+        base.rstrip("/") + "/graphql",
+        data=json.dumps({"query": "query { viewer { id } }"}).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Authorization": "Basic " + base64.b64encode(f"api:{key}".encode()).decode(),
+        },
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             body = json.loads(answer.read() or b"{}")
@@ -42,8 +46,11 @@ def wandb_problem(timeout: float = 3.0) -> str | None:
         return "wandb rejected the API key" if e.code in (401, 403) else f"{base} answered HTTP {e.code}"
     except (urllib.error.URLError, OSError, ValueError) as e:
         reason = getattr(e, "reason", e)
-        return f"no answer from {base} within {timeout:.0f}s ({reason})" if "timed out" in str(reason) \
+        return (
+            f"no answer from {base} within {timeout:.0f}s ({reason})"
+            if "timed out" in str(reason)
             else f"cannot reach {base} ({reason})"
+        )
     if not isinstance(body, dict) or not (body.get("data") or {}).get("viewer"):
         return f"{base} did not accept the API key"
     return None
@@ -72,8 +79,11 @@ def build_loggers(cfg: DictConfig, run_name: str, group: str | None, resume_id: 
         if wandb_cfg.mode == "online":
             problem = wandb_problem()
             if problem:
-                print(f"warning: wandb online logging is not possible: {problem}; logging offline instead "
-                      "(upload later with `wandb sync`)", file=sys.stderr)
+                print(
+                    f"warning: wandb online logging is not possible: {problem}; logging offline instead "
+                    "(upload later with `wandb sync`)",
+                    file=sys.stderr,
+                )
                 wandb_cfg.mode = "offline"
     loggers = [build(node, f"logger.{name}") for name, node in nodes.items() if node is not None]
     for logger in wandb_loggers(loggers):  # Lightning always passes anonymous=None, which wandb 0.2x+ warns about

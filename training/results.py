@@ -10,8 +10,17 @@ import torch
 from model.module import CalculatorModule
 
 
-def run_record(module: CalculatorModule, trainer, datamodule, test: dict, *, seed: int, train_seconds: float,
-               resumed_from: str | None, run_dir: str) -> dict:
+def run_record(
+    module: CalculatorModule,
+    trainer,
+    datamodule,
+    test: dict,
+    *,
+    seed: int,
+    train_seconds: float,
+    resumed_from: str | None,
+    run_dir: str,
+) -> dict:
     """What the run learned, on what, and how fast (``test``: trainer.test's metrics)."""
     net, fmt = module.net, module.fmt
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else None
@@ -55,12 +64,12 @@ def test_mistakes(module: CalculatorModule, test_set: torch.Tensor, limit: int =
     for seqs in test_set.split(5000):
         seqs = seqs.to(module.device)
         answers = module.decode_answers(seqs)  # (B, A)
-        bad = (answers != seqs[:, P:P + A]).any(dim=1).nonzero().flatten().tolist()
+        bad = (answers != seqs[:, P : P + A]).any(dim=1).nonzero().flatten().tolist()
         n_wrong += len(bad)
-        for i in bad[:max(limit - len(wrong), 0)]:
-            prompt = "".join(id_to_token[t] for t in seqs[i, 1:P - 1].tolist())  # a op b, zero-padded
+        for i in bad[: max(limit - len(wrong), 0)]:
+            prompt = "".join(id_to_token[t] for t in seqs[i, 1 : P - 1].tolist())  # a op b, zero-padded
             written = "".join(id_to_token[t] for t in answers[i].tolist())
-            truth = fmt.parse_answer("".join(id_to_token[t] for t in seqs[i, P:P + A].tolist()))
+            truth = fmt.parse_answer("".join(id_to_token[t] for t in seqs[i, P : P + A].tolist()))
             try:
                 model = fmt.parse_answer(written)
             except (ValueError, IndexError):

@@ -112,8 +112,11 @@ class RunDir:
         owner = self.owner()
         if owner:
             return f"the run in {self.path} is still training (pid {owner})"
-        hint = f"; continue it with  python train.py resume={self.best_checkpoint}" \
-            if self.best_checkpoint.is_file() else ""
+        hint = (
+            f"; continue it with  python train.py resume={self.best_checkpoint}"
+            if self.best_checkpoint.is_file()
+            else ""
+        )
         return f"the run in {self.path} did not finish (killed?){hint}"
 
     # ---- claiming the directory for this process -------------------------------------------------------------
@@ -126,18 +129,24 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         owner = self.owner()
         if owner:
-            raise RunDirError(f"{self.path} is in use by another run (pid {owner}); give this run its own "
-                              "directory (leave hydra.run.dir unset for a fresh one)")
+            raise RunDirError(
+                f"{self.path} is in use by another run (pid {owner}); give this run its own "
+                "directory (leave hydra.run.dir unset for a fresh one)"
+            )
         if not resuming and (self.results.exists() or self.checkpoints.exists()):
-            raise RunDirError(f"{self.path} holds a run already (status {self.status or 'unknown'}); give this run "
-                              "its own directory (leave hydra.run.dir unset for a fresh one), or resume= that run")
+            raise RunDirError(
+                f"{self.path} holds a run already (status {self.status or 'unknown'}); give this run "
+                "its own directory (leave hydra.run.dir unset for a fresh one), or resume= that run"
+            )
         if not self._take_lock():
             owner = self.owner()
             if owner is None:  # a stale lock, left by a killed run
                 self.lock.unlink(missing_ok=True)
             if owner is not None or not self._take_lock():  # a live owner, or another run won the race
-                raise RunDirError(f"{self.path} is in use by another run (pid {self.owner() or owner}); give this "
-                                  "run its own directory (leave hydra.run.dir unset for a fresh one)")
+                raise RunDirError(
+                    f"{self.path} is in use by another run (pid {self.owner() or owner}); give this "
+                    "run its own directory (leave hydra.run.dir unset for a fresh one)"
+                )
         self._locked = True
 
     def _take_lock(self) -> bool:
@@ -195,8 +204,10 @@ class RunDir:
         if status == "ok":
             why = "that run finished (its results are in results.json); nothing to resume"
         elif status == "running" and self.best_checkpoint.is_file():
-            why = (f"that run did not finish and saved no interrupted.ckpt (killed?); continue from its best "
-                   f"weights with  resume={self.best_checkpoint}")
+            why = (
+                f"that run did not finish and saved no interrupted.ckpt (killed?); continue from its best "
+                f"weights with  resume={self.best_checkpoint}"
+            )
         elif self.path.is_dir():
             why = "no checkpoints/interrupted.ckpt there; give a run directory that was interrupted, or a .ckpt file"
         else:

@@ -29,7 +29,7 @@ OPTIM = AdamWSchedule().to_dict()  # the training default
 # ---- the three training paths ------------------------------------------------------------------------------
 def reference_loss(reference: RefGPT, seq: torch.Tensor, prompt_len: int) -> torch.Tensor:
     """nanoGPT's way: logits at every position, the loss on the answer's (the task ours trains on)."""
-    logits = reference(seq[:, :-1])[:, prompt_len - 1:]
+    logits = reference(seq[:, :-1])[:, prompt_len - 1 :]
     return F.cross_entropy(logits.flatten(0, 1), seq[:, prompt_len:].flatten())
 
 
@@ -65,9 +65,19 @@ def lightning_steps(module: CalculatorModule, dm: ArithmeticDataModule, steps: i
     """Our training path: Trainer + LightningModule + DataModule with train.py's step settings (gradient
     clipping, step-wise schedule, logging), without validation or checkpoints inside the timed steps."""
     timer = _StepTimes()
-    trainer = L.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-                        num_sanity_val_steps=0, gradient_clip_val=1.0, callbacks=[timer])
+    trainer = L.Trainer(
+        max_steps=steps,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        gradient_clip_val=1.0,
+        callbacks=[timer],
+    )
     trainer.fit(module, datamodule=dm)
     return timer.times
 
@@ -132,8 +142,9 @@ def bench_train(rounds: int = 3, steps: int = 60, warmup: int = 10, digits: int 
     tokens_per_step = dm.batch_size * T
 
     def calculator() -> CalculatorModule:
-        return CalculatorModule(model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len),
-                                fmt=dm.fmt.to_dict(), optim=OPTIM)
+        return CalculatorModule(
+            model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len), fmt=dm.fmt.to_dict(), optim=OPTIM
+        )
 
     ours, bare = calculator(), calculator()
     reference = RefGPT(dm.vocab_size, dm.fmt.seq_len)
@@ -154,8 +165,8 @@ def bench_train(rounds: int = 3, steps: int = 60, warmup: int = 10, digits: int 
     peak = matmul_peak()
     return {
         "setup": f"{digits}-digit addition, d_model={cfg.d_model}, {cfg.n_heads} heads, {cfg.n_layers} layers, "
-                 f"batch {dm.batch_size} x {T} tokens, fp32, {torch.get_num_threads()} threads; "
-                 f"median of {rounds} x {steps} steps each",
+        f"batch {dm.batch_size} x {T} tokens, fp32, {torch.get_num_threads()} threads; "
+        f"median of {rounds} x {steps} steps each",
         "ms_per_step": {name: round(1000 * s, 2) for name, s in median.items()},
         "tokens_per_second": round(tps["lightning"]),
         "tokens_per_second_by_path": {name: round(v) for name, v in tps.items()},
