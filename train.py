@@ -70,14 +70,7 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
     main_process = trainer.is_global_zero
     if main_process:
         run_dir.claim(resuming=cfg.resume is not None)
-        run_dir.write_results(
-            {
-                "status": "running",
-                "resumed_from": cfg.resume,
-                "train_seconds": previous.get("train_seconds", 0.0),
-                "wandb_run_id": previous.get("wandb_run_id"),
-            }
-        )
+        run_dir.mark_running(cfg.resume, previous)
         datamodule.tokenizer.save(run_dir.tokenizer)
         if not cfg.resume:
             OmegaConf.save(cfg, run_dir.config, resolve=True)
@@ -93,20 +86,11 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
             raise
     train_seconds = previous.get("train_seconds", 0.0) + time.perf_counter() - fit_started
     if stopper is not None and stopper.saved is not None:
-        resume = f"python train.py resume={run_dir}"
         if main_process:
-            run_dir.write_results(
-                {
-                    "status": "interrupted",
-                    "step": trainer.global_step,
-                    "checkpoint": str(stopper.saved),
-                    "train_seconds": round(train_seconds, 2),
-                    "wandb_run_id": wandb_run_id(loggers),
-                    "resume": resume,
-                }
-            )
+            run_dir.mark_interrupted(trainer.global_step, stopper.saved, train_seconds, wandb_run_id(loggers))
         raise Interrupted(
-            f"stopped at step {trainer.global_step}; checkpoint saved to {stopper.saved}; continue with: {resume}"
+            f"stopped at step {trainer.global_step}; checkpoint saved to {stopper.saved}; "
+            f"continue with: {run_dir.resume_command}"
         )
 
     history = list(module.val_history)  # now: testing loads the best checkpoint, and with it an older history
@@ -118,16 +102,7 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
     test_set = datamodule.held_out_set("test")
     run_dir.write_json(run_dir.history, {"val": history})
     run_dir.write_json(run_dir.mistakes, test_mistakes(module, test_set))
-    results = run_record(
-        module,
-        trainer,
-        datamodule,
-        test,
-        seed=cfg.seed,
-        train_seconds=train_seconds,
-        resumed_from=cfg.resume,
-        run_dir=str(run_dir),
-    )
+    results = run_record(module, trainer, datamodule, test, cfg, train_seconds, str(run_dir))
     for maps in (c for c in callbacks if isinstance(c, AttentionMaps)):
         results["maps_seconds"] = round(maps.seconds, 2)  # drawing attention maps during training
     if analysis is not None and analysis.enabled:
@@ -159,14 +134,8 @@ def main(cfg: DictConfig) -> None:
     finally:
         finish_wandb()
         run_dir.release()
-    if not results:
-        return
-    print_summary(results)
-    print(
-        f"test exact-match {results['test_exact_match']:.4%} on {results['n_test']} held-out problems, "
-        f"{results['steps']} steps in {results['train_seconds']:.1f}s"
-    )
-    print(f"run directory: {run_dir}")
+    if results:
+        print_summary(results)
 
 
 if __name__ == "__main__":

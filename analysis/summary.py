@@ -43,3 +43,8 @@ def print_summary(results: dict, console: Console | None = None) -> None:
         table.add_row("images", f"{results['run_dir']}/attention/, ablation.png, pruning.png")
     table.add_row("run directory", results["run_dir"])
     console.print(table)
+    print(
+        f"test exact-match {results['test_exact_match']:.4%} on {results['n_test']} held-out problems, "
+        f"{results['steps']} steps in {results['train_seconds']:.1f}s"
+    )
+    print(f"run directory: {results['run_dir']}")

@@ -11,15 +11,7 @@ from model.module import CalculatorModule
 
 
 def run_record(
-    module: CalculatorModule,
-    trainer,
-    datamodule,
-    test: dict,
-    *,
-    seed: int,
-    train_seconds: float,
-    resumed_from: str | None,
-    run_dir: str,
+    module: CalculatorModule, trainer, datamodule, test: dict, cfg, train_seconds: float, run_dir: str
 ) -> dict:
     """What the run learned, on what, and how fast (``test``: trainer.test's metrics)."""
     net, fmt = module.net, module.fmt
@@ -41,13 +33,13 @@ def run_record(
         "head_dim": net.cfg.d_model // net.cfg.n_heads,
         "n_layers": net.cfg.n_layers,
         "data": fmt.to_dict(),
-        "seed": seed,
+        "seed": cfg.seed,
         "steps": steps,
         "processes": processes,
         "train_seconds": round(train_seconds, 2),
         "tokens_per_second": round(tokens / train_seconds) if train_seconds > 0 else 0,
         "checkpoint": best or None,
-        "resumed_from": resumed_from,
+        "resumed_from": cfg.resume,
         "run_dir": run_dir,
     }
 

@@ -186,6 +186,33 @@ class RunDir:
     def write_results(self, data: dict) -> None:
         self.write_json(self.results, data)
 
+    def mark_running(self, resumed_from: str | None, previous: dict) -> None:
+        """From the first write on, a run that stops without saying so is seen as unfinished."""
+        self.write_results(
+            {
+                "status": "running",
+                "resumed_from": resumed_from,
+                "train_seconds": previous.get("train_seconds", 0.0),
+                "wandb_run_id": previous.get("wandb_run_id"),
+            }
+        )
+
+    @property
+    def resume_command(self) -> str:
+        return f"python train.py resume={self.path}"
+
+    def mark_interrupted(self, step: int, checkpoint: Path, train_seconds: float, wandb_run_id: str | None) -> None:
+        self.write_results(
+            {
+                "status": "interrupted",
+                "step": step,
+                "checkpoint": str(checkpoint),
+                "train_seconds": round(train_seconds, 2),
+                "wandb_run_id": wandb_run_id,
+                "resume": self.resume_command,
+            }
+        )
+
     def mark_failed(self, message: str) -> None:
         """Record a failure -- unless the directory holds results of its own that must not be lost
         (a finished run, or an interrupted one that can still be resumed)."""
