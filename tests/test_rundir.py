@@ -184,6 +184,7 @@ def test_wandb_check_without_a_key(monkeypatch, tmp_path):
     assert "no wandb API key" in wandb_problem()
 
 
+@pytest.mark.slow
 def test_a_run_against_a_silent_wandb_server_logs_offline_within_seconds(tmp_path, monkeypatch):
     server, port = silent_server()
     try:
@@ -228,6 +229,7 @@ def test_a_second_run_into_a_used_directory_is_refused_before_hydra_writes(tmp_p
     assert run.read_results()["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_killed_run_is_marked_unfinished_and_calc_warns(tmp_path):
     root = tmp_path / "project"
     run = RunDir(root / "runs" / "killed")

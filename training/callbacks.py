@@ -14,18 +14,8 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
+from training.failures import NonFiniteLossError
 from training.rundir import RunDir
-
-
-class NonFiniteLossError(RuntimeError):
-    """The training loss became NaN or infinite; the weights from before that step were saved."""
-
-    def __init__(self, step: int, loss: float, checkpoint: Path):
-        super().__init__(
-            f"training loss became {loss} at step {step}; the weights from before that step are in "
-            f"{checkpoint}. Lower optim.lr or raise optim.warmup_steps and start again"
-        )
-        self.step, self.loss, self.checkpoint = step, loss, checkpoint
 
 
 class GracefulStop(L.Callback):

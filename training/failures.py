@@ -15,10 +15,21 @@ import errno
 import signal
 import sys
 import traceback
+from pathlib import Path
 
-from training.callbacks import NonFiniteLossError
 from training.config import ConfigError
 from training.rundir import RunDir, RunDirError
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite; the weights from before that step were saved."""
+
+    def __init__(self, step: int, loss: float, checkpoint: Path):
+        super().__init__(
+            f"training loss became {loss} at step {step}; the weights from before that step are in "
+            f"{checkpoint}. Lower optim.lr or raise optim.warmup_steps and start again"
+        )
+        self.step, self.loss, self.checkpoint = step, loss, checkpoint
 
 
 class Interrupted(Exception):
