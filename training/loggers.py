@@ -16,7 +16,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import warnings
-from pathlib import Path
 
 from omegaconf import DictConfig, open_dict
 
@@ -114,14 +113,15 @@ def finish_wandb() -> None:
 
 
 def quiet_known_noise() -> None:
-    """Drop third-party chatter that says nothing about this run (an advert, two deprecation notices)."""
+    """Lightning's lines once and plain (not also through Hydra's timestamped root handler); third-party
+    chatter that says nothing about this run (an advert, a deprecation notice) dropped."""
+    lightning_log = logging.getLogger("lightning.pytorch")
+    if not lightning_log.handlers:  # Lightning adds its own only when the root logger has none
+        plain = logging.StreamHandler()
+        plain.setFormatter(logging.Formatter("%(message)s"))
+        lightning_log.addHandler(plain)
+    lightning_log.setLevel(logging.INFO)
+    lightning_log.propagate = False
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
-    for source in (logging.getLogger(), logging.getLogger("lightning.pytorch")):
-        for handler in source.handlers:
-            handler.addFilter(lambda record: "litlogger" not in record.getMessage())
-    # the advert is logged here; a filter on the logger that logs it holds whatever handlers come later
+    # the litlogger advert is logged here; a filter on the logger that logs it holds for every handler
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
-
-
-def run_name(override_dirname: str, run_dir: Path) -> str:
-    return override_dirname or run_dir.name
