@@ -77,6 +77,7 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("analysis.prunes=greedy", "did you mean analysis.prune"),
     ("+foo=bar", "+foo"),
     ("+trainer.num_node=2", "did you mean +trainer.num_nodes"),
+    ("+experiment=add10", "write experiment=... (no +)"),
     # interpolations that cannot resolve
     ("seed=${seed}", "seed"),
     ("data.digits=${nothing.here}", "data.digits"),

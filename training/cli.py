@@ -54,7 +54,13 @@ def _explain(message: str, base: DictConfig) -> str:
             return f"{key} is not a setting{known}; see them all with  python train.py --cfg job"
         groups = [p.name for p in CONFIGS.iterdir() if p.is_dir()]
         return f"{key} is not a setting or config group{_did_you_mean(key, list(base.keys()) + groups)}"
-    found = re.search(r"Could not find '([^']+)/([^']+)'", message)
+    found = re.search(r"Multiple values for ([\w/]+)", message)
+    if found:
+        group = found.group(1)
+        return f"+{group}=...: {group} is chosen in the defaults already; write {group}=... (no +)"
+    found = re.search(r"Could not (?:find|load) '([^']+)/([^']+)'", message)
+    if found and found.group(1) == "hydra/launcher":  # our launcher configs extend the plugins' own
+        return f'the {found.group(2)} launcher is not installed: pip install -e ".[sweep]"'
     if found:
         group, option = found.groups()
         options = _group_options(group)
@@ -80,8 +86,8 @@ def _first_values(overrides) -> list[str]:
 def _check_additions(overrides, cfg: DictConfig) -> None:
     """``+key=value`` is for arguments an object really takes (e.g. +trainer.num_nodes=2), nothing else."""
     for o in overrides:
-        if not o.is_add() or o.key_or_group.startswith("hydra"):
-            continue
+        if not o.is_add() or o.key_or_group.startswith("hydra") or (CONFIGS / o.key_or_group).is_dir():
+            continue  # only added keys are checked (+experiment=add10 adds a group option, which Hydra checks)
         parent, _, leaf = o.key_or_group.rpartition(".")
         node = OmegaConf.select(cfg, parent) if parent else None
         target = node.get("_target_") if isinstance(node, DictConfig) else None
