@@ -30,6 +30,7 @@ def results(path) -> dict:
     return json.loads((path / "results.json").read_text())
 
 
+@pytest.mark.slow  # two or three whole trainings
 def test_same_seed_same_numbers(tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
     for run_dir in (first, second):
@@ -39,6 +40,7 @@ def test_same_seed_same_numbers(tmp_path):
     assert json.loads((first / "history.json").read_text()) == json.loads((second / "history.json").read_text())
 
 
+@pytest.mark.slow  # two or three whole trainings
 def test_a_run_interrupted_and_resumed_ends_exactly_like_an_uninterrupted_one(tmp_path):
     whole, interrupted = tmp_path / "whole", tmp_path / "interrupted"
     steps = ["trainer.max_steps=300", "target_accuracy=null"]
