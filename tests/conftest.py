@@ -47,12 +47,16 @@ def run_train(tmp_path: Path, *overrides: str, timeout: int = 600) -> subprocess
 
 
 # a sweep small enough for the fast suite: 2-digit addition, a few hundred held-out problems
-SMALL_SWEEP = [
+# a task small enough for a test: 2-digit addition, a few hundred held-out problems
+SMALL_TASK = [
     "data.digits=2",
     "data.val_fraction=0.05",
     "data.test_fraction=0.05",
     "data.n_val=200",
     "data.n_test=200",
+]
+SMALL_SWEEP = [
+    *SMALL_TASK,
     "trainer.max_steps=200",
     "trainer.val_check_interval=50",
     "logger=none",

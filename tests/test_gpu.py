@@ -14,14 +14,10 @@ import sys
 import pytest
 import torch
 
-from tests.conftest import ROOT, run_train
+from tests.conftest import ROOT, SMALL_TASK, run_train
 
 SMALL = [
-    "data.digits=2",
-    "data.val_fraction=0.05",
-    "data.test_fraction=0.05",
-    "data.n_val=200",
-    "data.n_test=200",
+    *SMALL_TASK,
     "trainer.val_check_interval=50",
     "logger=none",
 ]

@@ -26,18 +26,14 @@ from model.export import ExportError, check_problems, export_hf, gpt2_model, hf_
 from model.lens import transformer_lens_model
 from model.optional import INTEROP_INSTALL, MissingExtraError
 from model.transformer import Transformer, TransformerConfig
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SMALL_TASK
 
 HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("transformers", "transformer_lens", "safetensors"))
 needs_extra = pytest.mark.skipif(not HAVE_EXTRA, reason=f"the interop extra is not installed: {INTEROP_INSTALL}")
 
 # 2-digit addition on a small model: ~98% right after 400 steps, in ~10 s of training
 SMALL = [
-    "data.digits=2",
-    "data.val_fraction=0.05",
-    "data.test_fraction=0.05",
-    "data.n_val=200",
-    "data.n_test=200",
+    *SMALL_TASK,
     "data.batch_size=128",
     "model.d_model=32",
     "model.n_heads=2",

@@ -15,16 +15,12 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, run_train
+from tests.conftest import ROOT, SMALL_TASK, run_train
 from training.loggers import wandb_problem
 from training.rundir import RunDir, RunDirError
 
 SMALL = [
-    "data.digits=2",
-    "data.val_fraction=0.05",
-    "data.test_fraction=0.05",
-    "data.n_val=200",
-    "data.n_test=200",
+    *SMALL_TASK,
     "trainer.val_check_interval=20",
     "logger=none",
     "analysis=none",
