@@ -20,7 +20,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from training.config import ConfigError, register_resolvers
-from training.rundir import RunDir
+from training.rundir import RunDir, RunDirError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 HYDRA_FLAGS_WE_CHECK = ("-m", "--multirun")
@@ -151,12 +151,7 @@ def check_command_line(argv: list[str]) -> None:
         _check_additions(overrides, cfg)
         _check_resolves(cfg)
         if not multirun and cfg.resume is None:
-            run_dir = RunDir(cfg.hydra.run.dir)
-            if run_dir.used():
-                raise ConfigError(
-                    f"{run_dir} holds a run already (status {run_dir.status or 'unknown'}); give this "
-                    "run its own directory (leave hydra.run.dir unset for a fresh one)"
-                )
-    except ConfigError as e:
+            RunDir(cfg.hydra.run.dir).refuse_if_used()
+    except (ConfigError, RunDirError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

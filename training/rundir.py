@@ -127,27 +127,31 @@ class RunDir:
         stopped (not finished, not running in another process).
         """
         self.path.mkdir(parents=True, exist_ok=True)
+        self._refuse_if_owned()
+        if not resuming:
+            self.refuse_if_used()
+        if not self._take_lock():
+            self._refuse_if_owned()  # the lock is live ...
+            self.lock.unlink(missing_ok=True)  # ... or stale, left by a killed run
+            if not self._take_lock():
+                self._refuse_if_owned()  # another run won the race
+        self._locked = True
+
+    def refuse_if_used(self) -> None:
+        """RunDirError when a run has written here already: a new run needs a directory of its own."""
+        if self.used():
+            raise RunDirError(
+                f"{self.path} holds a run already (status {self.status or 'unknown'}); give this run "
+                "its own directory (leave hydra.run.dir unset for a fresh one), or resume= that run"
+            )
+
+    def _refuse_if_owned(self) -> None:
         owner = self.owner()
         if owner:
             raise RunDirError(
                 f"{self.path} is in use by another run (pid {owner}); give this run its own "
                 "directory (leave hydra.run.dir unset for a fresh one)"
             )
-        if not resuming and (self.results.exists() or self.checkpoints.exists()):
-            raise RunDirError(
-                f"{self.path} holds a run already (status {self.status or 'unknown'}); give this run "
-                "its own directory (leave hydra.run.dir unset for a fresh one), or resume= that run"
-            )
-        if not self._take_lock():
-            owner = self.owner()
-            if owner is None:  # a stale lock, left by a killed run
-                self.lock.unlink(missing_ok=True)
-            if owner is not None or not self._take_lock():  # a live owner, or another run won the race
-                raise RunDirError(
-                    f"{self.path} is in use by another run (pid {self.owner() or owner}); give this "
-                    "run its own directory (leave hydra.run.dir unset for a fresh one)"
-                )
-        self._locked = True
 
     def _take_lock(self) -> bool:
         """Create run.lock holding our pid, atomically (a hard link fails if the lock exists): no other
