@@ -67,7 +67,7 @@ def _snapshots(attention_dir: Path) -> list[dict]:
 
 def _positions(data: dict) -> tuple[list[str], list[str], list[str]]:
     """Short and long names of every input position (a2, r0, ...) and of every answer position."""
-    from analysis.positions import positions
+    from data.positions import positions
     from data.problems import ProblemFormat
 
     fmt = ProblemFormat(**data)

@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 
 from analysis.plots import attention_grid
-from analysis.positions import positions, token_labels
 from data.expressions import ExpressionError, parse_expression
+from data.positions import positions, token_labels
 from data.problems import ProblemEncoder
 from data.tokenizer import CharTokenizer
 from model.module import CalculatorModule

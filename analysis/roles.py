@@ -12,7 +12,7 @@ from collections import Counter
 
 import torch
 
-from analysis.positions import Position, positions
+from data.positions import Position, positions
 from data.problems import ProblemFormat
 
 DOMINANT = 0.5  # a key "dominates" a query when it gets at least this share of the attention

@@ -15,7 +15,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from analysis.positions import token_labels
+from data.positions import token_labels
 from data.tokenizer import CharTokenizer
 from model.transformer import Transformer
 

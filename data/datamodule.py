@@ -8,8 +8,31 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from data.difficulty import difficulty
 from data.problems import ProblemEncoder, ProblemFormat, ProblemSampler, mix
 from data.tokenizer import CharTokenizer
+
+HARD_TRIES = 8  # a hard case is the most difficult of this many training draws
+
+
+class HardCases:
+    """Hard-case sampling that fades: at step 0 a share ``share`` of every training batch is drawn hard --
+    each the problem with the most carries, borrows or multiplication carries of ``HARD_TRIES`` draws --
+    and that share falls linearly to 0 at ``fade_steps``, after which batches are uniform again."""
+
+    def __init__(self, sampler: ProblemSampler, share: float, fade_steps: int):
+        self.sampler, self.share, self.fade_steps = sampler, share, fade_steps
+
+    def count(self, n: int, step: int) -> int:
+        """How many of a batch of n are hard at this step."""
+        return round(n * self.share * max(0.0, 1.0 - step / self.fade_steps)) if self.fade_steps else 0
+
+    def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        a, op_idx, b = self.sampler.sample("train", n * HARD_TRIES, generator)
+        score = difficulty(self.sampler.fmt.operators, a, op_idx, b).view(n, HARD_TRIES).float()
+        score += torch.rand(n, HARD_TRIES, generator=generator)  # ties broken at random
+        pick = score.argmax(dim=1) + torch.arange(n) * HARD_TRIES
+        return a[pick], op_idx[pick], b[pick]
 
 
 class FreshBatches(IterableDataset):
@@ -19,6 +42,7 @@ class FreshBatches(IterableDataset):
     the step, whatever the loader prefetched), and with ``world_size`` processes every step draws one
     global batch of ``batch_size * world_size`` problems of which process ``rank`` takes its slice --
     so data-parallel training sees exactly the problems a single process with the global batch would.
+    ``hard`` mixes hard cases into early batches (:class:`HardCases`).
     """
 
     def __init__(
@@ -30,15 +54,22 @@ class FreshBatches(IterableDataset):
         start: int = 0,
         rank: int = 0,
         world_size: int = 1,
+        hard: HardCases | None = None,
     ):
         self.sampler, self.encoder, self.batch_size, self.seed = sampler, encoder, batch_size, seed
-        self.start, self.rank, self.world_size = start, rank, world_size
+        self.start, self.rank, self.world_size, self.hard = start, rank, world_size, hard
 
     def batch(self, index: int) -> torch.Tensor:
         # hash (seed, index) first: generators seeded with neighbouring numbers start out alike
         key = mix(torch.tensor([self.seed * 1_000_003 + index]))
         generator = torch.Generator().manual_seed(int(key) & (2**63 - 1))
-        problems = self.sampler.sample("train", self.batch_size * self.world_size, generator)
+        n = self.batch_size * self.world_size
+        n_hard = self.hard.count(n, index) if self.hard else 0
+        problems = self.sampler.sample("train", n - n_hard, generator)
+        if n_hard:  # shuffled in, so every process's slice gets its share
+            hard = self.hard.sample(n_hard, generator)
+            order = torch.randperm(n, generator=generator)
+            problems = tuple(torch.cat([u, h])[order] for u, h in zip(problems, hard, strict=True))
         mine = slice(self.rank * self.batch_size, (self.rank + 1) * self.batch_size)
         return self.encoder.encode(*(column[mine] for column in problems))
 
@@ -57,6 +88,8 @@ class ArithmeticDataModule(L.LightningDataModule):
         batch_size: training batch size; ``eval_batch_size`` for validation and test.
         streaming: draw a fresh training batch every step (default) instead of cycling a fixed set
             of ``n_train`` problems.
+        hard_share, hard_fade_steps: with streaming, the share of each batch drawn as hard cases at step 0,
+            fading linearly to none at ``hard_fade_steps`` (:class:`HardCases`); 0 = uniform throughout.
         n_val, n_test: sizes of the held-out sets (distinct problems, never seen in training).
         val_fraction, test_fraction: share of the problem space reserved for each held-out split.
         seed: seeds every draw, so the same seed gives the same data.
@@ -71,6 +104,8 @@ class ArithmeticDataModule(L.LightningDataModule):
         eval_batch_size: int = 2048,
         streaming: bool = True,
         n_train: int = 100_000,
+        hard_share: float = 0.0,
+        hard_fade_steps: int = 0,
         n_val: int = 2_000,
         n_test: int = 10_000,
         val_fraction: float = 0.01,
@@ -92,6 +127,15 @@ class ArithmeticDataModule(L.LightningDataModule):
                 raise ValueError(f"{name}={value!r}: must be true or false")
         if not streaming and n_train < batch_size:  # drop_last would leave not one training batch
             raise ValueError(f"n_train={n_train}: must be at least batch_size={batch_size} when streaming is false")
+        if isinstance(hard_share, bool) or not isinstance(hard_share, (int, float)) or not 0 <= hard_share <= 1:
+            raise ValueError(f"hard_share={hard_share!r}: must be a number in [0, 1] (0 = uniform batches)")
+        if not isinstance(hard_fade_steps, int) or isinstance(hard_fade_steps, bool) or hard_fade_steps < 0:
+            raise ValueError(f"hard_fade_steps={hard_fade_steps!r}: must be a whole number >= 0")
+        if hard_share and not (streaming and hard_fade_steps):
+            raise ValueError(
+                f"hard_share={hard_share}: hard cases are drawn into the stream over the first hard_fade_steps "
+                "steps; set streaming=true and hard_fade_steps > 0, or hard_share=0"
+            )
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed={seed!r}: must be a whole number")
         self.fmt = ProblemFormat(digits, operators, reverse_answer)
@@ -102,6 +146,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         self.streaming, self.n_train = streaming, n_train
         self.sizes = {"val": n_val, "test": n_test}
         self.seed = seed
+        self.hard = HardCases(self.sampler, hard_share, hard_fade_steps) if hard_share else None
         self.held_out: dict[str, torch.Tensor] = {}
 
     @property
@@ -127,7 +172,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         if self.streaming:
             start = trainer.global_step if trainer else 0  # a resumed run picks up the stream where it stopped
             return DataLoader(
-                FreshBatches(self.sampler, self.encoder, self.batch_size, self.seed, start, rank, world),
+                FreshBatches(self.sampler, self.encoder, self.batch_size, self.seed, start, rank, world, self.hard),
                 batch_size=None,
             )
         generator = torch.Generator().manual_seed(self.seed)

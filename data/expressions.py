@@ -18,8 +18,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import torch
-
 from data.problems import OPERATORS, ProblemFormat
 
 _DIGIT = "0123456789"
@@ -179,35 +177,3 @@ def read_problems(lines: Iterable[str], fmt: ProblemFormat) -> ProblemFile:
         except ExpressionError as e:
             out.invalid.append((number, text, str(e)))
     return out
-
-
-# ---- what makes a problem hard: vectorised over (N,) int64 tensors ----------------------------------------
-def operand_digits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Digits of the longer operand (0 counts as one digit)."""
-    rest = torch.maximum(a, b) // 10
-    digits = torch.ones_like(rest)
-    while bool((rest > 0).any()):
-        digits += (rest > 0).long()
-        rest = rest // 10
-    return digits
-
-
-def carries(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """How many columns of the written addition a + b carry a 1 into the next."""
-    count, carry = torch.zeros_like(a), torch.zeros_like(a)
-    while bool((a > 0).any() or (b > 0).any()):
-        carry = (a % 10 + b % 10 + carry >= 10).long()
-        count += carry
-        a, b = a // 10, b // 10
-    return count
-
-
-def borrows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """How many columns borrow in the written subtraction larger - smaller (|a - b| is computed that way)."""
-    x, y = torch.maximum(a, b), torch.minimum(a, b)
-    count, borrow = torch.zeros_like(a), torch.zeros_like(a)
-    while bool((x > 0).any()):
-        borrow = (x % 10 - y % 10 - borrow < 0).long()
-        count += borrow
-        x, y = x // 10, y // 10
-    return count

@@ -217,7 +217,7 @@ class ProblemSampler:
             pick = keep[torch.randperm(len(keep), generator=generator)[:n]]
             return a[pick], op_idx[pick], b[pick]
         fraction = self.train_fraction if split == "train" else self.fractions[split]
-        parts, have, seen = [], 0, set()
+        parts, have, seen = [(torch.zeros(0, dtype=torch.int64),) * 3], 0, set()
         while have < n:
             want = math.ceil((n - have) / fraction * 1.1) + 64
             a, op_idx, b = self.fmt.random_problems(want, generator)

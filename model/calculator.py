@@ -13,7 +13,8 @@ from pathlib import Path
 
 import torch
 
-from data.expressions import Problem, borrows, carries, operand_digits
+from data.difficulty import borrows, carries, operand_digits
+from data.expressions import Problem
 from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.transformer import Transformer

@@ -57,7 +57,7 @@ def bridge_state_dict(net) -> dict[str, torch.Tensor]:
 
     sd = {
         "embed.weight": net.tok_emb.weight.detach().clone(),
-        "pos_embed.weight": net.pos_emb.weight.detach().clone(),
+        "pos_embed.weight": net.position_table().detach().clone(),  # with the place embedding folded in
         "unembed.weight": net.lm_head.weight.detach().clone(),
         "unembed.bias": torch.zeros(net.lm_head.weight.shape[0]),
     }  # our LM head has no bias

@@ -10,6 +10,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
+from data.positions import place_ids
 from data.problems import ProblemFormat
 from model.transformer import Transformer, TransformerConfig
 
@@ -76,7 +77,7 @@ class CalculatorModule(L.LightningModule):
         self.save_hyperparameters()
         self.schedule = AdamWSchedule(**optim)
         self.fmt = ProblemFormat(**fmt)
-        self.net = Transformer(TransformerConfig(**model))
+        self.net = Transformer(TransformerConfig(**model), place_ids=place_ids(self.fmt))
         self.val_history: list[dict] = []  # one entry per validation: step, exact_match, loss
 
     # ---- the two ways of reading a batch ------------------------------------------------------------

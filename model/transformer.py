@@ -1,6 +1,7 @@
 """A small decoder-only (GPT-style) transformer built around :class:`MultiHeadAttention`.
 
-token + learned position embeddings -> n_layers x [pre-LN attention, pre-LN MLP] -> LayerNorm -> LM head.
+token + learned position (+ optional digit-place) embeddings -> n_layers x [pre-LN attention, pre-LN MLP]
+-> LayerNorm -> LM head.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ class TransformerConfig:
     dropout: float = 0.0
     bias: bool = True
     tie_weights: bool = True
+    # Abacus-style: every token also gets an embedding of the digit place it reads or predicts (units, tens,
+    # ...), shared by both operands and the answer, so "line up the same place" is one rule to learn.
+    place_embedding: bool = False
 
     def __post_init__(self) -> None:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
         for name in ("vocab_size", "block_size", "n_layers", "mlp_ratio"):
             check_size(name, getattr(self, name))
-        for name in ("bias", "tie_weights"):
+        for name in ("bias", "tie_weights", "place_embedding"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
 
@@ -73,11 +77,19 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    def __init__(self, cfg: TransformerConfig):
+    """place_ids: with ``cfg.place_embedding``, the digit place of each position (block_size ints, 0 = no digit),
+    given by the problem format (:func:`data.positions.place_ids`)."""
+
+    def __init__(self, cfg: TransformerConfig, place_ids: list[int] | None = None):
         super().__init__()
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
+        if cfg.place_embedding:
+            if place_ids is None or len(place_ids) != cfg.block_size:
+                raise ValueError(f"place_embedding=true needs the digit place of all {cfg.block_size} positions")
+            self.register_buffer("place_ids", torch.tensor(place_ids), persistent=False)  # (block_size,)
+            self.place_emb = nn.Embedding(max(place_ids) + 1, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
@@ -129,8 +141,13 @@ class Transformer(nn.Module):
         T = idx.shape[1]
         if start + T > self.cfg.block_size:
             raise ValueError(f"sequence of {start + T} tokens is longer than block_size={self.cfg.block_size}")
-        pos = torch.arange(start, start + T, device=idx.device)
-        return self.drop(self.tok_emb(idx) + self.pos_emb(pos))
+        return self.drop(self.tok_emb(idx) + self.position_table()[start : start + T])
+
+    def position_table(self) -> torch.Tensor:
+        """What each position adds to its token's embedding, (block_size, d_model): the learned position
+        embedding, plus the place embedding where there is one (a fixed layout makes the sum one table)."""
+        table = self.pos_emb.weight
+        return table + self.place_emb(self.place_ids) if self.cfg.place_embedding else table
 
     def run_blocks(
         self,

@@ -16,9 +16,9 @@ from analysis.ablation import (
     prune_heads,
     replaced_heads,
 )
-from analysis.positions import positions
 from analysis.roles import describe_head
 from data.datamodule import ArithmeticDataModule
+from data.positions import positions
 from data.problems import ProblemFormat
 from model.module import CalculatorModule
 

@@ -21,7 +21,7 @@ import bench
 import calc
 from analysis.terminal import problem_attention, render_attention
 from data.datamodule import ArithmeticDataModule
-from data.expressions import ExpressionError, Problem, borrows, carries, operand_digits, parse_expression
+from data.expressions import ExpressionError, Problem, parse_expression
 from data.problems import ProblemFormat
 from model.checkpoint import CheckpointError, find_checkpoints, load_calculator, newest_checkpoint
 from model.module import AdamWSchedule, CalculatorModule
@@ -313,26 +313,6 @@ def test_eval_table_and_missing_file(capsys, tmp_path, run_add):
     empty.write_text("# nothing\n")
     status, _, err = call(capsys, "--ckpt", str(run_add), "--eval", str(empty), "--json")
     assert status == 1 and "no valid problem" in err
-
-
-def test_problem_features_match_pencil_and_paper():
-    def on_paper(a, b, subtract):
-        x, y = (max(a, b), min(a, b)) if subtract else (a, b)
-        count = carry = 0
-        while x or y:
-            column = x % 10 - y % 10 - carry if subtract else x % 10 + y % 10 + carry
-            carry = int(column < 0 if subtract else column >= 10)
-            count += carry
-            x, y = x // 10, y // 10
-        return count
-
-    rng = random.Random(0)
-    a = [rng.randrange(10 ** rng.randrange(1, 7)) for _ in range(500)]
-    b = [rng.randrange(10 ** rng.randrange(1, 7)) for _ in range(500)]
-    ta, tb = torch.tensor(a), torch.tensor(b)
-    assert carries(ta, tb).tolist() == [on_paper(x, y, False) for x, y in zip(a, b, strict=True)]
-    assert borrows(ta, tb).tolist() == [on_paper(x, y, True) for x, y in zip(a, b, strict=True)]
-    assert operand_digits(ta, tb).tolist() == [len(str(max(x, y))) for x, y in zip(a, b, strict=True)]
 
 
 # ---- checkpoints ------------------------------------------------------------------------------------------

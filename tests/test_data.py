@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from data.datamodule import ArithmeticDataModule
+from data.positions import place_ids
 from data.problems import ProblemEncoder, ProblemFormat, ProblemSampler
 from data.tokenizer import CharTokenizer, UnknownCharacterError
 
@@ -149,3 +150,17 @@ def test_consecutive_training_batches_are_independent_draws():
     same_row = (first == second).all(dim=1).float().mean().item()  # 1 in 10,000 by chance
     same_first_operand = (first[:, 1:3] == second[:, 1:3]).all(dim=1).float().mean().item()  # 1 in 100 by chance
     assert same_row < 0.005 and same_first_operand < 0.03
+
+
+@pytest.mark.parametrize(
+    "fmt", [ProblemFormat(3, "+"), ProblemFormat(2, "+-*"), ProblemFormat(4, "-", reverse_answer=False)]
+)
+def test_place_ids_line_up_each_answer_digit_with_the_operand_digits_of_its_place(fmt):
+    places = place_ids(fmt)
+    assert len(places) == fmt.seq_len
+    for k in range(fmt.digits):  # place k (units = 0): a's and b's digit, and the token predicting the answer's
+        a_pos, b_pos = 1 + fmt.digits - 1 - k, fmt.digits + 2 + fmt.digits - 1 - k
+        answer = fmt.answer_text(10**k)  # its one '1' sits at place k
+        predicting = fmt.prompt_len - 1 + answer.index("1")  # '=' and each answer token predict the next token
+        assert places[a_pos] == places[b_pos] == places[predicting] == k + 1
+    assert places[0] == places[1 + fmt.digits] == 0  # [BOS] and the operator read no digit

@@ -215,11 +215,13 @@ def test_the_logit_check_would_catch_gpt2s_tanh_gelu(calc_add, problems):
 
 def random_calculator(seed: int = 0, **model) -> Calculator:
     """An untrained calculator with large random weights (so a wrong mapping shows in the logits)."""
+    from data.positions import place_ids
     from data.problems import ProblemFormat
 
     torch.manual_seed(seed)
     fmt, tokenizer = ProblemFormat(digits=2), CharTokenizer()
-    net = Transformer(TransformerConfig(vocab_size=tokenizer.vocab_size, block_size=fmt.seq_len, **model))
+    config = TransformerConfig(vocab_size=tokenizer.vocab_size, block_size=fmt.seq_len, **model)
+    net = Transformer(config, place_ids=place_ids(fmt))
     with torch.no_grad():
         for p in net.parameters():
             p.normal_(0.0, 0.5)
@@ -240,6 +242,17 @@ def test_export_without_biases_and_untied(tmp_path):
     assert not torch.equal(model.lm_head.weight, model.transformer.wte.weight)
     assert torch.count_nonzero(model.transformer.h[0].attn.c_attn.bias) == 0
     export_hf(calc_, tmp_path / "out", n_check=10)  # a previous export is overwritten
+
+
+@needs_extra
+def test_the_place_embedding_folds_into_gpt2s_position_table(tmp_path):
+    """A fixed layout makes position + place one table: the export and the lens answer exactly like ours."""
+    calc_ = random_calculator(d_model=32, n_heads=4, place_embedding=True)
+    check = export_hf(calc_, tmp_path / "out", n_check=200)
+    assert check.max_logit_diff <= 1e-5 and check.answers_agree == 200
+    tokens = calc_.encode([Problem(12, "+", 34), Problem(99, "+", 1)])[:, :-1]
+    logit_diff, pattern_diff = lens_vs_ours(transformer_lens_model(calc_), calc_.net, tokens)
+    assert logit_diff <= 1e-4 and pattern_diff <= 1e-5
 
 
 @needs_extra

@@ -38,6 +38,16 @@ def positions(fmt: ProblemFormat) -> list[Position]:
     return [Position("bos"), *operand("a"), Position("op"), *operand("b"), Position("="), *answer, Position("eos")]
 
 
+def place_ids(fmt: ProblemFormat) -> list[int]:
+    """Per position, the digit place it reads or predicts, for the model's place embedding: 1 for units, 2 for
+    tens, ...; 0 for no digit. An operand digit gets its own place; the token *predicting* an answer digit gets
+    that digit's place, so the query that writes the answer's tens and both operands' tens share one id."""
+    place = lambda p: 0 if p.place is None else p.place + 1  # noqa: E731
+    layout = positions(fmt)
+    predicted = [place(p) for p in layout[fmt.prompt_len :]]  # '=' and each answer token predict the next token
+    return [place(p) for p in layout[: fmt.prompt_len - 1]] + predicted + [0]  # [EOS] predicts nothing
+
+
 def token_labels(text_tokens: list[str]) -> list[str]:
     """Short axis labels for a sequence's tokens ([BOS] -> '^', [EOS] -> '$')."""
     return [{"[BOS]": "^", "[EOS]": "$"}.get(t, t) for t in text_tokens]
