@@ -264,7 +264,7 @@ def print_report(r: dict) -> None:
     )
     row("all", {**r, "n": r["n_problems"]})
     ops = set(r["by_operator"])
-    carried = "borrows" if "+" not in ops else "carries" if "-" not in ops else "carries/borrows"
+    carried = "borrows" if ops == {"-"} else "carries/borrows" if "-" in ops else "carries"
     for key, label in (
         ("by_operator", "operator {}"),
         ("by_operand_digits", "{}-digit operands"),
@@ -272,7 +272,7 @@ def print_report(r: dict) -> None:
     ):
         table.add_section()
         for value, stats in r[key].items():
-            row("* (not counted)" if key == "by_carries" and value == "-" else label.format(value), stats)
+            row(label.format(value), stats)
     console.print(table)
     if r["n_mistakes"]:
         console.print(Text(f"first {len(r['mistakes'])} of {r['n_mistakes']:,} mistakes:", style="bold"))

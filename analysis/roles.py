@@ -41,7 +41,10 @@ def describe_head(fmt: ProblemFormat, pattern: torch.Tensor) -> str:
     queries = _answer_queries(fmt)
     digit_queries = [(q, target) for q, target in queries if target.kind == "answer"]
 
-    # 1. Aligned digits: the query predicting answer place k reads operand digits at place k + offset.
+    # 1. Aligned digits: the query predicting answer place k reads operand digits at place k + offset
+    #    (for '*': a_i and b_j with i + j = k + offset, one partial product of long multiplication).
+    if fmt.operators == "*":
+        return _partial_products(pattern, roles, digit_queries) or _fixed_or_previous(pattern, roles, queries)
     offsets = Counter()
     for q, target in digit_queries:
         top = pattern[q].topk(2)
@@ -55,9 +58,32 @@ def describe_head(fmt: ProblemFormat, pattern: torch.Tensor) -> str:
             both = offsets[("b" if kind == "a" else "a", offset)] >= 0.6 * len(digit_queries)
             reads = "a and b" if both else kind
             place = "k" if offset == 0 else f"k{offset:+d}"
-            what = "the same place" if offset == 0 else ("the carry in" if offset == -1 else "another place")
+            carry = "the borrow in" if fmt.operators == "-" else "the carry in"
+            what = "the same place" if offset == 0 else (carry if offset == -1 else "another place")
             return f"answer digit 10^k reads {reads} digit 10^{place} ({what})"
+    return _fixed_or_previous(pattern, roles, queries)
 
+
+def _partial_products(pattern: torch.Tensor, roles: list[Position], digit_queries) -> str | None:
+    """'*': most answer-digit queries put their top two keys on a_i and b_j with i + j = k (+ offset)."""
+    offsets = Counter()
+    for q, target in digit_queries:
+        top = pattern[q].topk(2)
+        (w1, k1), (w2, k2) = zip(top.values.tolist(), top.indices.tolist(), strict=True)
+        first, second = roles[k1], roles[k2]
+        if w2 >= 0.2 and {first.kind, second.kind} == {"a", "b"}:
+            offsets[first.place + second.place - target.place] += 1
+    if offsets:
+        offset, count = offsets.most_common(1)[0]
+        if count >= 0.6 * len(digit_queries):
+            place = "k" if offset == 0 else f"k{offset:+d}"
+            what = {0: " (a partial product)", -1: " (the partial product that carries in)"}.get(offset, "")
+            return f"answer digit 10^k reads a_i and b_j with i+j={place}{what}"
+    return None
+
+
+def _fixed_or_previous(pattern: torch.Tensor, roles: list[Position], queries) -> str:
+    """Rules 2-4: a fixed position, the previous or current token, or where each answer token reads."""
     # 2. A fixed position that most answer queries look at.
     fixed = Counter(roles[int(pattern[q].argmax())].label for q, _ in queries if pattern[q].max() >= DOMINANT)
     if fixed:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from data.difficulty import borrows, carries, operand_digits
+from data.difficulty import difficulty, operand_digits
 from data.expressions import Problem
 from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer
@@ -93,7 +93,8 @@ class Calculator:
 
     # ---- scoring ----------------------------------------------------------------------------------------
     def evaluate(self, problems: list[Problem], lines: list[int] | None = None, show_mistakes: int = 10) -> dict:
-        """Exact match and digit accuracy, overall and split by operator, operand length and carries.
+        """Exact match and digit accuracy, overall and split by operator, operand length and carries (borrows for
+        '-', the carries of long multiplication for '*': :func:`data.difficulty.difficulty`).
 
         Digit accuracy is the share of answer tokens right (padding zeros and sign included), as in
         training. ``lines`` (the problems' line numbers) labels the mistakes listed.
@@ -108,13 +109,11 @@ class Calculator:
         a = torch.tensor([p.a for p in problems], dtype=torch.int64)
         b = torch.tensor([p.b for p in problems], dtype=torch.int64)
         ops = [p.op for p in problems]
-        is_add = torch.tensor([op == "+" for op in ops], dtype=torch.bool)
-        is_sub = torch.tensor([op == "-" for op in ops], dtype=torch.bool)
-        carry = torch.where(is_add, carries(a, b), torch.where(is_sub, borrows(a, b), -1))  # -1: '*'
+        op_idx = torch.tensor([self.fmt.operators.index(op) for op in ops], dtype=torch.int64)
         splits = {
             "by_operator": ops,
             "by_operand_digits": [str(d) for d in operand_digits(a, b).tolist()],
-            "by_carries": ["-" if c < 0 else str(c) for c in carry.tolist()],
+            "by_carries": [str(c) for c in difficulty(self.fmt.operators, a, op_idx, b).tolist()],
         }
 
         def summary(mask: torch.Tensor) -> dict:

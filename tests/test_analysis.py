@@ -167,6 +167,36 @@ def test_roles_name_the_patterns_they_see():
     assert describe_head(fmt, synthetic_pattern(fmt, aligned)).startswith("answer digit 10^k reads a digit 10^k")
 
 
+def test_roles_speak_of_borrows_for_subtraction_and_partial_products_for_multiplication():
+    def reads_place(fmt, offset):  # the query predicting answer place k reads a and b at place k + offset
+        roles = positions(fmt)
+        T = fmt.seq_len - 1
+        pattern = torch.zeros(T, T)
+        for q in range(T):
+            target = roles[q + 1]
+            keys = [i for i, r in enumerate(roles) if r.kind in "ab" and target.kind == "answer"]
+            keys = [i for i in keys if roles[i].place == target.place + offset] or [0]
+            pattern[q, keys] = 1.0 / len(keys)
+        return pattern
+
+    minus = ProblemFormat(3, "-", True)
+    assert describe_head(minus, reads_place(minus, -1)).endswith("(the borrow in)")
+
+    times = ProblemFormat(2, "*", True)
+    roles, T = positions(times), times.seq_len - 1
+    where = {(r.kind, r.place): i for i, r in enumerate(roles)}
+    pattern = torch.zeros(T, T)
+    for q in range(T):  # answer place k reads a_i and b_(k-i) for the first i that fits: a partial product
+        k = roles[q + 1].place if roles[q + 1].kind == "answer" else None
+        pair = next(((i, k - i) for i in range(2) if k is not None and 0 <= k - i < 2), None)
+        if pair:
+            pattern[q, where[("a", pair[0])]] = pattern[q, where[("b", pair[1])]] = 0.5
+        else:
+            pattern[q, 0] = 1.0
+    assert describe_head(times, pattern) == "answer digit 10^k reads a_i and b_j with i+j=k (a partial product)"
+    assert "partial product" not in describe_head(times, reads_place(times, 5))  # nothing of the kind
+
+
 def test_a_head_with_no_single_habit_is_described_answer_digit_by_answer_digit():
     fmt = ProblemFormat(2, "+", True)  # answer r0 r1 r2 (reversed), predicted from '=', r0 and r1
     roles = positions(fmt)

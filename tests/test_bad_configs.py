@@ -40,6 +40,10 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("data.val_fraction=0.7", "data.val_fraction=0.7"),
     ("data.streaming=maybe", "data.streaming"),
     ("data.streaming=false data.n_train=10", "data.n_train=10"),
+    ("data.hard_share=2", "data.hard_share=2"),
+    ("data.hard_share=0.5", "data.hard_share=0.5"),  # no hard_fade_steps: would never fade
+    ("data.hard_fade_steps=-1", "data.hard_fade_steps=-1"),
+    ("model.place_embedding=maybe", "model.place_embedding"),
     ("optim.lr=0", "optim.lr=0"),
     ("optim.lr=-1e-3", "optim.lr=-0.001"),
     ("optim.lr=nan", "optim.lr=nan"),

@@ -293,11 +293,11 @@ def test_eval_agrees_with_check_on_many_problems_and_lists_mistakes(capsys, tmp_
 
 def test_eval_by_operator_and_borrows(capsys, tmp_path, run_mixed):
     path = tmp_path / "mixed.txt"
-    path.write_text("10-1\n5-50\n12*12\n3+4\n")  # 10-1: 1 borrow; 5-50 (50-5): 1; 12*12: not counted; 3+4: 0
+    path.write_text("10-1\n5-50\n12*19\n3+4\n")  # 10-1: 1 borrow; 5-50 (50-5): 1; 12*19 = 228: 2 carries; 3+4: 0
     _, lines, _ = call(capsys, "--ckpt", str(run_mixed), "--eval", str(path), "--json")
     report = json.loads("\n".join(lines))
     assert {k: v["n"] for k, v in report["by_operator"].items()} == {"+": 1, "-": 2, "*": 1}
-    assert {k: v["n"] for k, v in report["by_carries"].items()} == {"0": 1, "1": 2, "-": 1}
+    assert {k: v["n"] for k, v in report["by_carries"].items()} == {"0": 1, "1": 2, "2": 1}
 
 
 def test_eval_table_and_missing_file(capsys, tmp_path, run_add):
