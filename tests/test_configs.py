@@ -118,4 +118,12 @@ def test_add10_is_ten_digit_addition_on_the_default_calculator(tmp_path):
     dm = hydra.utils.instantiate(cfg.data)
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.reverse_answer, dm.fmt.seq_len) == (10, "+", True, 35)
     assert (cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers) == (64, 4, 2)
+    assert cfg.model.place_embedding and dm.hard is not None  # the recipe of docs/arithmetic.md
     assert cfg.target_accuracy is not None  # stops early once the validation set is all right
+
+
+def test_sub3_is_signed_three_digit_subtraction(tmp_path):
+    cfg = resolvable(compose_config(["experiment=sub3"]), tmp_path)
+    check(cfg)
+    dm = hydra.utils.instantiate(cfg.data)
+    assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.signed, dm.fmt.answer_len) == (3, "-", True, 4)
