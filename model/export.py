@@ -136,8 +136,8 @@ def gpt2_state_dict(net) -> dict[str, torch.Tensor]:
         biases = [take(lin.bias, like=lin.weight[:, 0]) for lin in linears]
         return {f"{prefix}.weight": weight, f"{prefix}.bias": torch.cat(biases)}
 
-    positions = [net.pos_emb.weight] + ([net.place_emb.weight] if net.cfg.place_embedding else [])
-    used.update(id(p) for p in positions)  # both folded into GPT-2's one position table
+    used.update(id(e.weight) for e in (getattr(net, "pos_emb", None), getattr(net, "place_emb", None)) if e)
+    # position and place embeddings folded into GPT-2's one position table
     sd = {"transformer.wte.weight": take(net.tok_emb.weight), "transformer.wpe.weight": net.position_table().detach()}
     for i, block in enumerate(net.blocks):
         h = f"transformer.h.{i}"

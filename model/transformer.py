@@ -32,14 +32,19 @@ class TransformerConfig:
     # Abacus-style: every token also gets an embedding of the digit place it reads or predicts (units, tens,
     # ...), shared by both operands and the answer, so "line up the same place" is one rule to learn.
     place_embedding: bool = False
+    # false: no learned absolute positions, only the place embedding (position coupling, Cho et al. 2024):
+    # the same place can then only be found by its place, and '+' and '*' do not need to tell a from b.
+    position_embedding: bool = True
 
     def __post_init__(self) -> None:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
         for name in ("vocab_size", "block_size", "n_layers", "mlp_ratio"):
             check_size(name, getattr(self, name))
-        for name in ("bias", "tie_weights", "place_embedding"):
+        for name in ("bias", "tie_weights", "place_embedding", "position_embedding"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
+        if not (self.position_embedding or self.place_embedding):
+            raise ValueError("position_embedding=false: needs place_embedding=true, or the model has no positions")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -84,7 +89,8 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
+        if cfg.position_embedding:
+            self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
         if cfg.place_embedding:
             if place_ids is None or len(place_ids) != cfg.block_size:
                 raise ValueError(f"place_embedding=true needs the digit place of all {cfg.block_size} positions")
@@ -145,9 +151,10 @@ class Transformer(nn.Module):
 
     def position_table(self) -> torch.Tensor:
         """What each position adds to its token's embedding, (block_size, d_model): the learned position
-        embedding, plus the place embedding where there is one (a fixed layout makes the sum one table)."""
-        table = self.pos_emb.weight
-        return table + self.place_emb(self.place_ids) if self.cfg.place_embedding else table
+        embedding, the place embedding, or their sum (a fixed layout makes them one table)."""
+        parts = [self.pos_emb.weight] if self.cfg.position_embedding else []
+        parts += [self.place_emb(self.place_ids)] if self.cfg.place_embedding else []
+        return sum(parts[1:], parts[0])
 
     def run_blocks(
         self,

@@ -44,6 +44,7 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("data.hard_share=0.5", "data.hard_share=0.5"),  # no hard_fade_steps: would never fade
     ("data.hard_fade_steps=-1", "data.hard_fade_steps=-1"),
     ("model.place_embedding=maybe", "model.place_embedding"),
+    ("model.position_embedding=false", "model.position_embedding=false"),  # and no place embedding: no positions
     ("optim.lr=0", "optim.lr=0"),
     ("optim.lr=-1e-3", "optim.lr=-0.001"),
     ("optim.lr=nan", "optim.lr=nan"),

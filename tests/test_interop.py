@@ -245,9 +245,10 @@ def test_export_without_biases_and_untied(tmp_path):
 
 
 @needs_extra
-def test_the_place_embedding_folds_into_gpt2s_position_table(tmp_path):
+@pytest.mark.parametrize("position_embedding", [True, False])
+def test_the_place_embedding_folds_into_gpt2s_position_table(tmp_path, position_embedding):
     """A fixed layout makes position + place one table: the export and the lens answer exactly like ours."""
-    calc_ = random_calculator(d_model=32, n_heads=4, place_embedding=True)
+    calc_ = random_calculator(d_model=32, n_heads=4, place_embedding=True, position_embedding=position_embedding)
     check = export_hf(calc_, tmp_path / "out", n_check=200)
     assert check.max_logit_diff <= 1e-5 and check.answers_agree == 200
     tokens = calc_.encode([Problem(12, "+", 34), Problem(99, "+", 1)])[:, :-1]
