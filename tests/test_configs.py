@@ -118,8 +118,15 @@ def test_add10_is_ten_digit_addition_on_the_default_calculator(tmp_path):
     dm = hydra.utils.instantiate(cfg.data)
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.reverse_answer, dm.fmt.seq_len) == (10, "+", True, 35)
     assert (cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers) == (64, 4, 2)
-    assert cfg.model.place_embedding and dm.hard is not None  # the recipe of docs/arithmetic.md
+    assert dm.hard is not None and dm.hard.share > 0  # hard cases early: the recipe of docs/arithmetic.md
     assert cfg.target_accuracy is not None  # stops early once the validation set is all right
+
+
+def test_mul2_holds_out_a_tenth_of_its_small_problem_space(tmp_path):
+    cfg = resolvable(compose_config(["experiment=mul2"]), tmp_path)
+    check(cfg)
+    dm = hydra.utils.instantiate(cfg.data)
+    assert (dm.fmt.digits, dm.fmt.operators) == (2, "*") and len(dm.held_out_set("test")) > 900
 
 
 def test_sub3_is_signed_three_digit_subtraction(tmp_path):
