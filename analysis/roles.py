@@ -68,9 +68,7 @@ def _partial_products(pattern: torch.Tensor, roles: list[Position], digit_querie
     """'*': most answer-digit queries put their top two keys on a_i and b_j with i + j = k (+ offset)."""
     offsets = Counter()
     for q, target in digit_queries:
-        top = pattern[q].topk(2)
-        (w1, k1), (w2, k2) = zip(top.values.tolist(), top.indices.tolist(), strict=True)
-        first, second = roles[k1], roles[k2]
+        _, first, w2, second = _top_two(pattern[q], roles)
         if w2 >= 0.2 and {first.kind, second.kind} == {"a", "b"}:
             offsets[first.place + second.place - target.place] += 1
     if offsets:
@@ -102,11 +100,16 @@ def _fixed_or_previous(pattern: torch.Tensor, roles: list[Position], queries) ->
     return "reads " + " ".join(f"{target.short}<-{_reads(pattern[q], roles)}" for q, target in queries)
 
 
-def _reads(row: torch.Tensor, roles: list[Position]) -> str:
-    """Where one query looks: a pair of same-place operand digits, one dominant key, or '~' (spread out)."""
+def _top_two(row: torch.Tensor, roles: list[Position]) -> tuple[float, Position, float, Position]:
+    """One query's two heaviest keys: (weight, role) of the first, then of the second."""
     top = row.topk(2)
     (w1, k1), (w2, k2) = zip(top.values.tolist(), top.indices.tolist(), strict=True)
-    first, second = roles[k1], roles[k2]
+    return w1, roles[k1], w2, roles[k2]
+
+
+def _reads(row: torch.Tensor, roles: list[Position]) -> str:
+    """Where one query looks: a pair of same-place operand digits, one dominant key, or '~' (spread out)."""
+    w1, first, w2, second = _top_two(row, roles)
     if w2 >= 0.2 and {first.kind, second.kind} == {"a", "b"} and first.place == second.place:
         return f"a{first.place}+b{first.place}"
     return first.short if w1 >= 0.3 else "~"

@@ -29,7 +29,7 @@ class HardCases:
 
     def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         a, op_idx, b = self.sampler.sample("train", n * HARD_TRIES, generator)
-        score = difficulty(self.sampler.fmt.operators, a, op_idx, b).view(n, HARD_TRIES).float()
+        score = difficulty(self.sampler.fmt, a, op_idx, b).view(n, HARD_TRIES).float()
         score += torch.rand(n, HARD_TRIES, generator=generator)  # ties broken at random
         pick = score.argmax(dim=1) + torch.arange(n) * HARD_TRIES
         return a[pick], op_idx[pick], b[pick]

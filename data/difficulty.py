@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from data.problems import OPERATORS
+from data.problems import ProblemFormat
 
 
 def operand_digits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -54,10 +54,10 @@ def product_carries(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return count
 
 
-def difficulty(operators: str, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def difficulty(fmt: ProblemFormat, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Per problem: the carries ('+'), borrows ('-') or long-multiplication carries ('*') it needs;
-    op_idx indexes ``operators``."""
-    code = torch.tensor([OPERATORS.index(op) for op in operators])[op_idx]  # 0 '+', 1 '-', 2 '*'
+    op_idx indexes ``fmt.operators``."""
+    code = fmt.operator_codes(op_idx)  # 0 '+', 1 '-', 2 '*'
     count = torch.zeros_like(a)
     for c, rule in enumerate((carries, borrows, product_carries)):
         mine = code == c

@@ -143,9 +143,13 @@ class ProblemFormat:
         grid = torch.arange(self.n_problems, dtype=torch.int64)
         return (grid // high) % high, grid // (high * high), grid % high
 
+    def operator_codes(self, op_idx: torch.Tensor) -> torch.Tensor:
+        """op_idx (indexes ``self.operators``) -> the operator's place in OPERATORS: 0 '+', 1 '-', 2 '*'."""
+        return torch.tensor([OPERATORS.index(op) for op in self.operators])[op_idx]
+
     def values(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """The true results, vectorised."""
-        codes = torch.tensor([OPERATORS.index(op) for op in self.operators])[op_idx]  # 0 '+', 1 '-', 2 '*'
+        codes = self.operator_codes(op_idx)
         return torch.where(codes == 0, a + b, torch.where(codes == 1, a - b, a * b))
 
 
@@ -217,7 +221,7 @@ class ProblemSampler:
             pick = keep[torch.randperm(len(keep), generator=generator)[:n]]
             return a[pick], op_idx[pick], b[pick]
         fraction = self.train_fraction if split == "train" else self.fractions[split]
-        parts, have, seen = [(torch.zeros(0, dtype=torch.int64),) * 3], 0, set()
+        parts, have, seen = [(torch.zeros(0, dtype=torch.int64),) * 3], 0, set()  # empty start: n=0 works too
         while have < n:
             want = math.ceil((n - have) / fraction * 1.1) + 64
             a, op_idx, b = self.fmt.random_problems(want, generator)

@@ -113,7 +113,7 @@ class Calculator:
         splits = {
             "by_operator": ops,
             "by_operand_digits": [str(d) for d in operand_digits(a, b).tolist()],
-            "by_carries": [str(c) for c in difficulty(self.fmt.operators, a, op_idx, b).tolist()],
+            "by_carries": [str(c) for c in difficulty(self.fmt, a, op_idx, b).tolist()],
         }
 
         def summary(mask: torch.Tensor) -> dict:

@@ -136,9 +136,12 @@ def gpt2_state_dict(net) -> dict[str, torch.Tensor]:
         biases = [take(lin.bias, like=lin.weight[:, 0]) for lin in linears]
         return {f"{prefix}.weight": weight, f"{prefix}.bias": torch.cat(biases)}
 
-    used.update(id(e.weight) for e in (getattr(net, "pos_emb", None), getattr(net, "place_emb", None)) if e)
-    # position and place embeddings folded into GPT-2's one position table
-    sd = {"transformer.wte.weight": take(net.tok_emb.weight), "transformer.wpe.weight": net.position_table().detach()}
+    embeddings = (getattr(net, "pos_emb", None), getattr(net, "place_emb", None))
+    used.update(id(e.weight) for e in embeddings if e is not None)  # both folded into GPT-2's one position table
+    sd = {
+        "transformer.wte.weight": take(net.tok_emb.weight),
+        "transformer.wpe.weight": net.position_table().detach().clone(),  # a copy, like take(): not the live weight
+    }
     for i, block in enumerate(net.blocks):
         h = f"transformer.h.{i}"
         attn, mlp = block.attn, block.mlp

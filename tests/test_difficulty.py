@@ -44,7 +44,7 @@ def test_problem_features_match_pencil_and_paper():
     assert operand_digits(ta, tb).tolist() == [len(str(max(x, y))) for x, y in pairs]
     ops = torch.tensor([rng.randrange(3) for _ in pairs])  # each problem scored by its own operator
     expected = [on_paper(x, y, "+-*"[o]) for (x, y), o in zip(pairs, ops.tolist(), strict=True)]
-    assert difficulty("+-*", ta, ops, tb).tolist() == expected
+    assert difficulty(ProblemFormat(6, "+-*"), ta, ops, tb).tolist() == expected
 
 
 def test_hard_cases_fade_to_uniform_batches():
