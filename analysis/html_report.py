@@ -89,7 +89,7 @@ def _mistakes(run_dir: Path, data: dict | None) -> dict | None:
         fmt = ProblemFormat(**data)
         by_place = [0] * fmt.answer_len  # in the order the model writes them
         for m in mistakes:
-            truth = fmt.answer_text(m["truth"])
+            truth = m.get("truth_text") or fmt.answer_text(m["truth"])  # runs before show_work: no truth_text
             written = (m.get("model_text") or "").ljust(len(truth))
             for i, (got, want) in enumerate(zip(written, truth, strict=False)):
                 by_place[i] += got != want

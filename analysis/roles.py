@@ -44,7 +44,7 @@ def describe_head(fmt: ProblemFormat, pattern: torch.Tensor) -> str:
     # 1. Aligned digits: the query predicting answer place k reads operand digits at place k + offset
     #    (for '*': a_i and b_j with i + j = k + offset, one partial product of long multiplication).
     if fmt.operators == "*":
-        return _partial_products(pattern, roles, digit_queries) or _fixed_or_previous(pattern, roles, queries)
+        return _partial_products(pattern, roles, digit_queries) or _fixed_or_previous(pattern, roles, queries, "·")
     offsets = Counter()
     for q, target in digit_queries:
         top = pattern[q].topk(2)
@@ -80,7 +80,7 @@ def _partial_products(pattern: torch.Tensor, roles: list[Position], digit_querie
     return None
 
 
-def _fixed_or_previous(pattern: torch.Tensor, roles: list[Position], queries) -> str:
+def _fixed_or_previous(pattern: torch.Tensor, roles: list[Position], queries, pair: str = "+") -> str:
     """Rules 2-4: a fixed position, the previous or current token, or where each answer token reads."""
     # 2. A fixed position that most answer queries look at.
     fixed = Counter(roles[int(pattern[q].argmax())].label for q, _ in queries if pattern[q].max() >= DOMINANT)
@@ -97,7 +97,7 @@ def _fixed_or_previous(pattern: torch.Tensor, roles: list[Position], queries) ->
         return "current token"
 
     # 4. Otherwise: what each answer token reads, e.g. "r0<-a0+b0 r1<-a1+b1 r2<-= r3<-~" (~ = spread out).
-    return "reads " + " ".join(f"{target.short}<-{_reads(pattern[q], roles)}" for q, target in queries)
+    return "reads " + " ".join(f"{target.short}<-{_reads(pattern[q], roles, pair)}" for q, target in queries)
 
 
 def _top_two(row: torch.Tensor, roles: list[Position]) -> tuple[float, Position, float, Position]:
@@ -107,11 +107,12 @@ def _top_two(row: torch.Tensor, roles: list[Position]) -> tuple[float, Position,
     return w1, roles[k1], w2, roles[k2]
 
 
-def _reads(row: torch.Tensor, roles: list[Position]) -> str:
-    """Where one query looks: a pair of same-place operand digits, one dominant key, or '~' (spread out)."""
+def _reads(row: torch.Tensor, roles: list[Position], pair: str = "+") -> str:
+    """Where one query looks: a pair of same-place operand digits (a0+b0, or a0·b0 for '*'), one dominant key,
+    or '~' (spread out)."""
     w1, first, w2, second = _top_two(row, roles)
     if w2 >= 0.2 and {first.kind, second.kind} == {"a", "b"} and first.place == second.place:
-        return f"a{first.place}+b{first.place}"
+        return f"a{first.place}{pair}b{first.place}"
     return first.short if w1 >= 0.3 else "~"
 
 

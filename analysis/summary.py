@@ -16,7 +16,9 @@ def print_summary(results: dict, console: Console | None = None) -> None:
     table.add_column()
     fmt = results["data"]
     table.add_row(
-        "task", f"{fmt['digits']}-digit '{fmt['operators']}', answer {'reversed' if fmt['reverse_answer'] else 'plain'}"
+        "task",
+        f"{fmt['digits']}-digit '{fmt['operators']}', answer {'reversed' if fmt['reverse_answer'] else 'plain'}"
+        + (" with working" if fmt.get("show_work") else ""),
     )
     table.add_row(
         "model",

@@ -84,7 +84,7 @@ class ArithmeticDataModule(L.LightningDataModule):
     """Arithmetic problems as token ids.
 
     Args:
-        digits, operators, reverse_answer: the :class:`ProblemFormat`.
+        digits, operators, reverse_answer, show_work: the :class:`ProblemFormat`.
         batch_size: training batch size; ``eval_batch_size`` for validation and test.
         streaming: draw a fresh training batch every step (default) instead of cycling a fixed set
             of ``n_train`` problems.
@@ -100,6 +100,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         digits: int = 3,
         operators: str = "+",
         reverse_answer: bool = True,
+        show_work: bool = False,
         batch_size: int = 256,
         eval_batch_size: int = 2048,
         streaming: bool = True,
@@ -122,7 +123,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}={value!r}: must be a whole number >= 1")
-        for name, value in (("reverse_answer", reverse_answer), ("streaming", streaming)):
+        for name, value in (("reverse_answer", reverse_answer), ("show_work", show_work), ("streaming", streaming)):
             if not isinstance(value, bool):
                 raise ValueError(f"{name}={value!r}: must be true or false")
         if not streaming and n_train < batch_size:  # drop_last would leave not one training batch
@@ -138,7 +139,7 @@ class ArithmeticDataModule(L.LightningDataModule):
             )
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed={seed!r}: must be a whole number")
-        self.fmt = ProblemFormat(digits, operators, reverse_answer)
+        self.fmt = ProblemFormat(digits, operators, reverse_answer, show_work)
         self.sampler = ProblemSampler(self.fmt, val_fraction, test_fraction)
         self.tokenizer = CharTokenizer()
         self.encoder = ProblemEncoder(self.fmt, self.tokenizer.vocab)

@@ -9,33 +9,51 @@ from data.problems import ProblemFormat
 
 @dataclass(frozen=True)
 class Position:
-    kind: str  # "bos", "a", "op", "b", "=", "answer", "sign", "eos"
+    kind: str  # "bos", "a", "op", "b", "=", "work", "then" (a separator in the working), "answer", "sign", "eos"
     place: int | None = None  # decimal place of a digit: 0 = units, 1 = tens, ...
+    line: int | None = None  # which line of the working (show_work), from 0
 
     @property
     def short(self) -> str:
         """A few characters, for plot axes: a2 (a's hundreds), b0, r1 (the result's tens), =, op."""
         if self.kind in ("a", "b", "answer"):
             return f"{'r' if self.kind == 'answer' else self.kind}{self.place}"
-        return {"bos": "^", "eos": "$", "op": "op", "=": "=", "sign": "±"}[self.kind]
+        if self.kind == "work":
+            return f"w{self.line}.{self.place}"
+        return {"bos": "^", "eos": "$", "op": "op", "=": "=", "sign": "±", "then": "|"}[self.kind]
 
     @property
     def label(self) -> str:
         if self.kind in ("a", "b", "answer"):
             name = "ans" if self.kind == "answer" else self.kind
             return f"{name}·10^{self.place}"
-        return {"bos": "[BOS]", "eos": "[EOS]", "op": "operator", "=": "=", "sign": "sign"}[self.kind]
+        if self.kind == "work":
+            return f"work line {self.line}·10^{self.place}"
+        return {"bos": "[BOS]", "eos": "[EOS]", "op": "operator", "=": "=", "sign": "sign", "then": "work '+'/'='"}[
+            self.kind
+        ]
 
 
 def positions(fmt: ProblemFormat) -> list[Position]:
     """The role of every position of ``fmt``'s sequences, [BOS] to [EOS]."""
     operand = lambda kind: [Position(kind, fmt.digits - 1 - i) for i in range(fmt.digits)]  # noqa: E731
-    answer = [Position("answer", fmt.answer_digits - 1 - i) for i in range(fmt.answer_digits)]
+    places = list(range(fmt.answer_digits))[:: 1 if fmt.reverse_answer else -1]  # in the order they are written
+    answer = [Position("answer", k) for k in places]
     if fmt.signed:
-        answer = [Position("sign")] + answer
-    if fmt.reverse_answer:
-        answer = answer[::-1]
-    return [Position("bos"), *operand("a"), Position("op"), *operand("b"), Position("="), *answer, Position("eos")]
+        answer = answer + [Position("sign")] if fmt.reverse_answer else [Position("sign")] + answer
+    work = [
+        p for line in range(fmt.work_lines) for p in [*(Position("work", k, line) for k in places), Position("then")]
+    ]
+    return [
+        Position("bos"),
+        *operand("a"),
+        Position("op"),
+        *operand("b"),
+        Position("="),
+        *work,
+        *answer,
+        Position("eos"),
+    ]
 
 
 def place_ids(fmt: ProblemFormat) -> list[int]:

@@ -10,6 +10,16 @@ Operands are zero-padded to ``digits``; the answer is zero-padded to a fixed wid
 so every answer digit depends only on what is already written (see the README for the measurement).
 When subtraction is among the operators every answer also carries a sign ('+' or '-').
 
+With ``show_work`` a '*' answer is preceded by the working of long multiplication, one line per step, each
+line as wide as the answer and written in the answer's digit order:
+
+    12*34=  0048+0360=  0408        a*b_0, + a*b_1*10, = the product (plain digits shown; spaces added)
+    123*456=  000738+006150=006888+049200=  056088    with 3 digits: a running sum between partial products
+
+so every digit the model writes is the sum of two digits above it plus a carry, or one digit of a times
+one digit of b plus a carry, whatever the operand size (Deng et al. 2023 write products this way).
+'+' and '-' problems in the same format need no working: their lines are zeros.
+
 Splits are a pure function of the problem (a hash of a, op, b), so no test problem can ever be drawn
 for training, whatever the seed, batch size or streaming mode.
 """
@@ -39,7 +49,7 @@ def mix(x: torch.Tensor) -> torch.Tensor:
 
 
 def _digits_of(x: torch.Tensor, width: int) -> torch.Tensor:
-    """(N,) non-negative ints -> (N, width) decimal digits, most significant first."""
+    """(...) non-negative ints -> (..., width) decimal digits, most significant first."""
     powers = 10 ** torch.arange(width - 1, -1, -1, dtype=torch.int64)
     return (x.unsqueeze(-1) // powers) % 10
 
@@ -51,6 +61,7 @@ class ProblemFormat:
     digits: int = 3
     operators: str = "+"
     reverse_answer: bool = True
+    show_work: bool = False  # '*': write the partial products and running sums before the answer
 
     def __post_init__(self) -> None:
         given = self.operators
@@ -63,6 +74,9 @@ class ProblemFormat:
         limit = min(MAX_DIGITS[op] for op in self.operators)
         if self.digits > limit:
             raise ValueError(f"digits={self.digits}: at most {limit} with operators {self.operators!r}")
+        for name in ("reverse_answer", "show_work"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
 
     # ---- layout -------------------------------------------------------------------------------------
     @property
@@ -75,8 +89,23 @@ class ProblemFormat:
         return max(widths[op] for op in self.operators)
 
     @property
-    def answer_len(self) -> int:
+    def result_len(self) -> int:
+        """Characters of the result itself: its digits and, when signed, its sign."""
         return self.answer_digits + int(self.signed)
+
+    @property
+    def work_lines(self) -> int:
+        """Lines of working before a '*' result: d partial products and the d - 2 running sums between them."""
+        return 2 * self.digits - 2 if self.show_work and "*" in self.operators else 0
+
+    @property
+    def work_len(self) -> int:
+        return self.work_lines * (self.answer_digits + 1)  # each line, then '+' or '='
+
+    @property
+    def answer_len(self) -> int:
+        """Every token the model writes after the prompt's '=' and before [EOS]: the working, then the result."""
+        return self.work_len + self.result_len
 
     @property
     def prompt_len(self) -> int:
@@ -102,10 +131,27 @@ class ProblemFormat:
         plain = f"{abs(value):0{self.answer_digits}d}"
         if self.signed:
             plain = ("-" if value < 0 else "+") + plain
+        return self._ordered(plain)
+
+    def work_text(self, a: int, op: str, b: int) -> str:
+        """The working written before the result ('' without ``show_work``)."""
+        lines = self.work_values(torch.tensor([a]), torch.tensor([self.operators.index(op)]), torch.tensor([b]))
+        return "".join(
+            self._ordered(f"{int(v):0{self.answer_digits}d}") + sep
+            for v, sep in zip(lines[0].tolist(), self.work_separators, strict=True)
+        )
+
+    def written_text(self, a: int, op: str, b: int) -> str:
+        """Everything the model writes for ``a op b``: the working, then the result."""
+        return self.work_text(a, op, b) + self.answer_text(self.evaluate(a, op, b))
+
+    def _ordered(self, plain: str) -> str:
         return plain[::-1] if self.reverse_answer else plain
 
     def parse_answer(self, text: str) -> int:
-        """Inverse of :meth:`answer_text` (raises ValueError on a string that is not an answer)."""
+        """Inverse of :meth:`answer_text`; given all the model wrote, reads the result at its end (raises
+        ValueError on a string that is not an answer)."""
+        text = text[-self.result_len :] if self.work_len else text
         plain = text[::-1] if self.reverse_answer else text
         sign = 1
         if self.signed:
@@ -152,6 +198,27 @@ class ProblemFormat:
         codes = self.operator_codes(op_idx)
         return torch.where(codes == 0, a + b, torch.where(codes == 1, a - b, a * b))
 
+    @property
+    def work_separators(self) -> str:
+        """The character after each work line: q_0 + q_1 = s_1 + q_2 = s_2 ... + q_{d-1} = (then the result)."""
+        return "".join("+" if i % 2 == 0 else "=" for i in range(self.work_lines))
+
+    def work_values(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """(N,) problems -> (N, work_lines) values of the working: for '*' the partial products
+        q_j = a * b_j * 10^j (b_j: b's digit j) and the running sums s_j = q_0 + ... + q_j between them, in the
+        order q_0, q_1, s_1, q_2, s_2, ..., q_{d-1}; zeros for '+' and '-'."""
+        lines = []
+        for i in range(self.work_lines):
+            j = (i + 1) // 2  # q_j on odd lines (and q_0 first), s_j on even lines
+            if i == 0 or i % 2 == 1:
+                lines.append(a * ((b // 10**j) % 10) * 10**j)
+            else:
+                lines.append(a * (b % 10 ** (j + 1)))
+        if not lines:
+            return torch.zeros(len(a), 0, dtype=torch.int64)
+        is_product = (self.operator_codes(op_idx) == 2).unsqueeze(1)
+        return torch.where(is_product, torch.stack(lines, dim=1), 0)
+
 
 class ProblemEncoder:
     """Turns problems into token ids in bulk, with no per-problem Python.
@@ -165,6 +232,7 @@ class ProblemEncoder:
         self.op_ids = torch.tensor([vocab[op] for op in fmt.operators])
         self.sign_ids = torch.tensor([vocab["+"], vocab["-"]])
         self.bos, self.eq, self.eos = vocab["[BOS]"], vocab["="], vocab["[EOS]"]
+        self.work_separator_ids = torch.tensor([[vocab[c] for c in fmt.work_separators]], dtype=torch.int64)
 
     def encode_problems(self, problems) -> torch.Tensor:
         """Problems with ``.a``, ``.op``, ``.b`` (e.g. parsed expressions) -> (N, seq_len) token ids."""
@@ -182,6 +250,11 @@ class ProblemEncoder:
             answer = torch.cat([self.sign_ids[(value < 0).long()].unsqueeze(1), answer], dim=1)
         if fmt.reverse_answer:
             answer = answer.flip(1)
+        work = self.digit_ids[_digits_of(fmt.work_values(a, op_idx, b), fmt.answer_digits)]  # (N, lines, width)
+        if fmt.reverse_answer:
+            work = work.flip(2)
+        separators = self.work_separator_ids.expand(n, -1).unsqueeze(2)  # (N, lines, 1)
+        work = torch.cat([work, separators], dim=2).flatten(1)  # (N, work_len)
         column = lambda token: torch.full((n, 1), token, dtype=torch.int64)  # noqa: E731
         return torch.cat(
             [
@@ -190,6 +263,7 @@ class ProblemEncoder:
                 self.op_ids[op_idx].unsqueeze(1),
                 self.digit_ids[_digits_of(b, fmt.digits)],
                 column(self.eq),
+                work,
                 answer,
                 column(self.eos),
             ],

@@ -52,7 +52,7 @@ class Calculator:
     def describe(self) -> str:
         """e.g. '3-digit + problems, reversed answers, 2 layers x 4 heads'."""
         cfg, fmt = self.net.cfg, self.fmt
-        layout = "reversed" if fmt.reverse_answer else "plain"
+        layout = ("reversed" if fmt.reverse_answer else "plain") + (" with working" if fmt.work_len else "")
         return (
             f"{fmt.digits}-digit {' '.join(fmt.operators)} problems, {layout} answers, "
             f"{cfg.n_layers} layers x {cfg.n_heads} heads"
@@ -77,13 +77,15 @@ class Calculator:
         )
 
     def read(self, ids: list[int]) -> Answer:
-        """Answer tokens -> :class:`Answer`; special tokens are kept in the text, so a stray [EOS] shows."""
+        """Answer tokens -> :class:`Answer`; special tokens are kept in the text, so a stray [EOS] shows. The
+        value is the result at the end of the text (after any working), when it is in the exact layout."""
         text = "".join(self.tokenizer.id_to_token[i] for i in ids)
         try:
             value = self.fmt.parse_answer(text)
         except (ValueError, IndexError):
             return Answer(text, None)
-        return Answer(text, value if self.fmt.answer_text(value) == text else None)  # exact layout only
+        result = text[-self.fmt.result_len :] if self.fmt.work_len else text
+        return Answer(text, value if self.fmt.answer_text(value) == result else None)  # exact layout only
 
     def answer(self, problems: list[Problem]) -> list[Answer]:
         if not problems:

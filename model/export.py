@@ -108,6 +108,7 @@ def gpt2_config(calc: Calculator):
             "digits": fmt.digits,
             "operators": fmt.operators,
             "reverse_answer": fmt.reverse_answer,
+            "show_work": fmt.show_work,
             "prompt_len": fmt.prompt_len,
             "answer_len": fmt.answer_len,
         },
@@ -247,14 +248,21 @@ def model_card(calc: Calculator, check: ExportCheck, out_dir: Path) -> str:
     op = fmt.operators[0]
     example = Problem(10**fmt.digits // 3, op, 10**fmt.digits // 7)  # e.g. 333+142
     short = Problem(7, op, 10 ** min(fmt.digits, 2) // 3)  # e.g. 7+33: operands need zero padding
-    prompt, answer = fmt.prompt_text(example.a, op, example.b), fmt.answer_text(example.truth)
+    prompt, answer = fmt.prompt_text(example.a, op, example.b), fmt.written_text(example.a, op, example.b)
     layout = (
         "**least significant digit first** (reverse it to read the number)"
         if fmt.reverse_answer
         else "most significant digit first"
     )
     sign = ", a sign (`+` or `-`) in front of the digits before any reversal" if fmt.signed else ""
-    read = "text[::-1]" if fmt.reverse_answer else "text"
+    result = f"text[-{fmt.result_len}:]" if fmt.work_len else "text"  # the result follows the working
+    read = f"{result}[::-1]" if fmt.reverse_answer else result
+    work = (
+        f"the working of long multiplication comes first ({fmt.work_lines} lines of {fmt.answer_digits} digits, "
+        "each followed by `+` or `=`: partial products a*b_j*10^j and running sums; zeros for `+` and `-`), then "
+        if fmt.work_len
+        else ""
+    )
     results = run_results(calc)
     accuracy = []
     if isinstance(results.get("test_exact_match"), (int, float)) and results.get("n_test"):
@@ -287,8 +295,8 @@ take apart, not a language model: its vocabulary is `[PAD] [BOS] [EOS] 0-9 + - *
 
 - the prompt is both operands zero-padded to {fmt.digits} digits and `=`: {short.a}{op}{short.b} is asked as \
 `{fmt.prompt_text(short.a, op, short.b)}`;
-- the answer is {fmt.answer_len} characters{sign}, zero-padded and written {layout}: \
-`{answer}` means {example.truth}.
+- the answer is {fmt.answer_len} characters: {work}the result, {fmt.result_len} characters{sign}, zero-padded \
+and written {layout}: `{answer}` means {example.truth}.
 
 ## Accuracy
 

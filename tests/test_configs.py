@@ -122,11 +122,13 @@ def test_add10_is_ten_digit_addition_on_the_default_calculator(tmp_path):
     assert cfg.target_accuracy is not None  # stops early once the validation set is all right
 
 
-def test_mul2_holds_out_a_tenth_of_its_small_problem_space(tmp_path):
-    cfg = resolvable(compose_config(["experiment=mul2"]), tmp_path)
+@pytest.mark.parametrize("experiment,digits,operators", [("mul2", 2, "*"), ("mixed", 2, "+-*"), ("mul3", 3, "*")])
+def test_multiplication_experiments_show_their_working(experiment, digits, operators, tmp_path):
+    cfg = resolvable(compose_config([f"experiment={experiment}"]), tmp_path)
     check(cfg)
     dm = hydra.utils.instantiate(cfg.data)
-    assert (dm.fmt.digits, dm.fmt.operators) == (2, "*") and len(dm.held_out_set("test")) > 900
+    assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.show_work) == (digits, operators, True)
+    assert len(dm.held_out_set("test")) > 900  # the 2-digit spaces are small: a tenth of them is held out
 
 
 def test_sub3_is_signed_three_digit_subtraction(tmp_path):

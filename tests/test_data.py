@@ -33,10 +33,20 @@ def test_tokenizer_refuses_unknown_characters_clearly(text):
 
 
 @pytest.mark.parametrize(
-    "ops,digits,reverse", [("+", 3, True), ("+", 3, False), ("-", 2, True), ("*", 2, False), ("+-*", 2, True)]
+    "ops,digits,reverse,work",
+    [
+        ("+", 3, True, False),
+        ("+", 3, False, False),
+        ("-", 2, True, False),
+        ("*", 2, False, False),
+        ("+-*", 2, True, False),
+        ("*", 3, True, True),
+        ("*", 2, False, True),
+        ("+-*", 2, True, True),
+    ],
 )
-def test_bulk_encoder_agrees_with_the_tokenizer_on_the_text(ops, digits, reverse):
-    fmt = ProblemFormat(digits, ops, reverse)
+def test_bulk_encoder_agrees_with_the_tokenizer_on_the_text(ops, digits, reverse, work):
+    fmt = ProblemFormat(digits, ops, reverse, show_work=work)
     tok = CharTokenizer()
     a, op_idx, b = fmt.random_problems(200, torch.Generator().manual_seed(1))
     seqs = ProblemEncoder(fmt, tok.vocab).encode(a, op_idx, b)
@@ -44,7 +54,7 @@ def test_bulk_encoder_agrees_with_the_tokenizer_on_the_text(ops, digits, reverse
     for i in range(200):
         op = ops[op_idx[i]]
         value = fmt.evaluate(int(a[i]), op, int(b[i]))
-        text = fmt.prompt_text(int(a[i]), op, int(b[i])) + fmt.answer_text(value)
+        text = fmt.prompt_text(int(a[i]), op, int(b[i])) + fmt.written_text(int(a[i]), op, int(b[i]))
         assert seqs[i].tolist() == tok.encode(text, bos=True, eos=True)
         assert fmt.parse_answer(tok.decode(seqs[i, fmt.prompt_len :])) == value
 
@@ -55,6 +65,34 @@ def test_answer_layout_examples():
     assert ProblemFormat(2, "-", False).answer_text(-7) == "-07"
     assert ProblemFormat(2, "-", True).answer_text(-7) == "70-"
     assert ProblemFormat(2, "*", True).answer_len == 4
+    assert ProblemFormat(2, "*", False, show_work=True).written_text(12, "*", 34) == "0048+0360=0408"
+    assert ProblemFormat(2, "*", True, show_work=True).written_text(12, "*", 34) == "8400+0630=8040"
+    assert ProblemFormat(2, "+-*", False, show_work=True).written_text(12, "-", 34) == "0000+0000=-0022"
+    assert ProblemFormat(1, "*", show_work=True).work_len == 0  # one digit times one digit: nothing to work out
+
+
+def long_multiplication(a: int, b: int, digits: int) -> list[int]:
+    """Pencil and paper: a times each digit of b, shifted to its place, added up line by line."""
+    lines, total = [], 0
+    for j, digit in enumerate(reversed(f"{b:0{digits}d}")):
+        shifted = a * int(digit) * 10**j
+        total += shifted
+        lines += [shifted] if j == 0 else [shifted, total]
+    return lines[:-1]  # the last running sum is the product itself: the result, not a work line
+
+
+@pytest.mark.parametrize("digits,reverse", [(2, True), (3, False), (4, True)])
+def test_the_working_is_long_multiplication_and_ends_in_the_product(digits, reverse):
+    fmt = ProblemFormat(digits, "*", reverse, show_work=True)
+    width = fmt.answer_digits
+    a, _, b = fmt.random_problems(300, torch.Generator().manual_seed(digits))
+    for x, y in zip(a.tolist(), b.tolist(), strict=True):
+        written = fmt.written_text(x, "*", y)
+        work, result = written[: fmt.work_len], written[fmt.work_len :]
+        lines = [work[i : i + width] for i in range(0, len(work), width + 1)]
+        assert [int(line[::-1] if reverse else line) for line in lines] == long_multiplication(x, y, digits)
+        assert work[width :: width + 1] == fmt.work_separators and fmt.parse_answer(written) == x * y
+        assert result == fmt.answer_text(x * y)
 
 
 @pytest.mark.parametrize(
@@ -153,7 +191,13 @@ def test_consecutive_training_batches_are_independent_draws():
 
 
 @pytest.mark.parametrize(
-    "fmt", [ProblemFormat(3, "+"), ProblemFormat(2, "+-*"), ProblemFormat(4, "-", reverse_answer=False)]
+    "fmt",
+    [
+        ProblemFormat(3, "+"),
+        ProblemFormat(2, "+-*"),
+        ProblemFormat(4, "-", reverse_answer=False),
+        ProblemFormat(3, "*", show_work=True),
+    ],
 )
 def test_place_ids_line_up_each_answer_digit_with_the_operand_digits_of_its_place(fmt):
     places = place_ids(fmt)
@@ -161,6 +205,6 @@ def test_place_ids_line_up_each_answer_digit_with_the_operand_digits_of_its_plac
     for k in range(fmt.digits):  # place k (units = 0): a's and b's digit, and the token predicting the answer's
         a_pos, b_pos = 1 + fmt.digits - 1 - k, fmt.digits + 2 + fmt.digits - 1 - k
         answer = fmt.answer_text(10**k)  # its one '1' sits at place k
-        predicting = fmt.prompt_len - 1 + answer.index("1")  # '=' and each answer token predict the next token
+        predicting = fmt.prompt_len - 1 + fmt.work_len + answer.index("1")  # each token predicts the next one
         assert places[a_pos] == places[b_pos] == places[predicting] == k + 1
     assert places[0] == places[1 + fmt.digits] == 0  # [BOS] and the operator read no digit

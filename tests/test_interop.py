@@ -213,13 +213,13 @@ def test_the_logit_check_would_catch_gpt2s_tanh_gelu(calc_add, problems):
     assert compare(calc_add, approx.eval(), tokenizer, problems[:200]).max_logit_diff > 1e-4
 
 
-def random_calculator(seed: int = 0, **model) -> Calculator:
+def random_calculator(seed: int = 0, fmt=None, **model) -> Calculator:
     """An untrained calculator with large random weights (so a wrong mapping shows in the logits)."""
     from data.positions import place_ids
     from data.problems import ProblemFormat
 
     torch.manual_seed(seed)
-    fmt, tokenizer = ProblemFormat(digits=2), CharTokenizer()
+    fmt, tokenizer = fmt or ProblemFormat(digits=2), CharTokenizer()
     config = TransformerConfig(vocab_size=tokenizer.vocab_size, block_size=fmt.seq_len, **model)
     net = Transformer(config, place_ids=place_ids(fmt))
     with torch.no_grad():
@@ -254,6 +254,18 @@ def test_the_place_embedding_folds_into_gpt2s_position_table(tmp_path, position_
     tokens = calc_.encode([Problem(12, "+", 34), Problem(99, "+", 1)])[:, :-1]
     logit_diff, pattern_diff = lens_vs_ours(transformer_lens_model(calc_), calc_.net, tokens)
     assert logit_diff <= 1e-4 and pattern_diff <= 1e-5
+
+
+@needs_extra
+def test_an_answer_with_working_exports_whole(tmp_path):
+    """show_work answers are longer: the export generates all of it and its card explains the working."""
+    from data.problems import ProblemFormat
+
+    calc_ = random_calculator(fmt=ProblemFormat(2, "*", show_work=True), d_model=32, n_heads=4)
+    check = export_hf(calc_, tmp_path / "out", n_check=200)
+    assert check.max_logit_diff <= 1e-5 and check.answers_agree == 200
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "working of long multiplication" in card and f"max_new_tokens={calc_.fmt.answer_len}" in card
 
 
 @needs_extra

@@ -61,12 +61,21 @@ def test_mistakes(module: CalculatorModule, test_set: torch.Tensor, limit: int =
         for i in bad[: max(limit - len(wrong), 0)]:
             prompt = "".join(id_to_token[t] for t in seqs[i, 1 : P - 1].tolist())  # a op b, zero-padded
             written = "".join(id_to_token[t] for t in answers[i].tolist())
-            truth = fmt.parse_answer("".join(id_to_token[t] for t in seqs[i, P : P + A].tolist()))
+            truth_text = "".join(id_to_token[t] for t in seqs[i, P : P + A].tolist())
+            truth = fmt.parse_answer(truth_text)
             try:
                 model = fmt.parse_answer(written)
             except (ValueError, IndexError):
                 model = None
-            wrong.append({"problem": _natural(prompt), "model": model, "model_text": written, "truth": truth})
+            wrong.append(
+                {
+                    "problem": _natural(prompt),
+                    "model": model,
+                    "model_text": written,
+                    "truth": truth,
+                    "truth_text": truth_text,  # as the model should have written it (working included)
+                }
+            )
     return {"n_test": len(test_set), "n_mistakes": n_wrong, "mistakes": wrong}
 
 
