@@ -41,7 +41,11 @@ def describe_head(fmt: ProblemFormat, pattern: torch.Tensor) -> str:
     queries = _answer_queries(fmt)
     digit_queries = [(q, target) for q, target in queries if target.kind == "answer"]
 
-    # 1. Aligned digits: the query predicting answer place k reads operand digits at place k + offset
+    # 1. With the working of long multiplication shown: a head that fetches the digits of a partial product.
+    if fmt.work_lines and (work := _working(pattern, roles, queries)):
+        return work
+
+    # 1'. Aligned digits: the query predicting answer place k reads operand digits at place k + offset
     #    (for '*': a_i and b_j with i + j = k + offset, one partial product of long multiplication).
     if fmt.operators == "*":
         return _partial_products(pattern, roles, digit_queries) or _fixed_or_previous(pattern, roles, queries, "·")
@@ -78,6 +82,33 @@ def _partial_products(pattern: torch.Tensor, roles: list[Position], digit_querie
             what = {0: " (a partial product)", -1: " (the partial product that carries in)"}.get(offset, "")
             return f"answer digit 10^k reads a_i and b_j with i+j={place}{what}"
     return None
+
+
+def _working(pattern: torch.Tensor, roles: list[Position], queries) -> str | None:
+    """show_work: the digits of each partial product q_j = a * b_j * 10^j (work lines 0, 1, 3, 5, ...) mostly read
+    b_j, the line's multiplier digit, or a_(k-j), the multiplicand digit that lands on place k, or a_(k-j-1), the
+    one whose product carries into it (counted where there is such a digit)."""
+    digits = 1 + max(r.place for r in roles if r.kind == "a")
+    product_line = lambda line: (line + 1) // 2 if line == 0 or line % 2 == 1 else None  # noqa: E731 (j, or a sum)
+    read, could = Counter(), Counter()  # per habit: queries that have it, queries that could
+    for q, target in queries:
+        j = product_line(target.line) if target.kind == "work" else None
+        if j is None:
+            continue
+        key = roles[int(pattern[q].argmax())] if pattern[q].max() >= 0.3 else Position("none")
+        could["multiplier"] += 1
+        read["multiplier"] += key.kind == "b" and key.place == j
+        for habit, place in (("multiplicand", target.place - j), ("carry", target.place - j - 1)):
+            if 0 <= place < digits:
+                could[habit] += 1
+                read[habit] += key.kind == "a" and key.place == place
+    habit = next((h for h in ("multiplier", "multiplicand", "carry") if could[h] and read[h] >= 0.6 * could[h]), None)
+    return {
+        None: None,
+        "multiplier": "partial product a*b_j reads b_j (its line's multiplier digit)",
+        "multiplicand": "partial product digit 10^k of a*b_j reads a digit 10^(k-j) (the digit it multiplies)",
+        "carry": "partial product digit 10^k of a*b_j reads a digit 10^(k-j-1) (the carry in)",
+    }[habit]
 
 
 def _fixed_or_previous(pattern: torch.Tensor, roles: list[Position], queries, pair: str = "+") -> str:

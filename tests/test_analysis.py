@@ -197,6 +197,26 @@ def test_roles_speak_of_borrows_for_subtraction_and_partial_products_for_multipl
     assert "partial product" not in describe_head(times, reads_place(times, 5))  # nothing of the kind
 
 
+@pytest.mark.parametrize("reads", ["multiplier", "multiplicand", "carry"])
+def test_heads_of_the_working_are_named_by_the_partial_product_digit_they_fetch(reads):
+    fmt = ProblemFormat(3, "*", True, show_work=True)
+    roles, T = positions(fmt), fmt.seq_len - 1
+    where = {(r.kind, r.place): i for i, r in enumerate(roles)}
+    pattern = torch.zeros(T, T)
+    for q in range(T):
+        target = roles[q + 1]
+        j = (target.line + 1) // 2 if target.kind == "work" and (target.line == 0 or target.line % 2) else None
+        if j is not None:  # a digit of partial product a*b_j: it reads b_j, a_(k-j) or a_(k-j-1)
+            place = {"multiplier": j, "multiplicand": target.place - j, "carry": target.place - j - 1}[reads]
+        key = None if j is None else ("b" if reads == "multiplier" else "a", place)
+        pattern[q, where.get(key, 0)] = 1.0  # other queries, and places with no such digit: [BOS]
+    described = describe_head(fmt, pattern)
+    want = {"multiplier": "multiplier digit)", "multiplicand": "(the digit it multiplies)", "carry": "(the carry in)"}
+    assert described.startswith("partial product") and described.endswith(want[reads])
+    plain = ProblemFormat(3, "*", True)  # no working: nothing of the kind
+    assert "partial product a*b_j" not in describe_head(plain, torch.eye(plain.seq_len - 1))
+
+
 def test_a_head_with_no_single_habit_is_described_answer_digit_by_answer_digit():
     fmt = ProblemFormat(2, "+", True)  # answer r0 r1 r2 (reversed), predicted from '=', r0 and r1
     roles = positions(fmt)
