@@ -34,7 +34,9 @@ output: stdout has exactly one line per input expression, in order: the model's 
 
 --eval FILE: lines 'expr' or 'expr=answer' ('-' reads stdin); blank lines and '#' comments are skipped;
   invalid lines are counted and listed, not fatal. Digit accuracy is the share of answer tokens right
-  (padding zeros and sign included), as in training.
+  (padding zeros and sign included, and the working of a show_work model), as in training; exact match
+  needs all of them right, so there a right product after a wrong line of working counts as a mistake
+  (answering and --check judge the product alone).
 
 checkpoint: --ckpt takes a .ckpt file or a run directory; without it the newest (by modification time) of
   runs/*/checkpoints/best.ckpt and multirun/*/*/checkpoints/best.ckpt under the current directory.

@@ -66,13 +66,14 @@ def _snapshots(attention_dir: Path) -> list[dict]:
 
 
 def _positions(data: dict) -> tuple[list[str], list[str], list[str]]:
-    """Short and long names of every input position (a2, r0, ...) and of every answer position."""
+    """Short and long names of every input position (a2, r0, ...) and of every position the model writes (the
+    working, if shown, and the answer), in the order it writes them."""
     from data.positions import positions
     from data.problems import ProblemFormat
 
     fmt = ProblemFormat(**data)
     where = positions(fmt)[:-1]  # model inputs stop before [EOS]
-    answer = [p.short for p in where if p.kind in ("answer", "sign")]
+    answer = [p.short for p in positions(fmt)[fmt.prompt_len : -1]]
     return [p.short for p in where], [p.label for p in where], answer
 
 

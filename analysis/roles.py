@@ -42,7 +42,7 @@ def describe_head(fmt: ProblemFormat, pattern: torch.Tensor) -> str:
     digit_queries = [(q, target) for q, target in queries if target.kind == "answer"]
 
     # 1. With the working of long multiplication shown: a head that fetches the digits of a partial product.
-    if fmt.work_lines and (work := _working(pattern, roles, queries)):
+    if fmt.work_lines and (work := _working(fmt, pattern, roles, queries)):
         return work
 
     # 1'. Aligned digits: the query predicting answer place k reads operand digits at place k + offset
@@ -84,22 +84,20 @@ def _partial_products(pattern: torch.Tensor, roles: list[Position], digit_querie
     return None
 
 
-def _working(pattern: torch.Tensor, roles: list[Position], queries) -> str | None:
+def _working(fmt: ProblemFormat, pattern: torch.Tensor, roles: list[Position], queries) -> str | None:
     """show_work: the digits of each partial product q_j = a * b_j * 10^j (work lines 0, 1, 3, 5, ...) mostly read
     b_j, the line's multiplier digit, or a_(k-j), the multiplicand digit that lands on place k, or a_(k-j-1), the
     one whose product carries into it (counted where there is such a digit)."""
-    digits = 1 + max(r.place for r in roles if r.kind == "a")
-    product_line = lambda line: (line + 1) // 2 if line == 0 or line % 2 == 1 else None  # noqa: E731 (j, or a sum)
     read, could = Counter(), Counter()  # per habit: queries that have it, queries that could
     for q, target in queries:
-        j = product_line(target.line) if target.kind == "work" else None
-        if j is None:
+        if target.kind != "work" or fmt.work_line(target.line)[0] != "product":
             continue
+        j = fmt.work_line(target.line)[1]
         key = roles[int(pattern[q].argmax())] if pattern[q].max() >= 0.3 else Position("none")
         could["multiplier"] += 1
         read["multiplier"] += key.kind == "b" and key.place == j
         for habit, place in (("multiplicand", target.place - j), ("carry", target.place - j - 1)):
-            if 0 <= place < digits:
+            if 0 <= place < fmt.digits:
                 could[habit] += 1
                 read[habit] += key.kind == "a" and key.place == place
     habit = next((h for h in ("multiplier", "multiplicand", "carry") if could[h] and read[h] >= 0.6 * could[h]), None)

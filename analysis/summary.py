@@ -7,6 +7,8 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from data.problems import ProblemFormat
+
 
 def print_summary(results: dict, console: Console | None = None) -> None:
     # piped or redirected, rich would assume 80 columns and wrap (cutting the run directory in two)
@@ -18,7 +20,7 @@ def print_summary(results: dict, console: Console | None = None) -> None:
     table.add_row(
         "task",
         f"{fmt['digits']}-digit '{fmt['operators']}', answer {'reversed' if fmt['reverse_answer'] else 'plain'}"
-        + (" with working" if fmt.get("show_work") else ""),
+        + (" with working" if ProblemFormat(**fmt).work_len else ""),
     )
     table.add_row(
         "model",

@@ -123,9 +123,8 @@ class ArithmeticDataModule(L.LightningDataModule):
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}={value!r}: must be a whole number >= 1")
-        for name, value in (("reverse_answer", reverse_answer), ("show_work", show_work), ("streaming", streaming)):
-            if not isinstance(value, bool):
-                raise ValueError(f"{name}={value!r}: must be true or false")
+        if not isinstance(streaming, bool):  # reverse_answer and show_work: checked by ProblemFormat
+            raise ValueError(f"streaming={streaming!r}: must be true or false")
         if not streaming and n_train < batch_size:  # drop_last would leave not one training batch
             raise ValueError(f"n_train={n_train}: must be at least batch_size={batch_size} when streaming is false")
         if isinstance(hard_share, bool) or not isinstance(hard_share, (int, float)) or not 0 <= hard_share <= 1:

@@ -77,6 +77,11 @@ class ProblemFormat:
         for name in ("reverse_answer", "show_work"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
+        if self.show_work and "*" not in self.operators:
+            raise ValueError(
+                f"show_work=true: only '*' problems have working to show, and operators={self.operators!r}; "
+                "add '*' or set show_work=false"
+            )
 
     # ---- layout -------------------------------------------------------------------------------------
     @property
@@ -148,10 +153,14 @@ class ProblemFormat:
     def _ordered(self, plain: str) -> str:
         return plain[::-1] if self.reverse_answer else plain
 
+    def result_text(self, written: str) -> str:
+        """The result at the end of everything the model wrote (the whole text when no working is shown)."""
+        return written[-self.result_len :] if self.work_len else written
+
     def parse_answer(self, text: str) -> int:
         """Inverse of :meth:`answer_text`; given all the model wrote, reads the result at its end (raises
         ValueError on a string that is not an answer)."""
-        text = text[-self.result_len :] if self.work_len else text
+        plain = self.result_text(text)
         plain = text[::-1] if self.reverse_answer else text
         sign = 1
         if self.signed:
@@ -198,10 +207,17 @@ class ProblemFormat:
         codes = self.operator_codes(op_idx)
         return torch.where(codes == 0, a + b, torch.where(codes == 1, a - b, a * b))
 
+    @staticmethod
+    def work_line(i: int) -> tuple[str, int]:
+        """What work line i holds: ("product", j) for q_j = a * b_j * 10^j, ("sum", j) for s_j = q_0 + ... + q_j.
+        The lines run q_0, q_1, s_1, q_2, s_2, ..., q_{d-1}; the result s_{d-1} follows them."""
+        return ("product", (i + 1) // 2) if i == 0 or i % 2 == 1 else ("sum", i // 2)
+
     @property
     def work_separators(self) -> str:
         """The character after each work line: q_0 + q_1 = s_1 + q_2 = s_2 ... + q_{d-1} = (then the result)."""
-        return "".join("+" if i % 2 == 0 else "=" for i in range(self.work_lines))
+        adds_next = lambda i: i == 0 or self.work_line(i)[0] == "sum"  # noqa: E731 (then a product is added)
+        return "".join("+" if adds_next(i) else "=" for i in range(self.work_lines))
 
     def work_values(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """(N,) problems -> (N, work_lines) values of the working: for '*' the partial products
@@ -209,11 +225,8 @@ class ProblemFormat:
         order q_0, q_1, s_1, q_2, s_2, ..., q_{d-1}; zeros for '+' and '-'."""
         lines = []
         for i in range(self.work_lines):
-            j = (i + 1) // 2  # q_j on odd lines (and q_0 first), s_j on even lines
-            if i == 0 or i % 2 == 1:
-                lines.append(a * ((b // 10**j) % 10) * 10**j)
-            else:
-                lines.append(a * (b % 10 ** (j + 1)))
+            kind, j = self.work_line(i)
+            lines.append(a * ((b // 10**j) % 10) * 10**j if kind == "product" else a * (b % 10 ** (j + 1)))
         if not lines:
             return torch.zeros(len(a), 0, dtype=torch.int64)
         is_product = (self.operator_codes(op_idx) == 2).unsqueeze(1)

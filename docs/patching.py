@@ -52,10 +52,11 @@ class CarryPairs:
 def carry_pairs(fmt: ProblemFormat, place: int, n: int, seed: int = 0) -> CarryPairs:
     """n pairs of additions that differ only in the digits at place k-1: clean sum there s >= 10, corrupted
     s - 10, so the carry into place k flips from 1 to 0 while every lower answer digit stays the same."""
-    if "+" not in fmt.operators or not fmt.reverse_answer:
+    if "+" not in fmt.operators or not fmt.reverse_answer or fmt.work_len:
         raise ValueError(
-            "this example patches carries of '+' with answers written least significant digit first "
-            f"(the default); this model does {fmt.operators!r} with reverse_answer={fmt.reverse_answer}"
+            "this example patches carries of '+' with answers written least significant digit first and no "
+            f"working (the default); this model does {fmt.operators!r} with reverse_answer={fmt.reverse_answer}, "
+            f"show_work={fmt.show_work}"
         )
     if not 1 <= place <= fmt.digits:
         raise ValueError(f"--place {place}: choose an answer digit that can receive a carry, 1..{fmt.digits}")

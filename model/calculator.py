@@ -52,9 +52,9 @@ class Calculator:
     def describe(self) -> str:
         """e.g. '3-digit + problems, reversed answers, 2 layers x 4 heads'."""
         cfg, fmt = self.net.cfg, self.fmt
-        layout = ("reversed" if fmt.reverse_answer else "plain") + (" with working" if fmt.work_len else "")
+        layout = f"{'reversed' if fmt.reverse_answer else 'plain'} answers{' with working' if fmt.work_len else ''}"
         return (
-            f"{fmt.digits}-digit {' '.join(fmt.operators)} problems, {layout} answers, "
+            f"{fmt.digits}-digit {' '.join(fmt.operators)} problems, {layout}, "
             f"{cfg.n_layers} layers x {cfg.n_heads} heads"
         )
 
@@ -84,8 +84,8 @@ class Calculator:
             value = self.fmt.parse_answer(text)
         except (ValueError, IndexError):
             return Answer(text, None)
-        result = text[-self.fmt.result_len :] if self.fmt.work_len else text
-        return Answer(text, value if self.fmt.answer_text(value) == result else None)  # exact layout only
+        exact = self.fmt.answer_text(value) == self.fmt.result_text(text) and len(text) == self.fmt.answer_len
+        return Answer(text, value if exact else None)  # exact layout only
 
     def answer(self, problems: list[Problem]) -> list[Answer]:
         if not problems:
@@ -98,7 +98,7 @@ class Calculator:
         """Exact match and digit accuracy, overall and split by operator, operand length and carries (borrows for
         '-', the carries of long multiplication for '*': :func:`data.difficulty.difficulty`).
 
-        Digit accuracy is the share of answer tokens right (padding zeros and sign included), as in
+        Digit accuracy is the share of answer tokens right (padding zeros, sign and any working included), as in
         training. ``lines`` (the problems' line numbers) labels the mistakes listed.
         """
         P, A = self.fmt.prompt_len, self.fmt.answer_len

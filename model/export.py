@@ -245,7 +245,7 @@ def model_card(calc: Calculator, check: ExportCheck, out_dir: Path) -> str:
     """README.md of the export: the task, the answer format, how well it does and how to ask it."""
     cfg, fmt = calc.net.cfg, calc.fmt
     task = " and ".join({"+": "addition", "-": "subtraction", "*": "multiplication"}[op] for op in fmt.operators)
-    op = fmt.operators[0]
+    op = "*" if fmt.work_len else fmt.operators[0]  # show the working when there is some
     example = Problem(10**fmt.digits // 3, op, 10**fmt.digits // 7)  # e.g. 333+142
     short = Problem(7, op, 10 ** min(fmt.digits, 2) // 3)  # e.g. 7+33: operands need zero padding
     prompt, answer = fmt.prompt_text(example.a, op, example.b), fmt.written_text(example.a, op, example.b)
@@ -259,7 +259,9 @@ def model_card(calc: Calculator, check: ExportCheck, out_dir: Path) -> str:
     read = f"{result}[::-1]" if fmt.reverse_answer else result
     work = (
         f"the working of long multiplication comes first ({fmt.work_lines} lines of {fmt.answer_digits} digits, "
-        "each followed by `+` or `=`: partial products a*b_j*10^j and running sums; zeros for `+` and `-`), then "
+        "each followed by `+` or `=`: partial products a*b_j*10^j and running sums"
+        + ("; zeros for `+` and `-`" if fmt.operators != "*" else "")
+        + "), then "
         if fmt.work_len
         else ""
     )

@@ -111,7 +111,8 @@ class CalculatorModule(L.LightningModule):
         return self.net.generate(seq[:, : self.fmt.prompt_len], self.fmt.answer_len, head_mask=head_mask)
 
     def score(self, seq: torch.Tensor, greedy: bool = True) -> dict[str, torch.Tensor]:
-        """loss, exact_match (whole answer right) and digit_accuracy (per answer position).
+        """loss, exact_match (whole answer right) and digit_accuracy (per answer position); the answer is every
+        token the model writes, the working included when the format shows it.
 
         greedy: decode the answers, as a user of the model gets them. Otherwise read them off the one
         teacher-forced pass that gives the loss: the same exact-match (see ``forced_scores``) for less than

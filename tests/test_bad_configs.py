@@ -40,6 +40,7 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("data.val_fraction=0.7", "data.val_fraction=0.7"),
     ("data.streaming=maybe", "data.streaming"),
     ("data.show_work=maybe", "data.show_work"),
+    ("data.show_work=true", "data.show_work=true"),  # on '+': there is no working to show
     ("data.streaming=false data.n_train=10", "data.n_train=10"),
     ("data.hard_share=2", "data.hard_share=2"),
     ("data.hard_share=0.5", "data.hard_share=0.5"),  # no hard_fade_steps: would never fade

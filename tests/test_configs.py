@@ -112,12 +112,12 @@ def test_an_experiment_overrides_the_top_level_defaults(experiment, tmp_path):
     assert "model.n_heads" in cfg.hydra.sweeper.params
 
 
-def test_add10_is_ten_digit_addition_on_the_default_calculator(tmp_path):
+def test_add10_is_ten_digit_addition_with_eight_heads_of_eight(tmp_path):
     cfg = resolvable(compose_config(["experiment=add10"]), tmp_path)
     check(cfg)
     dm = hydra.utils.instantiate(cfg.data)
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.reverse_answer, dm.fmt.seq_len) == (10, "+", True, 35)
-    assert (cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers) == (64, 4, 2)
+    assert (cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers) == (64, 8, 2)
     assert dm.hard is not None and dm.hard.share > 0  # hard cases early: the recipe of docs/arithmetic.md
     assert cfg.target_accuracy is not None  # stops early once the validation set is all right
 
