@@ -160,7 +160,7 @@ class ProblemFormat:
     def parse_answer(self, text: str) -> int:
         """Inverse of :meth:`answer_text`; given all the model wrote, reads the result at its end (raises
         ValueError on a string that is not an answer)."""
-        plain = self.result_text(text)
+        text = self.result_text(text)
         plain = text[::-1] if self.reverse_answer else text
         sign = 1
         if self.signed:
