@@ -73,7 +73,7 @@ def _positions(data: dict) -> tuple[list[str], list[str], list[str]]:
 
     fmt = ProblemFormat(**data)
     where = positions(fmt)[:-1]  # model inputs stop before [EOS]
-    answer = [p.short for p in positions(fmt)[fmt.prompt_len : -1]]
+    answer = [p.short for p in where[fmt.prompt_len :]]
     return [p.short for p in where], [p.label for p in where], answer
 
 

@@ -90,9 +90,9 @@ def _working(fmt: ProblemFormat, pattern: torch.Tensor, roles: list[Position], q
     one whose product carries into it (counted where there is such a digit)."""
     read, could = Counter(), Counter()  # per habit: queries that have it, queries that could
     for q, target in queries:
-        if target.kind != "work" or fmt.work_line(target.line)[0] != "product":
+        kind, j = fmt.work_line(target.line) if target.kind == "work" else (None, None)
+        if kind != "product":
             continue
-        j = fmt.work_line(target.line)[1]
         key = roles[int(pattern[q].argmax())] if pattern[q].max() >= 0.3 else Position("none")
         could["multiplier"] += 1
         read["multiplier"] += key.kind == "b" and key.place == j

@@ -101,7 +101,7 @@ class ProblemFormat:
     @property
     def work_lines(self) -> int:
         """Lines of working before a '*' result: d partial products and the d - 2 running sums between them."""
-        return 2 * self.digits - 2 if self.show_work and "*" in self.operators else 0
+        return 2 * self.digits - 2 if self.show_work else 0  # show_work implies '*' (__post_init__)
 
     @property
     def work_len(self) -> int:
@@ -160,8 +160,7 @@ class ProblemFormat:
     def parse_answer(self, text: str) -> int:
         """Inverse of :meth:`answer_text`; given all the model wrote, reads the result at its end (raises
         ValueError on a string that is not an answer)."""
-        text = self.result_text(text)
-        plain = text[::-1] if self.reverse_answer else text
+        plain = self._ordered(self.result_text(text))  # reversing twice restores the order
         sign = 1
         if self.signed:
             sign, plain = (-1 if plain[0] == "-" else 1), plain[1:]
