@@ -13,6 +13,7 @@ from data.problems import ProblemEncoder, ProblemFormat, ProblemSampler, mix
 from data.tokenizer import CharTokenizer
 
 HARD_TRIES = 8  # a hard case is the most difficult of this many training draws
+ACCELERATOR_DRAW_STEPS = 64  # on a GPU, training batches are drawn this many steps at a time (FreshBatches)
 
 
 class HardCases:
@@ -30,19 +31,23 @@ class HardCases:
     def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         a, op_idx, b = self.sampler.sample("train", n * HARD_TRIES, generator)
         score = difficulty(self.sampler.fmt, a, op_idx, b).view(n, HARD_TRIES).float()
-        score += torch.rand(n, HARD_TRIES, generator=generator)  # ties broken at random
-        pick = score.argmax(dim=1) + torch.arange(n) * HARD_TRIES
+        score += torch.rand(n, HARD_TRIES, generator=generator, device=generator.device)  # ties broken at random
+        pick = score.argmax(dim=1) + torch.arange(n, device=generator.device) * HARD_TRIES
         return a[pick], op_idx[pick], b[pick]
 
 
 class FreshBatches(IterableDataset):
     """An endless stream of freshly drawn training batches, (batch_size, seq_len) token ids each.
 
-    Batch ``i`` is a pure function of (seed, i): the stream can restart at any step (resuming needs only
-    the step, whatever the loader prefetched), and with ``world_size`` processes every step draws one
-    global batch of ``batch_size * world_size`` problems of which process ``rank`` takes its slice --
-    so data-parallel training sees exactly the problems a single process with the global batch would.
+    Batch ``i`` is a pure function of (seed, i, draw_steps): the stream can restart at any step (resuming needs
+    only the step, whatever the loader prefetched), and with ``world_size`` processes every step draws one
+    global batch of ``batch_size * world_size`` problems of which process ``rank`` takes its slice -- so
+    data-parallel training sees exactly the problems a single process with the global batch would.
     ``hard`` mixes hard cases into early batches (:class:`HardCases`).
+
+    The batches are drawn on ``device``, ``draw_steps`` steps' worth at a time: on a GPU one draw of many
+    batches costs the kernel launches (and the one host sync of picking training problems) of a single
+    batch, so a step only slices what is already there. ``draw_steps=1`` draws each batch on its own.
     """
 
     def __init__(
@@ -55,29 +60,45 @@ class FreshBatches(IterableDataset):
         rank: int = 0,
         world_size: int = 1,
         hard: HardCases | None = None,
+        device: torch.device | str = "cpu",
+        draw_steps: int = 1,
     ):
         self.sampler, self.encoder, self.batch_size, self.seed = sampler, encoder, batch_size, seed
         self.start, self.rank, self.world_size, self.hard = start, rank, world_size, hard
+        self.device, self.draw_steps = torch.device(device), draw_steps
 
-    def batch(self, index: int) -> torch.Tensor:
+    def draw(self, index: int) -> torch.Tensor:
+        """(draw_steps, batch_size, seq_len): this process's batches of steps index * draw_steps onwards."""
         # hash (seed, index) first: generators seeded with neighbouring numbers start out alike
         key = mix(torch.tensor([self.seed * 1_000_003 + index]))
-        generator = torch.Generator().manual_seed(int(key) & (2**63 - 1))
-        n = self.batch_size * self.world_size
-        n_hard = self.hard.count(n, index) if self.hard else 0
-        problems = self.sampler.sample("train", n - n_hard, generator)
-        if n_hard:  # shuffled in, so every process's slice gets its share
-            hard = self.hard.sample(n_hard, generator)
-            order = torch.randperm(n, generator=generator)
-            problems = tuple(torch.cat([u, h])[order] for u, h in zip(problems, hard, strict=True))
-        mine = slice(self.rank * self.batch_size, (self.rank + 1) * self.batch_size)
-        return self.encoder.encode(*(column[mine] for column in problems))
+        generator = torch.Generator(self.device).manual_seed(int(key) & (2**63 - 1))
+        n, steps = self.batch_size * self.world_size, range(index * self.draw_steps, (index + 1) * self.draw_steps)
+        n_hard = [self.hard.count(n, step) if self.hard else 0 for step in steps]  # per step, known on the host
+        problems = self.sampler.sample("train", n * len(steps) - sum(n_hard), generator)
+        if sum(n_hard):  # each step's hard cases shuffled into its uniform ones, so every slice gets its share
+            hard = self.hard.sample(sum(n_hard), generator)
+            uniform_ends, hard_ends = [0], [0]
+            for k in n_hard:
+                uniform_ends.append(uniform_ends[-1] + n - k)
+                hard_ends.append(hard_ends[-1] + k)
+            order = [torch.randperm(n, generator=generator, device=self.device) for _ in steps]
+            problems = tuple(
+                torch.cat(
+                    [
+                        torch.cat([u[uniform_ends[i] : uniform_ends[i + 1]], h[hard_ends[i] : hard_ends[i + 1]]])[o]
+                        for i, o in enumerate(order)
+                    ]
+                )
+                for u, h in zip(problems, hard, strict=True)
+            )
+        batches = self.encoder.encode(*problems).view(len(steps), n, -1)  # (draw_steps, global batch, seq_len)
+        return batches[:, self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
 
     def __iter__(self):
-        index = self.start
+        index, skip = divmod(self.start, self.draw_steps)
         while True:
-            yield self.batch(index)
-            index += 1
+            yield from self.draw(index)[skip:]
+            index, skip = index + 1, 0
 
 
 class ArithmeticDataModule(L.LightningDataModule):
@@ -90,6 +111,9 @@ class ArithmeticDataModule(L.LightningDataModule):
             of ``n_train`` problems.
         hard_share, hard_fade_steps: with streaming, the share of each batch drawn as hard cases at step 0,
             fading linearly to none at ``hard_fade_steps`` (:class:`HardCases`); 0 = uniform throughout.
+        draw_steps: with streaming, how many steps' batches are drawn at once, on the device that trains
+            (:class:`FreshBatches`); null = 1 on the CPU (the stream every recorded CPU figure was measured
+            with) and ``ACCELERATOR_DRAW_STEPS`` on a GPU.
         n_val, n_test: sizes of the held-out sets (distinct problems, never seen in training).
         val_fraction, test_fraction: share of the problem space reserved for each held-out split.
         seed: seeds every draw, so the same seed gives the same data.
@@ -107,6 +131,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         n_train: int = 100_000,
         hard_share: float = 0.0,
         hard_fade_steps: int = 0,
+        draw_steps: int | None = None,
         n_val: int = 2_000,
         n_test: int = 10_000,
         val_fraction: float = 0.01,
@@ -136,6 +161,10 @@ class ArithmeticDataModule(L.LightningDataModule):
                 f"hard_share={hard_share}: hard cases are drawn into the stream over the first hard_fade_steps "
                 "steps; set streaming=true and hard_fade_steps > 0, or hard_share=0"
             )
+        if draw_steps is not None and (
+            not isinstance(draw_steps, int) or isinstance(draw_steps, bool) or draw_steps < 1
+        ):
+            raise ValueError(f"draw_steps={draw_steps!r}: must be a whole number >= 1, or null (chosen for the device)")
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed={seed!r}: must be a whole number")
         self.fmt = ProblemFormat(digits, operators, reverse_answer, show_work)
@@ -143,7 +172,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         self.tokenizer = CharTokenizer()
         self.encoder = ProblemEncoder(self.fmt, self.tokenizer.vocab)
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
-        self.streaming, self.n_train = streaming, n_train
+        self.streaming, self.n_train, self.draw_steps = streaming, n_train, draw_steps
         self.sizes = {"val": n_val, "test": n_test}
         self.seed = seed
         self.hard = HardCases(self.sampler, hard_share, hard_fade_steps) if hard_share else None
@@ -167,14 +196,25 @@ class ArithmeticDataModule(L.LightningDataModule):
         return path
 
     def train_dataloader(self):
-        trainer = self.trainer  # None outside a Trainer (e.g. in tests): one process, from the start
+        trainer = self.trainer  # None outside a Trainer (e.g. in tests): one process on the CPU, from the start
         rank, world = (trainer.global_rank, trainer.world_size) if trainer else (0, 1)
         if self.streaming:
             start = trainer.global_step if trainer else 0  # a resumed run picks up the stream where it stopped
-            return DataLoader(
-                FreshBatches(self.sampler, self.encoder, self.batch_size, self.seed, start, rank, world, self.hard),
-                batch_size=None,
+            device = trainer.strategy.root_device if trainer else torch.device("cpu")
+            draw_steps = self.draw_steps or (1 if device.type == "cpu" else ACCELERATOR_DRAW_STEPS)
+            stream = FreshBatches(
+                self.sampler,
+                self.encoder,
+                self.batch_size,
+                self.seed,
+                start,
+                rank,
+                world,
+                self.hard,
+                device,
+                draw_steps,
             )
+            return DataLoader(stream, batch_size=None)
         generator = torch.Generator().manual_seed(self.seed)
         fixed = self.encoder.encode(*self.sampler.sample("train", self.n_train, generator))
         return DataLoader(

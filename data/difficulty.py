@@ -43,10 +43,11 @@ def product_carries(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """How many columns of long multiplication a * b carry into the next: column k adds every a_i * b_j with
     i + j = k, plus the carry from column k - 1, writes the last digit and carries the rest."""
     width = int(operand_digits(a, b).max()) if len(a) else 1
-    powers = 10 ** torch.arange(width, dtype=torch.int64)
+    powers = 10 ** torch.arange(width, dtype=torch.int64, device=a.device)
     a_digits, b_digits = (a.unsqueeze(1) // powers) % 10, (b.unsqueeze(1) // powers) % 10  # (N, width), units first
     partial = a_digits.unsqueeze(2) * b_digits.unsqueeze(1)  # (N, width, width): a_i * b_j
-    place = torch.arange(width).unsqueeze(1) + torch.arange(width)  # i + j
+    place = torch.arange(width, device=a.device)
+    place = place.unsqueeze(1) + place  # i + j
     count, carry = torch.zeros_like(a), torch.zeros_like(a)
     for k in range(2 * width - 1):
         carry = (partial[:, place == k].sum(dim=1) + carry) // 10

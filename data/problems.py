@@ -50,7 +50,7 @@ def mix(x: torch.Tensor) -> torch.Tensor:
 
 def _digits_of(x: torch.Tensor, width: int) -> torch.Tensor:
     """(...) non-negative ints -> (..., width) decimal digits, most significant first."""
-    powers = 10 ** torch.arange(width - 1, -1, -1, dtype=torch.int64)
+    powers = 10 ** torch.arange(width - 1, -1, -1, dtype=torch.int64, device=x.device)
     return (x.unsqueeze(-1) // powers) % 10
 
 
@@ -184,11 +184,12 @@ class ProblemFormat:
 
     # ---- sampling -----------------------------------------------------------------------------------
     def random_problems(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
-        """n uniform problems: (a, op_idx, b), each (n,) int64; op_idx indexes ``self.operators``."""
-        high = 10**self.digits
-        a = torch.randint(high, (n,), generator=generator)
-        b = torch.randint(high, (n,), generator=generator)
-        op_idx = torch.randint(len(self.operators), (n,), generator=generator)
+        """n uniform problems: (a, op_idx, b), each (n,) int64 on the generator's device; op_idx indexes
+        ``self.operators``."""
+        high, device = 10**self.digits, generator.device
+        a = torch.randint(high, (n,), generator=generator, device=device)
+        b = torch.randint(high, (n,), generator=generator, device=device)
+        op_idx = torch.randint(len(self.operators), (n,), generator=generator, device=device)
         return a, op_idx, b
 
     def all_problems(self) -> tuple[torch.Tensor, ...]:
@@ -199,7 +200,7 @@ class ProblemFormat:
 
     def operator_codes(self, op_idx: torch.Tensor) -> torch.Tensor:
         """op_idx (indexes ``self.operators``) -> the operator's place in OPERATORS: 0 '+', 1 '-', 2 '*'."""
-        return torch.tensor([OPERATORS.index(op) for op in self.operators])[op_idx]
+        return torch.tensor([OPERATORS.index(op) for op in self.operators], device=op_idx.device)[op_idx]
 
     def values(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """The true results, vectorised."""
@@ -227,7 +228,7 @@ class ProblemFormat:
             kind, j = self.work_line(i)
             lines.append(a * ((b // 10**j) % 10) * 10**j if kind == "product" else a * (b % 10 ** (j + 1)))
         if not lines:
-            return torch.zeros(len(a), 0, dtype=torch.int64)
+            return torch.zeros(len(a), 0, dtype=torch.int64, device=a.device)
         is_product = (self.operator_codes(op_idx) == 2).unsqueeze(1)
         return torch.where(is_product, torch.stack(lines, dim=1), 0)
 
@@ -254,26 +255,27 @@ class ProblemEncoder:
         return self.encode(a, op_idx, b)
 
     def encode(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """(N,) problems -> (N, seq_len) token ids of the full training string."""
-        fmt, n = self.fmt, a.shape[0]
+        """(N,) problems -> (N, seq_len) token ids of the full training string, on the problems' device."""
+        fmt, n, device = self.fmt, a.shape[0], a.device
+        digit_ids, sign_ids = self.digit_ids.to(device), self.sign_ids.to(device)  # (10,), (2,) lookups
         value = fmt.values(a, op_idx, b)
-        answer = self.digit_ids[_digits_of(value.abs(), fmt.answer_digits)]  # (N, answer_digits)
+        answer = digit_ids[_digits_of(value.abs(), fmt.answer_digits)]  # (N, answer_digits)
         if fmt.signed:
-            answer = torch.cat([self.sign_ids[(value < 0).long()].unsqueeze(1), answer], dim=1)
+            answer = torch.cat([sign_ids[(value < 0).long()].unsqueeze(1), answer], dim=1)
         if fmt.reverse_answer:
             answer = answer.flip(1)
-        work = self.digit_ids[_digits_of(fmt.work_values(a, op_idx, b), fmt.answer_digits)]  # (N, lines, width)
+        work = digit_ids[_digits_of(fmt.work_values(a, op_idx, b), fmt.answer_digits)]  # (N, lines, width)
         if fmt.reverse_answer:
             work = work.flip(2)
-        separators = self.work_separator_ids.expand(n, -1).unsqueeze(2)  # (N, lines, 1)
+        separators = self.work_separator_ids.to(device).expand(n, -1).unsqueeze(2)  # (N, lines, 1)
         work = torch.cat([work, separators], dim=2).flatten(1)  # (N, work_len)
-        column = lambda token: torch.full((n, 1), token, dtype=torch.int64)  # noqa: E731
+        column = lambda token: torch.full((n, 1), token, dtype=torch.int64, device=device)  # noqa: E731
         return torch.cat(
             [
                 column(self.bos),
-                self.digit_ids[_digits_of(a, fmt.digits)],
-                self.op_ids[op_idx].unsqueeze(1),
-                self.digit_ids[_digits_of(b, fmt.digits)],
+                digit_ids[_digits_of(a, fmt.digits)],
+                self.op_ids.to(device)[op_idx].unsqueeze(1),
+                digit_ids[_digits_of(b, fmt.digits)],
                 column(self.eq),
                 work,
                 answer,
@@ -307,7 +309,11 @@ class ProblemSampler:
             pick = keep[torch.randperm(len(keep), generator=generator)[:n]]
             return a[pick], op_idx[pick], b[pick]
         fraction = self.train_fraction if split == "train" else self.fractions[split]
-        parts, have, seen = [(torch.zeros(0, dtype=torch.int64),) * 3], 0, set()  # empty start: n=0 works too
+        parts, have, seen = (
+            [(torch.zeros(0, dtype=torch.int64, device=generator.device),) * 3],
+            0,
+            set(),
+        )  # empty start: n=0 works too
         while have < n:
             want = math.ceil((n - have) / fraction * 1.1) + 64
             a, op_idx, b = self.fmt.random_problems(want, generator)

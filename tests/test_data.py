@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from data.datamodule import ArithmeticDataModule
+from data.difficulty import carries
 from data.positions import place_ids
 from data.problems import ProblemEncoder, ProblemFormat, ProblemSampler
 from data.tokenizer import CharTokenizer, UnknownCharacterError
@@ -168,18 +169,41 @@ def test_large_problem_spaces_sample_held_out_sets_without_listing_them():
     assert (sampler.fmt.split_of(a, op, b, 0.01, 0.01) == 2).all()
 
 
-def test_the_stream_restarts_at_any_step_and_shards_one_global_batch_across_processes():
+@pytest.mark.parametrize("draw_steps", [1, 4])
+def test_the_stream_restarts_at_any_step_and_shards_one_global_batch_across_processes(draw_steps):
     dm = ArithmeticDataModule(digits=3, batch_size=64, n_val=10, n_test=10, seed=3)
     from data.datamodule import FreshBatches
 
     def stream(**kw):
-        return iter(FreshBatches(dm.sampler, dm.encoder, seed=3, **kw))
+        return iter(FreshBatches(dm.sampler, dm.encoder, seed=3, draw_steps=draw_steps, **kw))
 
     whole = stream(batch_size=128)
-    first, second = next(whole), next(whole)
-    assert torch.equal(next(stream(batch_size=128, start=1)), second)  # resuming at step 1 needs only the step
-    rank0, rank1 = next(stream(batch_size=64, rank=0, world_size=2)), next(stream(batch_size=64, rank=1, world_size=2))
-    assert torch.equal(torch.cat([rank0, rank1]), first)  # two processes see what one saw with the global batch
+    batches = [next(whole) for _ in range(7)]  # draws of draw_steps batches, one after another
+    assert all(batch.shape == (128, dm.fmt.seq_len) for batch in batches)
+    for step in (1, 5):  # resuming mid-draw needs only the step
+        assert torch.equal(next(stream(batch_size=128, start=step)), batches[step])
+    for step in (0, 5):  # two processes see what one saw with the global batch
+        rank0 = next(stream(batch_size=64, rank=0, world_size=2, start=step))
+        rank1 = next(stream(batch_size=64, rank=1, world_size=2, start=step))
+        assert torch.equal(torch.cat([rank0, rank1]), batches[step])
+    assert len({tuple(batch[0].tolist()) for batch in batches}) == 7  # every step its own batch
+
+
+def test_draws_of_several_steps_hold_only_training_problems_and_each_step_its_own_hard_share():
+    from data.datamodule import FreshBatches
+
+    dm = ArithmeticDataModule(
+        digits=2, batch_size=100, n_val=10, n_test=10, val_fraction=0.2, test_fraction=0.3, hard_share=1.0,
+        hard_fade_steps=4,
+    )  # fmt: skip
+    stream = iter(FreshBatches(dm.sampler, dm.encoder, 100, seed=0, hard=dm.hard, draw_steps=4))
+    digits = lambda batch, columns: sum((batch[:, c] - 3) * 10 ** (1 - i) for i, c in enumerate(columns))  # noqa: E731
+    for step in range(8):  # step 0: all hard, step 2: half, from step 4 on uniform
+        batch = next(stream)
+        a, b = digits(batch, (1, 2)), digits(batch, (4, 5))
+        assert (dm.fmt.split_of(a, torch.zeros_like(a), b, 0.2, 0.3) == 0).all()  # never a val or test problem
+        mean_carries = carries(a, b).float().mean().item()  # ~0.9 for uniform 2-digit additions
+        assert mean_carries > 1.5 if step == 0 else mean_carries < 1.2 if step >= 4 else True, (step, mean_carries)
 
 
 def test_consecutive_training_batches_are_independent_draws():
