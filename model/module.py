@@ -128,7 +128,9 @@ class CalculatorModule(L.LightningModule):
     # ---- Lightning hooks ----------------------------------------------------------------------------
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         loss, _ = self.forced_scores(batch)
-        self.log("train/loss", loss, prog_bar=True)
+        # not prog_bar=True: Lightning reads such a value back from the device every step (a host sync on a GPU);
+        # the bar shows it at the loggers' pace (training/callbacks.py: StepProgressBar)
+        self.log("train/loss", loss)
         return loss
 
     def _eval_step(self, batch: torch.Tensor, split: str) -> None:

@@ -1,5 +1,6 @@
-"""The GPU path. On a CPU-only machine the one check that needs no GPU runs (mixed precision with gradient
-clipping, the combination `trainer=gpu` uses); the rest run where CUDA is present:
+"""The GPU path. On a CPU-only machine the checks that need no GPU run (mixed precision with gradient clipping;
+how often the training loop reads a value back from the device with the GPU's settings); the rest run where
+CUDA is present:
 
     python -m pytest -m gpu          # on a machine with an NVIDIA GPU and the CUDA build of torch
 """
@@ -11,10 +12,11 @@ import os
 import subprocess
 import sys
 
+import lightning as L
 import pytest
 import torch
 
-from tests.conftest import ROOT, SMALL_TASK, run_train
+from tests.conftest import ROOT, SMALL_TASK, compose_config, resolvable, run_train
 
 SMALL = [
     *SMALL_TASK,
@@ -38,6 +40,67 @@ def test_bf16_mixed_precision_with_gradient_clipping_trains_on_cpu(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "results.json").read_text())["steps"] == 20
+
+
+READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__")  # a device tensor's value to Python
+
+
+class CountReads(L.Callback):
+    """Counts reads of tensor values into Python (each one a host sync on a GPU) while training steps run."""
+
+    def __init__(self):
+        self.reads: list[str] = []
+        self.steps = 0
+        self._saved = {}
+
+    def _count(self, name):
+        original = self._saved[name]
+
+        def read(tensor, *args, **kwargs):
+            self.reads.append(name)
+            return original(tensor, *args, **kwargs)
+
+        return read
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if batch_idx == 1:  # from the second step on: the first one sets things up
+            self._saved = {name: getattr(torch.Tensor, name) for name in READS}
+            for name in READS:
+                setattr(torch.Tensor, name, self._count(name))
+        self.steps += batch_idx >= 1
+
+    def on_validation_start(self, trainer, pl_module):
+        for name, original in self._saved.items():
+            setattr(torch.Tensor, name, original)
+        self._saved = {}
+
+
+def test_with_the_gpu_settings_a_training_step_reads_nothing_back_from_the_device(tmp_path):
+    """The hot path's host syncs, counted on the CPU: with the loss guard checking every 50 steps and batches
+    drawn 64 steps at a time (the settings a GPU gets by default), 200 steps read a value back a handful of
+    times -- the guard every 50 steps, the progress bar and loggers every log_every_n_steps -- not every step."""
+    from train import assemble
+    from training.config import effective_config
+
+    overrides = [
+        *SMALL,
+        "trainer.max_steps=200",
+        "trainer.val_check_interval=200",
+        "target_accuracy=null",
+        "analysis=none",
+        "callbacks.attention_maps=null",
+        "callbacks.finite_loss.every_n_steps=50",
+        "data.draw_steps=64",
+        f"hydra.run.dir={tmp_path}",
+    ]
+    cfg = effective_config(resolvable(compose_config(overrides), tmp_path), overrides, multirun=False)
+    datamodule, module, _, callbacks, _, trainer = assemble(cfg)
+    counter = CountReads()
+    trainer.callbacks.insert(0, counter)
+    trainer.fit(module, datamodule=datamodule)
+    assert counter.steps == 199
+    # guard: 4 checks; bar: the loss every 20 steps; the stream: one seed per draw of 64 steps
+    assert len(counter.reads) <= 0.1 * counter.steps, sorted(counter.reads)
 
 
 @pytest.mark.gpu

@@ -98,11 +98,14 @@ def test_resuming_from_a_corrupt_checkpoint_is_one_clear_line(tmp_path, content)
     assert "Traceback" not in done.stderr
 
 
-def test_a_loss_that_blows_up_stops_the_run_with_one_line_and_keeps_good_weights(tmp_path):
-    done = run_train(tmp_path, *SMALL, "trainer.max_steps=100", "optim.lr=1e30", "optim.warmup_steps=0")
+@pytest.mark.parametrize("every", [None, 10])  # every step (the CPU's default), every 10 (a GPU's way, kept on device)
+def test_a_loss_that_blows_up_stops_the_run_with_one_line_and_keeps_good_weights(tmp_path, every):
+    check = [] if every is None else [f"callbacks.finite_loss.every_n_steps={every}"]
+    done = run_train(tmp_path, *SMALL, "trainer.max_steps=100", "optim.lr=1e30", "optim.warmup_steps=0", *check)
     assert done.returncode == 3, done.stderr[-2000:]
     lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "training loss became" in lines[0] and "Traceback" not in done.stderr
+    assert ("between steps 0 and 10" in lines[0]) == (every == 10), lines[0]
     import torch
 
     state = torch.load(tmp_path / "checkpoints" / "last-good.ckpt", weights_only=False)["state_dict"]

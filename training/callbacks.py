@@ -5,6 +5,7 @@ checkpoint, and a guard on the loss. Listed in configs/callbacks/default.yaml; e
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import signal
@@ -58,16 +59,67 @@ class GracefulStop(L.Callback):
 
 
 class FiniteLossGuard(L.Callback):
-    """Stop with a clear message when the loss is not finite, keeping the last good weights."""
+    """Stop with a clear message when the loss is not finite, keeping the last good weights.
 
-    def __init__(self, run_dir: str | Path):
+    On the CPU each step's loss is read before its backward pass (free there), so the run stops before the bad
+    update. Reading a GPU's loss stalls its queue of work, so there (``every_n_steps`` null = 1 on the CPU,
+    ``ACCELERATOR_EVERY`` otherwise) the guard keeps the last non-finite loss on the device, reads it every n
+    steps, and keeps a device copy of the weights and optimizer state of the last step it found good: a NaN at
+    step t stops the run at the next check with the weights of the check before t.
+    """
+
+    ACCELERATOR_EVERY = 100
+
+    def __init__(self, run_dir: str | Path, every_n_steps: int | None = None):
+        if every_n_steps is not None and (
+            not isinstance(every_n_steps, int) or isinstance(every_n_steps, bool) or every_n_steps < 1
+        ):
+            raise ValueError(f"every_n_steps={every_n_steps!r}: must be a whole number >= 1, or null (by device)")
         self.path = RunDir(run_dir).last_good_checkpoint
+        self.every_n_steps = every_n_steps
+        self.every = 1
+        self._bad: torch.Tensor | None = None  # the last non-finite loss since the last check, else 0
+        self._good: tuple[int, dict, list[dict]] | None = None  # (step, weights, optimizer states) found good
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.every = self.every_n_steps or (1 if pl_module.device.type == "cpu" else self.ACCELERATOR_EVERY)
+        if self.every > 1:
+            self._bad = torch.zeros((), device=pl_module.device)
+            self._keep_good(trainer, pl_module)
 
     def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
+        if self.every > 1:  # no host sync: noted on the device, read at the next check
+            loss = loss.detach().float()
+            self._bad = torch.where(torch.isfinite(loss), self._bad, loss)
+            return
         value = loss.item()
         if not math.isfinite(value):  # nothing has been updated by this step yet: the weights are good
             trainer.save_checkpoint(self.path)
             raise NonFiniteLossError(trainer.global_step, value, self.path)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self.every > 1 and trainer.global_step % self.every == 0:
+            self._check(trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self.every > 1:
+            self._check(trainer, pl_module)  # the steps since the last check
+
+    def _check(self, trainer, pl_module) -> None:
+        value = self._bad.item()  # the one host sync every n steps
+        if math.isfinite(value):
+            self._keep_good(trainer, pl_module)
+            return
+        step, weights, optimizer_states = self._good
+        pl_module.load_state_dict(weights)
+        for optimizer, state in zip(trainer.optimizers, optimizer_states, strict=True):
+            optimizer.load_state_dict(state)
+        trainer.save_checkpoint(self.path)
+        raise NonFiniteLossError(trainer.global_step, value, self.path, good_step=step)
+
+    def _keep_good(self, trainer, pl_module) -> None:
+        weights = {name: t.detach().clone() for name, t in pl_module.state_dict().items()}
+        self._good = (trainer.global_step, weights, [copy.deepcopy(o.state_dict()) for o in trainer.optimizers])
 
 
 class BestCheckpoint(ModelCheckpoint):
@@ -95,7 +147,22 @@ class BestCheckpoint(ModelCheckpoint):
 
 
 class StepProgressBar(RichProgressBar):
-    """Rich's bar, labelled by what the run counts: steps of an endless stream, not 'Epoch 0/-2'."""
+    """Rich's bar, labelled by what the run counts: steps of an endless stream, not 'Epoch 0/-2'.
+
+    It shows the training loss read back from the device -- a host sync, which stalls a GPU -- only every
+    ``trainer.log_every_n_steps`` steps, when the loggers read it too; the bar itself moves every step.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._loss: float | None = None
 
     def _get_train_description(self, current_epoch: int) -> str:
         return "training steps"
+
+    def get_metrics(self, trainer, pl_module) -> dict:
+        shown = super().get_metrics(trainer, pl_module)
+        loss = trainer.callback_metrics.get("train/loss")
+        if loss is not None and (self._loss is None or trainer.global_step % trainer.log_every_n_steps == 0):
+            self._loss = loss.item()
+        return shown if self._loss is None else {**shown, "train/loss": round(self._loss, 4)}

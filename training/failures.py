@@ -22,14 +22,17 @@ from training.rundir import RunDir, RunDirError
 
 
 class NonFiniteLossError(RuntimeError):
-    """The training loss became NaN or infinite; the weights from before that step were saved."""
+    """The training loss became NaN or infinite; the last good weights were saved: those from before that step,
+    or, where the loss is checked every n steps (on a GPU), those of ``good_step``, the last check before it."""
 
-    def __init__(self, step: int, loss: float, checkpoint: Path):
+    def __init__(self, step: int, loss: float, checkpoint: Path, good_step: int | None = None):
+        when = f"at step {step}" if good_step is None else f"between steps {good_step} and {step}"
+        weights = "from before that step" if good_step is None else f"of step {good_step}"
         super().__init__(
-            f"training loss became {loss} at step {step}; the weights from before that step are in "
-            f"{checkpoint}. Lower optim.lr or raise optim.warmup_steps and start again"
+            f"training loss became {loss} {when}; the weights {weights} are in {checkpoint}. "
+            "Lower optim.lr or raise optim.warmup_steps and start again"
         )
-        self.step, self.loss, self.checkpoint = step, loss, checkpoint
+        self.step, self.loss, self.checkpoint, self.good_step = step, loss, checkpoint, good_step
 
 
 class Interrupted(Exception):
