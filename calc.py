@@ -5,6 +5,7 @@
     python calc.py                         interactive prompt (on a terminal)
     python calc.py --check --attention 99+1
     python calc.py --eval problems.txt [--json] [--show-mistakes N]
+    python calc.py --device cuda --eval problems.txt   on a GPU (or mps, or auto; the default is cpu)
     python calc.py --export hf OUT_DIR     write a Hugging Face transformers model directory
 
 The model's training layout (zero padding, reversed digits, sign) is internal: write 7+45, get 52.
@@ -38,6 +39,11 @@ output: stdout has exactly one line per input expression, in order: the model's 
   needs all of them right, so there a right product after a wrong line of working counts as a mistake
   (answering and --check judge the product alone).
 
+--device: where the model computes: cpu (the default: single answers are fastest there, with no GPU start-up),
+  cuda, mps (an Apple GPU) or auto (cuda if available, else mps, else cpu). A GPU pays off on large --eval
+  files only. A device that is not there is one error line and exit status 2.
+  --export works on the CPU.
+
 checkpoint: --ckpt takes a .ckpt file or a run directory; without it the newest (by modification time) of
   runs/*/checkpoints/best.ckpt and multirun/*/*/checkpoints/best.ckpt under the current directory.
 
@@ -46,9 +52,10 @@ checkpoint: --ckpt takes a .ckpt file or a run directory; without it the newest 
   written. Needs the interop extra (pip install -e ".[interop]"). A model GPT-2 cannot express is refused.
 
 exit status: 0 all inputs answered; 1 some input was invalid (or an --eval file had no valid problem);
-  2 no usable checkpoint, unreadable --eval file, bad options or a failed --export; 130 interrupted."""
+  2 no usable checkpoint or device, unreadable --eval file, bad options or a failed --export; 130 interrupted."""
 
 MAX_SHOWN = 60  # characters of a bad input echoed back in its error line
+DEVICES = ("cpu", "cuda", "mps", "auto")  # --device; each is checked by model.calculator.resolve_device
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("exprs", nargs="*", metavar="EXPR", help="problems to answer, e.g. 123+456")
     p.add_argument("--ckpt", metavar="PATH", help="checkpoint file or run directory (default: the newest run's)")
+    p.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="cpu",
+        help="where the model computes (default cpu; auto: cuda, else mps, else cpu)",
+    )
     p.add_argument("--check", action="store_true", help="also say whether each answer is right")
     p.add_argument(
         "--attention", action="store_true", help="draw each problem's attention per layer and head (on stderr)"
@@ -90,8 +103,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.export is not None:
         if args.export[0] != "hf":
             parser.error(f"--export {args.export[0]}: unknown format; the one supported is  --export hf OUT_DIR")
-        if args.exprs or args.eval is not None or args.check or args.attention or args.json:
-            parser.error("--export takes only --ckpt")
+        if args.exprs or args.eval is not None or args.check or args.attention or args.json or args.device != "cpu":
+            parser.error("--export takes only --ckpt (it works on the CPU)")
     if args.eval is not None:
         if args.exprs or args.attention:
             parser.error("--eval takes no expressions and no --attention")
@@ -216,6 +229,7 @@ def evaluate_file(calc, name: str, show_mistakes: int, as_json: bool) -> int:
         "checkpoint": str(calc.path),
         "file": name,
         "model": calc.describe(),
+        "device": str(calc.device),
         **report,
         "n_invalid": len(problems.invalid),
         "invalid": [{"line": n, "text": t, "error": e} for n, t, e in problems.invalid[:show_mistakes]],
@@ -244,7 +258,7 @@ def print_report(r: dict) -> None:
     console.print(
         Text(
             f"{r['file']}: {r['n_problems']:,} problems, {r['n_invalid']:,} invalid lines skipped, "
-            f"evaluated in {r['seconds']:.2f} s"
+            f"evaluated in {r['seconds']:.2f} s on {r['device']}"
         )
     )
     console.print(Text(f"model: {r['model']} ({display_path(Path(r['checkpoint']))})"))
@@ -288,14 +302,14 @@ def print_report(r: dict) -> None:
 
 
 # ---- entry point ---------------------------------------------------------------------------------------
-def load(ckpt: str | None):
+def load(ckpt: str | None, device):
     from model.checkpoint import find_checkpoints, load_calculator, newest_checkpoint, unfinished_warning
 
     if ckpt is not None:
-        calc = load_calculator(ckpt)
+        calc = load_calculator(ckpt, device)
     else:
         path = newest_checkpoint(Path.cwd())
-        calc = load_calculator(path)
+        calc = load_calculator(path, device)
         n = len(find_checkpoints(Path.cwd()))
         print(f"checkpoint: {display_path(path)} (newest of {n}; {calc.describe()})", file=sys.stderr)
     warning = unfinished_warning(calc.path)
@@ -309,10 +323,17 @@ def main(argv: list[str] | None = None) -> int:
     for stream in (sys.stdin, sys.stdout, sys.stderr):  # never die on bytes that are not text, or on ✓
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
+    from model.device import DeviceError, resolve_device
+
+    try:  # before the checkpoint is read (and Lightning imported): a missing GPU is said at once
+        device = resolve_device(args.device)
+    except DeviceError as e:
+        print(f"error: --device {args.device}: {e.why}; use --device cpu", file=sys.stderr)
+        return 2
     from model.checkpoint import CheckpointError
 
     try:
-        calc = load(args.ckpt)
+        calc = load(args.ckpt, device)
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

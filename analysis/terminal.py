@@ -43,11 +43,11 @@ def problem_attention(
 ) -> ProblemAttention:
     """Greedy-answer the prompt, then record all heads' weights over prompt + answer."""
     net.eval()
-    prompt = torch.tensor([list(prompt_ids)], dtype=torch.int64)  # (1, P)
+    prompt = torch.tensor([list(prompt_ids)], dtype=torch.int64, device=net.tok_emb.weight.device)  # (1, P)
     seq = torch.cat([prompt, net.generate(prompt, n_new)], dim=1)  # (1, P + n_new)
     _, weights = net(seq, need_weights=True)  # n_layers x (1, n_heads, T, T)
     tokens = [tokenizer.id_to_token[i] for i in seq[0].tolist()]
-    return ProblemAttention(tokens, token_labels(tokens), torch.stack(weights)[:, 0], len(prompt_ids))
+    return ProblemAttention(tokens, token_labels(tokens), torch.stack(weights)[:, 0].float().cpu(), len(prompt_ids))
 
 
 def _cell(weight: float) -> Text:

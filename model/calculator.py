@@ -4,6 +4,10 @@ The model's layout (zero padding, reversed answer, sign) lives in :class:`Proble
 encoded by :class:`ProblemEncoder` (checked token for token against ``ProblemFormat.prompt_text`` +
 ``CharTokenizer.encode`` in tests/test_data.py) and answered by greedy decoding with the KV cache
 (:meth:`Transformer.generate`), in batches.
+
+Devices: the net runs where :meth:`Calculator.to` puts it (the CPU by default); problems are encoded on the
+CPU (cheap, and :class:`ProblemEncoder`'s lookup tables live there), only the prompts travel to the net, and
+answers come back on the CPU, so reading and scoring never see another device.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from data.difficulty import difficulty, operand_digits
 from data.expressions import Problem
 from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer
+from model.device import resolve_device
 from model.transformer import Transformer
 
 
@@ -47,7 +52,20 @@ class Calculator:
         self.encoder = ProblemEncoder(fmt, tokenizer.vocab)
 
     def __repr__(self) -> str:
-        return f"Calculator({self.describe()})"
+        return f"Calculator({self.describe()}, device={self.device})"
+
+    # ---- device -----------------------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """Where the net computes (its parameters' device)."""
+        return next(self.net.parameters()).device
+
+    def to(self, device: str | torch.device) -> Calculator:
+        """Move the net to ``device`` ('cpu', 'cuda', 'cuda:1', 'mps', 'auto' or a torch.device; checked by
+        :func:`resolve_device`, so a missing one is a :class:`DeviceError`) and return self. The encoder's lookup
+        tables stay on the CPU, where problems are encoded: :meth:`generate` moves the prompts."""
+        self.net.to(resolve_device(device))
+        return self
 
     def describe(self) -> str:
         """e.g. '3-digit + problems, reversed answers, 2 layers x 4 heads'."""
@@ -65,16 +83,18 @@ class Calculator:
 
     @torch.inference_mode()
     def generate(self, prompts: torch.Tensor, use_cache: bool = True) -> torch.Tensor:
-        """(N, prompt_len) -> the greedy answer tokens (N, answer_len), batch by batch."""
+        """(N, prompt_len) prompts on any device -> the greedy answer tokens (N, answer_len) on the CPU, batch by
+        batch on the net's device."""
         n_new = self.fmt.answer_len
         if len(prompts) == 0:
             return torch.zeros(0, n_new, dtype=torch.int64)
+        prompts = prompts.to(self.device)  # one copy in; the batches' answers stay there until the one copy out
         return torch.cat(
             [
                 self.net.generate(prompts[i : i + self.batch_size], n_new, use_cache=use_cache)
                 for i in range(0, len(prompts), self.batch_size)
             ]
-        )
+        ).cpu()
 
     def read(self, ids: list[int]) -> Answer:
         """Answer tokens -> :class:`Answer`; special tokens are kept in the text, so a stray [EOS] shows. The

@@ -2,7 +2,8 @@
 
 ``hyper_parameters`` (saved by :class:`CalculatorModule`) hold the model config and the data format; the
 tokenizer is the run directory's ``tokenizer.json`` when present, else the built-in fixed vocabulary.
-Every failure is a :class:`CheckpointError` with a one-line message.
+Every failure of a checkpoint is a :class:`CheckpointError` with a one-line message; a device that is not
+there is a :class:`~model.device.DeviceError`, raised before the checkpoint is read.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
+from model.device import resolve_device
 from training.rundir import RunDir
 
 CHECKPOINT_PATTERNS = ("runs/*/checkpoints/best.ckpt", "multirun/*/*/checkpoints/best.ckpt")
@@ -84,8 +86,12 @@ def load_tokenizer(ckpt: Path) -> CharTokenizer:
         raise CheckpointError(f"{path}: not a readable tokenizer ({_first_line(e)})") from None
 
 
-def load_calculator(path: str | Path) -> Calculator:
-    """Checkpoint file or run directory -> :class:`Calculator` on the CPU."""
+def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Calculator:
+    """Checkpoint file or run directory -> :class:`Calculator` on ``device`` (see :func:`resolve_device`: 'cpu',
+    'cuda', 'mps', 'auto', ...). The weights are read onto the CPU whatever device they were saved from, so a
+    GPU-trained checkpoint loads on a CPU-only machine. A device that is not there raises :class:`DeviceError`
+    before anything is read."""
+    target = resolve_device(device)
     from model.module import CalculatorModule  # imports Lightning: only when a checkpoint is really loaded
 
     ckpt = resolve_checkpoint(path)
@@ -126,6 +132,7 @@ def load_calculator(path: str | Path) -> Calculator:
             f"{ckpt}: the tokenizer has {tokenizer.vocab_size} tokens but the model {net.cfg.vocab_size}"
         )
     try:
-        return Calculator(net, fmt, tokenizer, path=ckpt)
+        calc = Calculator(net, fmt, tokenizer, path=ckpt)
     except KeyError as e:
         raise CheckpointError(f"{ckpt}: the tokenizer lacks the token {e.args[0]!r}") from None
+    return calc.to(target)

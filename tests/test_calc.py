@@ -24,6 +24,7 @@ from data.datamodule import ArithmeticDataModule
 from data.expressions import ExpressionError, Problem, parse_expression
 from data.problems import ProblemFormat
 from model.checkpoint import CheckpointError, find_checkpoints, load_calculator, newest_checkpoint
+from model.device import DeviceError, resolve_device
 from model.module import AdamWSchedule, CalculatorModule
 from model.transformer import TransformerConfig
 from tests.conftest import ROOT, run_train
@@ -387,6 +388,158 @@ def test_the_newest_checkpoint_is_found(capsys, monkeypatch, tmp_path, run_add):
     status, lines, err = call(capsys, "1+2")
     assert status == 0 and len(lines) == 1
     assert "multirun/2026-01-02_00-00-00/0_seed=1/checkpoints/best.ckpt (newest of 3" in err
+
+
+# ---- devices ----------------------------------------------------------------------------------------------
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
+needs_mps = pytest.mark.skipif(not torch.backends.mps.is_available(), reason="no Apple GPU here")
+ALL_ADDITIONS = [Problem(a, "+", b) for a in range(100) for b in range(100)]  # every 2-digit problem
+
+
+def clear_cut(calc, problems: list[Problem], margin: float = 1e-3) -> list[Problem]:
+    """The problems whose greedy answer float rounding cannot change: at every answer token the CPU's top logit
+    beats the runner-up by more than ``margin``. Another device sums in another order (its logits differ in the last
+    bits), so on a near-tie -- a 200-step model has a few dozen below 1e-3 -- it may rightly pick the other token."""
+    seq = calc.encode(problems)[:, : calc.fmt.prompt_len]
+    lowest = torch.full((len(problems),), float("inf"))
+    with torch.inference_mode():
+        for _ in range(calc.fmt.answer_len):
+            logits = calc.net(seq.to(calc.device))[0][:, -1].cpu()
+            top2 = logits.topk(2, dim=-1).values
+            lowest = torch.minimum(lowest, top2[:, 0] - top2[:, 1])
+            seq = torch.cat([seq, logits.argmax(dim=-1, keepdim=True)], dim=1)
+    return [p for p, m in zip(problems, lowest.tolist(), strict=True) if m > margin]
+
+
+@pytest.fixture
+def fp32_matmuls():
+    """Full fp32 matrix multiplies, as on the CPU, whatever an earlier test left: train.py's assemble() turns on
+    TensorFloat-32 (matmul_precision) process-wide when it trains on CUDA."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    yield
+    torch.set_float32_matmul_precision(previous)
+
+
+def eval_report(capsys, run: Path, path: Path, *options: str) -> dict:
+    """--eval --json of ``path``, without the parts that depend on the machine (time, device)."""
+    status, lines, _ = call(
+        capsys, "--ckpt", str(run), *options, "--eval", str(path), "--json", "--show-mistakes", "50"
+    )
+    report = json.loads("\n".join(lines))
+    assert status == 0 and report.pop("seconds") >= 0
+    return report
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_device_cuda_without_a_gpu_is_one_line_and_exit_status_2(run_add):
+    done = cli("--ckpt", str(run_add), "--device", "cuda", "1+2")
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"error: --device cuda: no CUDA GPU is visible here (torch {torch.__version__}, ")
+    assert done.stderr.endswith("); use --device cpu\n")
+    with pytest.raises(DeviceError, match="no CUDA GPU is visible here"):
+        load_calculator(run_add, device="cuda")
+    calc = load_calculator(run_add)
+    with pytest.raises(DeviceError, match="no CUDA GPU is visible here"):
+        calc.to("cuda")
+    assert calc.device == torch.device("cpu")  # left where it was
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="an Apple GPU is available here")
+def test_device_mps_without_an_apple_gpu_is_one_line_and_exit_status_2(capsys, run_add):
+    status, lines, err = call(capsys, "--ckpt", str(run_add), "--device", "mps", "1+2")
+    assert status == 2 and not lines
+    assert err == "error: --device mps: no Apple GPU is available here; use --device cpu\n"
+
+
+def test_a_cuda_warning_joins_the_one_error_line(capsys, monkeypatch, run_add):
+    def driver_too_old() -> bool:  # what a CUDA build of torch says when the driver is too old
+        too_old = "CUDA initialization: The NVIDIA driver on your system is too old (found version 11040). Update it."
+        warnings.warn(too_old, UserWarning, stacklevel=2)
+        return False
+
+    monkeypatch.setattr(torch.cuda, "is_available", driver_too_old)
+    status, lines, err = call(capsys, "--ckpt", str(run_add), "--device", "cuda", "1+2")
+    assert status == 2 and not lines and len(err.splitlines()) == 1, err
+    assert "no CUDA GPU is visible here" in err and "driver on your system is too old (found version 11040))" in err
+
+
+def test_device_options_are_checked(capsys):
+    for argv in (["--device", "tpu", "1+2"], ["--device", "cuda", "--export", "hf", "out"]):
+        with pytest.raises(SystemExit) as stopped:
+            calc.parse_args(argv)
+        assert stopped.value.code == 2
+    assert "--export takes only --ckpt" in capsys.readouterr().err
+    assert calc.parse_args(["1+2"]).device == "cpu"
+
+
+def test_auto_prefers_cuda_then_mps_then_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert resolve_device("auto") == torch.device("mps")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == torch.device("cuda")
+    with pytest.raises(DeviceError, match="not a device"):
+        resolve_device("tpu")
+
+
+def test_to_cpu_and_device_cpu_answer_as_the_default(capsys, tmp_path, run_add):
+    calc = load_calculator(run_add)
+    assert calc.device == torch.device("cpu") and "device=cpu" in repr(calc)
+    before = calc.answer(ALL_ADDITIONS)
+    assert calc.to("cpu") is calc and calc.to(torch.device("cpu")) is calc and calc.device == torch.device("cpu")
+    assert calc.answer(ALL_ADDITIONS) == before
+    assert load_calculator(run_add, device="cpu").answer(ALL_ADDITIONS) == before
+    rng = random.Random(2)
+    texts = [f"{rng.randrange(100)}+{rng.randrange(100)}" for _ in range(300)]
+    _, default, _ = call(capsys, "--ckpt", str(run_add), "--check", *texts)
+    _, on_cpu, _ = call(capsys, "--ckpt", str(run_add), "--device", "cpu", "--check", *texts)
+    assert on_cpu == default and len(default) == 300
+    path = tmp_path / "problems.txt"
+    path.write_text("\n".join(texts) + "\n")
+    report = eval_report(capsys, run_add, path)
+    assert report == eval_report(capsys, run_add, path, "--device", "cpu") and report["device"] == "cpu"
+    if resolve_device("auto").type == "cpu":  # no GPU here: auto is the CPU
+        assert eval_report(capsys, run_add, path, "--device", "auto") == report
+
+
+@pytest.mark.parametrize(
+    "device",
+    [pytest.param("cuda", marks=[pytest.mark.gpu, needs_cuda]), pytest.param("mps", marks=needs_mps)],
+)
+def test_answers_and_evaluation_on_a_gpu_equal_the_cpus(capsys, tmp_path, run_add, device, fp32_matmuls):
+    cpu = load_calculator(run_add)
+    gpu = load_calculator(run_add, device=device)
+    assert gpu.device.type == device and all(p.device.type == device for p in gpu.net.parameters())
+    problems = clear_cut(cpu, ALL_ADDITIONS)
+    assert len(problems) > 1000  # enough for the comparisons below to mean something
+    prompts = gpu.encode(problems)[:, : gpu.fmt.prompt_len]  # encoded on the CPU
+    assert gpu.generate(prompts).device.type == "cpu"  # answers come back to the CPU
+    assert gpu.generate(prompts.to(device)).device.type == "cpu"
+    expected = cpu.answer(problems)
+    assert gpu.answer(problems) == expected
+    assert gpu.evaluate(problems) == cpu.evaluate(problems)
+    assert gpu.to("cpu") is gpu and gpu.device.type == "cpu" and gpu.answer(problems) == expected
+    assert gpu.to(device).device.type == device and gpu.answer(problems) == expected
+    # through calc.py: answers, --check, --eval and --attention
+    texts = [p.text for p in random.Random(3).sample(problems, 300)]
+    _, on_cpu, _ = call(capsys, "--ckpt", str(run_add), "--check", *texts)
+    status, on_gpu, _ = call(capsys, "--ckpt", str(run_add), "--device", device, "--check", *texts)
+    assert status == 0 and on_gpu == on_cpu
+    path = tmp_path / "problems.txt"
+    path.write_text("\n".join(texts) + "\nnope\n")
+    report = eval_report(capsys, run_add, path, "--device", device)
+    assert report.pop("device").startswith(device)
+    cpu_report = eval_report(capsys, run_add, path)
+    cpu_report.pop("device")
+    assert report == cpu_report
+    status, lines, err = call(capsys, "--ckpt", str(run_add), "--device", device, "--attention", problems[0].text)
+    assert status == 0 and lines == [str(cpu.answer(problems[:1])[0])] and "layer 0 · head 0" in err
+    if device == "cuda":
+        assert eval_report(capsys, run_add, path, "--device", "auto")["device"].startswith("cuda")
 
 
 # ---- attention --------------------------------------------------------------------------------------------
