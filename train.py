@@ -39,7 +39,10 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     datamodule = build(cfg.data, "data")
     model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=datamodule.fmt.seq_len)
     optim = build(cfg.optim, "optim")
-    module = CalculatorModule(model=model_config.to_dict(), fmt=datamodule.fmt.to_dict(), optim=optim.to_dict())
+    try:
+        module = CalculatorModule(model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict(), cfg.compile)
+    except ValueError as e:  # the one setting of its own: compile
+        raise ConfigError(str(e)) from None
     analysis = build(cfg.analysis, "analysis") if cfg.get("analysis") else None
     callbacks = [build(node, f"callbacks.{name}") for name, node in (cfg.get("callbacks") or {}).items() if node]
     probe_checks = [("analysis", analysis.probes_for)] if analysis else []
@@ -53,6 +56,8 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
     loggers = build_loggers(cfg, run_name, group, resume_id)
     trainer = build(cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False)
+    if trainer.strategy.root_device.type == "cuda":  # never changes a CPU's arithmetic
+        torch.set_float32_matmul_precision(cfg.matmul_precision)
     return datamodule, module, analysis, callbacks, loggers, trainer
 
 
@@ -99,6 +104,7 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
     test = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)[0]
     if not main_process:
         return {}
+    module.to(trainer.strategy.root_device)  # Lightning hands the model back on the CPU; analyse where it trained
     test_set = datamodule.held_out_set("test")
     run_dir.write_json(run_dir.history, {"val": history})
     run_dir.write_json(run_dir.mistakes, test_mistakes(module, test_set))

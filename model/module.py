@@ -14,6 +14,8 @@ from data.positions import place_ids
 from data.problems import ProblemFormat
 from model.transformer import Transformer, TransformerConfig
 
+COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile
+
 
 @dataclass(frozen=True)
 class AdamWSchedule:
@@ -68,17 +70,26 @@ class CalculatorModule(L.LightningModule):
         optim: AdamW + warmup/cosine settings (``lr``, ``weight_decay``, ``betas``, ``warmup_steps``,
             ``min_lr_ratio``).
 
-    All three are saved in the checkpoint, so ``CalculatorModule.load_from_checkpoint(path)`` rebuilds
-    the model with no config at hand.
+        compile: null to train eagerly, or a ``torch.compile`` mode (``default``, ``reduce-overhead`` -- CUDA
+            graphs on a GPU --, ``max-autotune``, ``max-autotune-no-cudagraphs``) for the training step's
+            forward and backward; validation, tests and analysis stay eager. Costs a compile at the first step.
+
+    The first three are saved in the checkpoint, so ``CalculatorModule.load_from_checkpoint(path)`` rebuilds
+    the model with no config at hand; ``compile`` is how it ran, not what it is, and is not saved.
     """
 
-    def __init__(self, model: dict, fmt: dict, optim: dict):
+    def __init__(self, model: dict, fmt: dict, optim: dict, compile: str | None = None):
         super().__init__()
-        self.save_hyperparameters()
+        if compile not in COMPILE_MODES:
+            modes = ", ".join(m for m in COMPILE_MODES if m)
+            raise ValueError(f"compile={compile!r}: use null (eager) or a torch.compile mode: {modes}")
+        self.save_hyperparameters(ignore=["compile"])
         self.schedule = AdamWSchedule(**optim)
         self.fmt = ProblemFormat(**fmt)
         self.net = Transformer(TransformerConfig(**model), place_ids=place_ids(self.fmt))
         self.val_history: list[dict] = []  # one entry per validation: step, exact_match, loss
+        self.compile_mode = compile
+        self.training_loss = self.teacher_forced_loss  # compiled in setup("fit") when asked
 
     # ---- the two ways of reading a batch ------------------------------------------------------------
     def forced_scores(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None):
@@ -88,6 +99,10 @@ class CalculatorModule(L.LightningModule):
         given the true tokens before it, so the second value is greedy exact-match at the cost of one pass.
         """
         return self.answer_scores(self.answer_logits(seq, head_mask), seq)
+
+    def teacher_forced_loss(self, seq: torch.Tensor) -> torch.Tensor:
+        """The training loss: cross-entropy on seq's answer and [EOS] tokens, teacher-forced."""
+        return self.forced_scores(seq)[0]
 
     def answer_logits(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher-forced logits (B, answer_len + 1, vocab) predicting seq's answer and [EOS] tokens."""
@@ -126,8 +141,15 @@ class CalculatorModule(L.LightningModule):
         return {"loss": loss, "exact_match": right.all(dim=1).float().mean(), "digit_accuracy": right.float().mean()}
 
     # ---- Lightning hooks ----------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        if stage == "fit" and self.compile_mode:
+            # the loss function, not the module: the state dict keeps its keys, and eval paths stay eager
+            self.training_loss = torch.compile(self.teacher_forced_loss, mode=self.compile_mode)
+
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
-        loss, _ = self.forced_scores(batch)
+        if self.compile_mode == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()  # a new step: CUDA graph outputs of the last may be reused
+        loss = self.training_loss(batch)
         # not prog_bar=True: Lightning reads such a value back from the device every step (a host sync on a GPU);
         # the bar shows it at the loggers' pace (training/callbacks.py: StepProgressBar)
         self.log("train/loss", loss)

@@ -58,6 +58,7 @@ PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true",
 RULES: dict[str, Rule] = {
     "seed": Rule("whole", 0, 2**32 - 1),  # the range Lightning's seed_everything accepts
     "threads": Rule("whole", 1, nullable=True),
+    "matmul_precision": Rule("choice", choices=("highest", "high", "medium")),
     "target_accuracy": Rule("number", 0, 1, nullable=True),
     "trainer.max_steps": Rule("whole", 1),
     "trainer.val_check_interval": Rule("whole", 1),
@@ -98,16 +99,13 @@ def check(cfg: DictConfig) -> None:
 
 def check_device(accelerator: str) -> None:
     """A device that is not there is one line, not a five-line Lightning error after the model is built."""
-    import torch
+    from model.device import device_unavailable  # torch: only once a config is checked
 
-    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
-        raise ConfigError(
-            f"trainer.accelerator={accelerator}: no CUDA GPU is visible here (torch {torch.__version__}, "
-            f"{build}); use trainer=cpu, or on a GPU machine install the CUDA build of torch"
-        )
-    if accelerator == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError("trainer.accelerator=mps: no Apple GPU is available here; use trainer=cpu")
+    why = None if accelerator == "auto" else device_unavailable(accelerator)
+    if why is not None:
+        cuda = accelerator in ("gpu", "cuda")
+        remedy = "use trainer=cpu" + (", or on a GPU machine install the CUDA build of torch" if cuda else "")
+        raise ConfigError(f"trainer.accelerator={accelerator}: {why}; {remedy}")
 
 
 _ARGUMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(=| )")

@@ -36,12 +36,20 @@ def run_record(
         "seed": cfg.seed,
         "steps": steps,
         "processes": processes,
+        "device": device_name(module.device),
+        "precision": str(trainer.precision),
+        "compile": module.compile_mode,
         "train_seconds": round(train_seconds, 2),
         "tokens_per_second": round(tokens / train_seconds) if train_seconds > 0 else 0,
         "checkpoint": best or None,
         "resumed_from": cfg.resume,
         "run_dir": run_dir,
     }
+
+
+def device_name(device: torch.device) -> str:
+    """e.g. 'cpu' or 'cuda: NVIDIA H100 80GB HBM3' -- what the run's figures were measured on."""
+    return f"cuda: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
 
 
 @torch.no_grad()
