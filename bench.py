@@ -1,26 +1,59 @@
-"""Speed benchmarks:  python bench.py [decode] [train] [analysis] [--ckpt P] [--n N] [--repeat R] [--digits D] [--json]
+"""Speed benchmarks:  python bench.py [decode] [train] [converge] [analysis] [--device D] [options]
 
-decode   -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
-            lines, encode, decode greedily with the KV cache, score; (2) greedy decoding throughput of the
-            same prompts with and without the KV cache (``Transformer.generate(use_cache=...)``).
-train    -- training throughput side by side (training/speed.py): our Lightning path, the same model in a
-            bare loop, a nanoGPT-style reference; tokens/s, their ratios, MFU against a measured matmul peak.
-analysis -- what looking inside costs: the default ``python train.py`` timed with and without attention
-            maps + ablation + pruning (``analysis=none callbacks.attention_maps=null``), the two kinds
-            alternating, --repeat runs of each (minutes: each run is a full training run).
+sections (with none named: decode and train; on CUDA decode, train and converge):
+decode    -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
+             lines, encode, decode greedily with the KV cache, score; (2) greedy decoding throughput of the
+             same prompts with and without the KV cache (``Transformer.generate(use_cache=...)``).
+train     -- training throughput side by side (training/speed.py): our Lightning path as train.py builds it
+             (its per-step callbacks included; no progress bar, attention maps or analysis), the same model in a
+             bare loop, a nanoGPT-style reference in a bare loop; each eager and, with --compile, compiled
+             (torch.compile; "reduce-overhead" = CUDA graphs on CUDA, "default" elsewhere), the first steps
+             (compiling) apart from the steady state; on CUDA also our path at 32-true with full fp32 matmuls,
+             with TF32 matmuls and bf16-mixed. Tokens/s, their ratios, MFU against a matmul peak measured on the
+             device, at each --batch-sizes.
+converge  -- time to 99.9% on 10-digit addition: ``python train.py experiment=add10 target_accuracy=0.999
+             seed=S logger=none`` (+ trainer=gpu on CUDA) per seed, the whole command's wall seconds, its steps,
+             train seconds and test exact-match (minutes per seed on a CPU: only when named there).
+analysis  -- what looking inside costs: the default ``python train.py`` timed with and without attention
+             maps + ablation + pruning (``analysis=none callbacks.attention_maps=null``), the two kinds
+             alternating, --repeat runs of each (minutes: each run is a full training run).
 
-With no section named, decode and train run. Without --ckpt, decode uses a freshly initialised default
-model (3-digit addition, d_model=64, 4 heads, 2 layers): speed does not depend on the weights. Each decode
-figure is the fastest of --repeat runs, train figures are medians over --repeat rounds (timings on a shared
-machine are noisy); torch uses as many threads as OMP_NUM_THREADS allows.
+options:
+--device cpu|cuda|mps|auto   where every section runs (default cpu; auto: cuda, else mps, else cpu).
+                             A device that is not there is one error line and exit status 2.
+--batch-sizes 256,4096       train: batch sizes (default 256 and 4096 on CUDA, 256 elsewhere); the headline
+                             figures are those of the first.
+--compile / --no-compile     train: the compiled variants too (default: on CUDA yes, elsewhere no -- compiling
+                             takes minutes on a small CPU and measured slower there); --compile-mode MODE (implies
+                             --compile; default reduce-overhead on CUDA, default elsewhere).
+--steps N, --warmup N        train: timed and warm-up steps per round (default 60 + 10 on a CPU, 300 + 20 on a GPU).
+--repeat R                   decode: the fastest of R runs; train: R rounds, variants taking turns, medians;
+                             analysis: R runs of each kind (default 3).
+--digits D                   train: operand digits of the addition problems timed (default 3; 10 = add10's).
+--seeds 0,1,2,3,4            converge: seeds (default 0,1,2,3,4 on CUDA, 0 elsewhere); --override KEY=VALUE
+                             adds a train.py override to each converge run (repeatable).
+--ckpt P, --n N              decode: checkpoint (default a freshly initialised model), problems (default 10000).
+--json                       one JSON object with every figure.
+
+Without --ckpt, decode uses a freshly initialised default model (3-digit addition, d_model=64, 4 heads,
+2 layers): speed does not depend on the weights. On a CPU every training step is timed alone (median of per-step
+times); on a GPU, whose kernels run asynchronously, each round's timed steps are one window between two device
+synchronisations and nothing inside it waits for the device. torch uses as many CPU threads as OMP_NUM_THREADS
+allows. Exit status: 0; 1 when a variant or run failed (the others' figures are still reported); 2 bad options
+or a device that is not there.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -29,6 +62,7 @@ from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 from model.checkpoint import CheckpointError, load_calculator
+from model.device import DeviceError, resolve_device
 from model.transformer import Transformer, TransformerConfig
 
 
@@ -39,7 +73,11 @@ def fresh_calculator() -> Calculator:
     return Calculator(net, fmt, tokenizer)
 
 
+DEVICES = ("cpu", "cuda", "mps", "auto")
+
+
 def fastest(fn, repeat: int) -> tuple[float, list[float]]:
+    """The shortest of ``repeat`` calls of ``fn`` (each returns its results on the CPU, so the device is done)."""
     times = []
     for _ in range(repeat):
         started = time.perf_counter()
@@ -78,17 +116,20 @@ def bench_decode(calc: Calculator, n: int, repeat: int) -> dict:
         "kv_cache_speedup": round(decode["no_cache"]["seconds"] / decode["kv_cache"]["seconds"], 2),
         "answer_tokens": fmt.answer_len,
         "batch_size": calc.batch_size,
+        "device": str(next(calc.net.parameters()).device),
     }
 
 
-def bench_analysis(repeat: int) -> dict:
+def bench_analysis(repeat: int, device: torch.device) -> dict:
     """Whole ``python train.py`` runs, with and without analysis, alternating so both see the same machine."""
-    import subprocess
-    import tempfile
-    from pathlib import Path
+    from training.speed import device_overrides
 
     root = Path(__file__).resolve().parent
-    variants = {"with_analysis": [], "without_analysis": ["analysis=none", "callbacks.attention_maps=null"]}
+    on_device = device_overrides(device)
+    variants = {
+        "with_analysis": on_device,
+        "without_analysis": [*on_device, "analysis=none", "callbacks.attention_maps=null"],
+    }
     walls: dict[str, list[float]] = {name: [] for name in variants}
     analysis_seconds, steps = [], {name: [] for name in variants}
     with tempfile.TemporaryDirectory() as tmp:
@@ -111,7 +152,7 @@ def bench_analysis(repeat: int) -> dict:
                     analysis_seconds.append(results["analysis_seconds"])
     median = {name: sorted(times)[len(times) // 2] for name, times in walls.items()}
     return {
-        "command": "python train.py  vs  python train.py analysis=none callbacks.attention_maps=null",
+        "command": f"python train.py {' '.join(on_device)}  vs  the same + analysis=none callbacks.attention_maps=null",
         "runs_each": repeat,
         "wall_seconds": {name: [round(t, 2) for t in times] for name, times in walls.items()},
         "steps": steps,
@@ -121,16 +162,93 @@ def bench_analysis(repeat: int) -> dict:
     }
 
 
-def bench_training(repeat: int, digits: int) -> dict:
+def progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def bench_training(args, device: torch.device) -> dict:
     from training.speed import bench_train
 
-    return bench_train(rounds=repeat, digits=digits)
+    cuda = device.type == "cuda"
+    compiled = args.compile if args.compile is not None else cuda or args.compile_mode is not None
+    return bench_train(
+        rounds=args.repeat,
+        steps=args.steps,
+        warmup=args.warmup,
+        digits=args.digits,
+        device=device,
+        batch_sizes=args.batch_sizes or ([256, 4096] if cuda else [256]),
+        compile_mode=(args.compile_mode or ("reduce-overhead" if cuda else "default")) if compiled else None,
+        progress=progress,
+    )
 
 
-SECTIONS = {  # name -> (calculator, command-line args) -> figures
-    "decode": lambda calc, args: bench_decode(calc, args.n, args.repeat),
-    "train": lambda calc, args: bench_training(args.repeat, args.digits),
-    "analysis": lambda calc, args: bench_analysis(args.repeat),
+def bench_converge(
+    device: torch.device,
+    seeds: list[int],
+    overrides: tuple[str, ...] | list[str] = (),
+    experiment: str = "add10",
+    target: float = 0.999,
+) -> dict:
+    """``python train.py experiment=... target_accuracy=... seed=S`` on ``device`` per seed, one after another:
+    the whole command's wall seconds, and from its results.json the steps, train seconds and test exact-match."""
+    from training.speed import device_overrides
+
+    root = Path(__file__).resolve().parent
+    base = [f"experiment={experiment}", f"target_accuracy={target}", "logger=none", *device_overrides(device)]
+    base += list(overrides)
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="bench-converge-") as tmp:
+        for seed in seeds:
+            run_dir = Path(tmp) / f"seed{seed}"
+            argv = [sys.executable, str(root / "train.py"), *base, f"seed={seed}", f"hydra.run.dir={run_dir}"]
+            started = time.perf_counter()
+            done = subprocess.run(argv, cwd=root, capture_output=True, text=True)
+            run = {"seed": seed, "wall_seconds": round(time.perf_counter() - started, 1)}
+            results = run_dir / "results.json"
+            if done.returncode != 0 or not results.exists():
+                said = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+                run["error"] = f"train.py exit status {done.returncode}: {said[:300]}"
+                progress(f"converge: seed {seed} failed: {run['error']}")
+            else:
+                r = json.loads(results.read_text())
+                run |= {
+                    "steps": r["steps"],
+                    "train_seconds": r["train_seconds"],
+                    "total_seconds": r.get("total_seconds"),
+                    "tokens_per_second": r.get("tokens_per_second"),
+                    "test_exact_match": r["test_exact_match"],
+                    "reached": r["test_exact_match"] >= target,
+                }
+                progress(
+                    f"converge: seed {seed}: {run['wall_seconds']:.1f} s, {run['steps']} steps, "
+                    f"test exact match {run['test_exact_match']:.2%}"
+                )
+            runs.append(run)
+    done_runs = [r for r in runs if "error" not in r]
+    median = lambda key: statistics.median(r[key] for r in done_runs) if done_runs else None  # noqa: E731
+    return {
+        "command": f"python train.py {' '.join(base)} seed=S",
+        "experiment": experiment,
+        "target": target,
+        "device": str(device),
+        "seeds": list(seeds),
+        "runs": runs,
+        "median_wall_seconds": median("wall_seconds"),
+        "max_wall_seconds": max((r["wall_seconds"] for r in done_runs), default=None),
+        "median_steps": median("steps"),
+        "median_train_seconds": median("train_seconds"),
+        "reached": sum(r.get("reached", False) for r in runs),
+        "all_reached": all(r.get("reached", False) for r in runs),
+        "errors": {str(r["seed"]): r["error"] for r in runs if "error" in r},
+    }
+
+
+SECTIONS = {  # name -> (calculator, command-line args, device) -> figures
+    "decode": lambda calc, args, device: bench_decode(calc.to(device), args.n, args.repeat),
+    "train": lambda calc, args, device: bench_training(args, device),
+    "converge": lambda calc, args, device: bench_converge(device, args.seeds, args.override),
+    "analysis": lambda calc, args, device: bench_analysis(args.repeat, device),
 }
 
 
@@ -156,31 +274,134 @@ def print_decode(r: dict, console) -> None:
     )
 
 
+PATH_LABELS = {
+    "lightning": "ours: train.py's Lightning path",
+    "bare": "ours: bare PyTorch loop",
+    "nanogpt": "nanoGPT-style ref., bare loop",
+}
+
+
+def precision_label(v: dict) -> str:
+    """fp32 (on a CPU, or full fp32 matmuls on CUDA), TF32 (fp32 with TensorFloat-32 matmuls) or bf16-mixed."""
+    if v["precision"].startswith("bf16"):
+        return v["precision"]
+    return {"high": "TF32", "medium": "fp32, bf16 matmuls"}.get(v["matmul_precision"], "fp32")
+
+
 def print_train(r: dict, console) -> None:
     from rich.table import Table
 
-    table = Table(title=f"train: {r['setup']}", title_justify="left")
-    for name in ("path", "ms / step", "tokens / s"):
-        table.add_column(name, justify="left" if name == "path" else "right")
-    labels = {
-        "lightning": "ours: Trainer + LightningModule + DataModule",
-        "bare": "ours: bare PyTorch loop",
-        "nanogpt": "nanoGPT-style reference, bare loop",
-    }
-    for name, label in labels.items():
-        table.add_row(label, f"{r['ms_per_step'][name]:.2f}", f"{r['tokens_per_second_by_path'][name]:,}")
+    console.print(f"train: {r['setup']}")
+    for batch, b in r["by_batch_size"].items():
+        warmup = r["warmup"]
+        table = Table(title=f"batch {int(batch):,} ({b['tokens_per_step']:,} tokens a step)", title_justify="left")
+        columns = ("path", "variant", "ms / step", "tokens / s", "x ref.", "MFU")
+        for name in (*columns, f"first {warmup} steps, s"):
+            table.add_column(name, justify="left" if name in columns[:2] else "right")
+        for v in b["variants"].values():
+            row = [PATH_LABELS[v["path"]], f"{'compiled' if v['compile'] else 'eager'}, {precision_label(v)}"]
+            if "error" in v:
+                table.add_row(*row, f"[red]failed: {v['error']}[/red]", "", "", "", "")
+                continue
+            table.add_row(
+                *row,
+                f"{v['ms_per_step']:.3f}",
+                f"{v['tokens_per_second']:,}",
+                f"{v['over_reference_eager']:.3f}" if v["over_reference_eager"] is not None else "",
+                f"{v['mfu']:.1%}" if v["mfu"] is not None else "",
+                f"{v['first_steps_seconds']:.2f}" if v["first_steps_seconds"] is not None else "",
+            )
+        console.print(table)
+        compiled = {n: v["compiled"] for n, v in b["variants"].items() if "compiled" in v}
+        if compiled:
+            console.print(
+                "compiled: "
+                + "; ".join(
+                    f"{n} {c['graphs']} graph(s), {c['graph_breaks']} graph break(s), "
+                    f"{c['cudagraph_skips']} CUDA-graph skip(s), start-up {b['variants'][n]['startup_seconds']:.1f} s"
+                    for n, c in compiled.items()
+                )
+            )
+        ratios = {k: b[k] for k in ("lightning_over_reference_compiled", "lightning_compiled_over_reference_compiled")}
+        if any(v is not None for v in ratios.values()):
+            console.print(", ".join(f"{k} {v}" for k, v in ratios.items() if v is not None))
+    compiled = f"compiled = torch.compile(mode={r['compile_mode']!r}); " if r["compile_mode"] else ""
+    tf32 = "TF32 = fp32 with TensorFloat-32 matmuls; " if r["matmul_peaks_gflops"].keys() - {"fp32"} else ""
+    console.print(
+        f"{compiled}{tf32}x ref. = tokens/s over the eager reference's at that batch; first {r['warmup']} steps = "
+        "start-up, compiling and CUDA-graph capture included, then the steady state"
+    )
+    console.print(
+        f"lightning_over_bare {r['lightning_over_bare']}, model_over_nanogpt {r['model_over_nanogpt']}, "
+        f"lightning_over_reference_eager {r['lightning_over_reference_eager']} (> 1 = ours faster; batch "
+        f"{r['batch_size']})"
+    )
+    if r["mfu"] is not None:
+        console.print(
+            f"{r['flops_per_token']:,} FLOPs/token (reference {r['reference_flops_per_token']:,}) x "
+            f"{r['tokens_per_second']:,} tokens/s over a {r['matmul_peak_gflops']:,} GFLOP/s "
+            f"{r['by_batch_size'][str(r['batch_size'])]['variants']['lightning']['mfu_against']} matmul peak "
+            f"= MFU {r['mfu']:.1%}"
+            + (
+                "; peaks measured: " + ", ".join(f"{k} {v:,}" for k, v in r["matmul_peaks_gflops"].items())
+                if len(r["matmul_peaks_gflops"]) > 1
+                else ""
+            )
+        )
+    if r["precision_by_measurement"]:
+        console.print(
+            "fastest precision of our path: "
+            + "; ".join(
+                f"batch {b}: {precision_label(p)}" for b, p in r["precision_by_measurement"].items() if p is not None
+            )
+        )
+    if r["matmul_share_of_step"] is not None:
+        busy = r["device_busy_share_of_step"]
+        console.print(
+            f"where the time goes: matrix multiplies take {r['matmul_share_of_step']:.0%} of a bare step and run at "
+            f"{r['matmul_gflops_in_step']:,} GFLOP/s"
+            + (
+                f"; the GPU is busy {busy:.0%} of a step (the rest it waits for kernels to be launched)"
+                if busy is not None
+                else "; the rest is attention kernels, LayerNorm, GELU and the optimizer"
+            )
+        )
+    memory = f"; peak GPU memory {r['peak_device_memory_mb']:,} MB" if r["peak_device_memory_mb"] is not None else ""
+    console.print(
+        f"data {r['data_problems_per_second']:,} problems/s; peak RSS {r['peak_rss_mb']} MB{memory}"
+        if r["data_problems_per_second"] is not None
+        else f"peak RSS {r['peak_rss_mb']} MB{memory}"
+    )
+    console.print(f"left out of our path: {r['left_out']}")
+    for name, error in r["errors"].items():
+        console.print(f"[red]failed: {name}: {error}[/red]")
+
+
+def print_converge(r: dict, console) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"converge: {r['command']}  (on {r['device']})", title_justify="left")
+    for name in ("seed", "wall seconds", "steps", "train seconds", "test exact match", f">= {r['target']:.1%}"):
+        table.add_column(name, justify="right")
+    for run in r["runs"]:
+        if "error" in run:
+            table.add_row(str(run["seed"]), f"{run['wall_seconds']:.1f}", f"[red]failed: {run['error']}[/red]")
+            continue
+        table.add_row(
+            str(run["seed"]),
+            f"{run['wall_seconds']:.1f}",
+            f"{run['steps']:,}",
+            f"{run['train_seconds']:.1f}",
+            f"{run['test_exact_match']:.2%}",
+            "yes" if run["reached"] else "no",
+        )
     console.print(table)
-    console.print(
-        f"lightning_over_bare {r['lightning_over_bare']}, model_over_nanogpt {r['model_over_nanogpt']} "
-        f"(> 1 = ours faster); {r['flops_per_token']:,} FLOPs/token (reference "
-        f"{r['reference_flops_per_token']:,}) x {r['tokens_per_second']:,} tokens/s over a "
-        f"{r['matmul_peak_gflops']} GFLOP/s fp32 matmul peak = MFU {r['mfu']:.1%}"
-    )
-    console.print(
-        f"where the time goes: matrix multiplies take {r['matmul_share_of_step']:.0%} of a step and run at "
-        f"{r['matmul_gflops_in_step']} GFLOP/s; the rest is attention kernels, LayerNorm, GELU and "
-        f"the optimizer. Data {r['data_problems_per_second']:,} problems/s; peak RSS {r['peak_rss_mb']} MB"
-    )
+    if r["median_wall_seconds"] is not None:
+        console.print(
+            f"whole command: median {r['median_wall_seconds']:.1f} s, longest {r['max_wall_seconds']:.1f} s; "
+            f"median {r['median_steps']:,} steps, {r['median_train_seconds']:.1f} s of training; "
+            f"{r['reached']} of {len(r['runs'])} seeds reached {r['target']:.1%} test exact-match"
+        )
 
 
 def print_analysis(r: dict, console) -> None:
@@ -205,61 +426,132 @@ def print_analysis(r: dict, console) -> None:
     )
 
 
+def numbers(text: str, low: int) -> list[int]:
+    """'256,4096' -> [256, 4096] (argparse type): whole numbers >= low, comma-separated."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v < low for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated whole numbers >= {low}, e.g. 256,4096")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from model.module import COMPILE_MODES
+
+    summary, details = __doc__.split("\n\n", 1)
+    p = argparse.ArgumentParser(
+        description=summary, epilog=details, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument(
         "sections",
         nargs="*",
         metavar="SECTION",
-        help=f"which benchmarks ({', '.join(SECTIONS)}); default: decode and train",
+        help=f"which benchmarks ({', '.join(SECTIONS)}); default: decode and train (on CUDA also converge)",
     )
+    p.add_argument("--device", choices=DEVICES, default="cpu", help="where to run (default cpu; auto: cuda, mps, cpu)")
     p.add_argument("--ckpt", help="checkpoint file or run directory (default: a freshly initialised model)")
     p.add_argument("--n", type=int, default=10_000, help="problems (default 10000)")
-    p.add_argument("--repeat", type=int, default=3, help="timed runs per figure; the fastest counts (default 3)")
+    p.add_argument(
+        "--repeat", type=int, default=3, help="decode: fastest of R runs; train: R rounds; analysis: R runs (default 3)"
+    )
     p.add_argument(
         "--digits",
         type=int,
         default=3,
         help="train section: operand digits of the addition problems timed (default 3; 10 = add10)",
     )
+    p.add_argument(
+        "--batch-sizes",
+        type=lambda t: numbers(t, 1),
+        metavar="B,B",
+        help="train: batch sizes, the first one's figures the headline (default 256,4096 on CUDA, 256 elsewhere)",
+    )
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="train: also time torch.compile'd variants (default: on CUDA yes, elsewhere no)",
+    )
+    p.add_argument(
+        "--compile-mode",
+        choices=[m for m in COMPILE_MODES if m],
+        help="train: the torch.compile mode, implies --compile (default reduce-overhead on CUDA, default elsewhere)",
+    )
+    p.add_argument("--steps", type=int, help="train: timed steps per round (default 60 on a CPU, 300 on a GPU)")
+    p.add_argument("--warmup", type=int, help="train: warm-up steps per round (default 10 on a CPU, 20 on a GPU)")
+    p.add_argument(
+        "--seeds",
+        type=lambda t: numbers(t, 0),
+        metavar="S,S",
+        help="converge: seeds, one run each (default 0,1,2,3,4 on CUDA, 0 elsewhere)",
+    )
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="converge: one more train.py override for every run (repeatable), e.g. trainer.precision=bf16-mixed",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     if args.n < 1 or args.repeat < 1 or args.digits < 1:
         p.error("--n, --repeat and --digits must be >= 1")
+    if (args.steps is not None and args.steps < 1) or (args.warmup is not None and args.warmup < 1):
+        p.error("--steps and --warmup must be >= 1")
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:
         p.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    try:  # before anything is loaded: a missing GPU is said at once
+        device = resolve_device(args.device)
+    except DeviceError as e:
+        cuda = ", or on a GPU machine install the CUDA build of torch" if "CUDA" in e.why else ""
+        print(f"error: --device {args.device}: {e.why}; use --device cpu{cuda}", file=sys.stderr)
+        return 2
+    if args.seeds is None:
+        args.seeds = [0, 1, 2, 3, 4] if device.type == "cuda" else [0]
     try:
         calc = load_calculator(args.ckpt) if args.ckpt else fresh_calculator()
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    sections = args.sections or ["decode", "train"]  # 'analysis' trains several models: only when asked
+    # 'analysis' trains several models, 'converge' several long ones (minutes each on a CPU): only when asked there
+    sections = args.sections or ["decode", "train", *(["converge"] if device.type == "cuda" else [])]
     results = {
         "checkpoint": str(calc.path) if calc.path else None,
         "model": calc.describe() + ("" if calc.path else " (freshly initialised)"),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        **{name: SECTIONS[name](calc, args) for name in sections},
+        "device": str(device),
     }
+    # Lightning and torch.compile may print: keep stdout for the one JSON object
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        for name in sections:
+            results[name] = SECTIONS[name](calc, args, device)
     if "train" in results:  # the headline figures, at the top level
-        results |= {
-            k: results["train"][k] for k in ("lightning_over_bare", "model_over_nanogpt", "mfu", "tokens_per_second")
-        }
+        headline = ("lightning_over_bare", "model_over_nanogpt", "mfu", "tokens_per_second")
+        headline += ("lightning_over_reference_eager", "lightning_over_reference_compiled")
+        results |= {k: results["train"][k] for k in headline}
+    failed = any(results.get(name, {}).get("errors") for name in ("train", "converge"))
     if args.json:
         print(json.dumps(results, indent=2))
-        return 0
+        return 1 if failed else 0
     from rich.console import Console
 
     console = Console(highlight=False)
-    console.print(f"{results['model']}; torch {results['torch']}, {results['threads']} thread(s)")
+    if not console.is_terminal:  # a pipe or a log: the train tables' columns need more than 80 characters
+        console.width = max(console.width, 120)
+    console.print(f"{results['model']}; torch {results['torch']}, {results['threads']} thread(s), on {device}")
     if "decode" in results:
         print_decode(results["decode"], console)
     if "train" in results:
         print_train(results["train"], console)
+    if "converge" in results:
+        print_converge(results["converge"], console)
     if "analysis" in results:
         print_analysis(results["analysis"], console)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

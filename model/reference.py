@@ -35,7 +35,7 @@ class RefGPT(nn.Module):
         self.lm_head.weight = self.wte.weight
 
     def forward(self, idx):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))  # on idx's device
         for block in self.blocks:
             x = block(x)
         return self.lm_head(self.ln_f(x))

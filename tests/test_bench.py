@@ -1,28 +1,266 @@
-"""bench.py's training section: every figure it reports is measured and consistent, and the nanoGPT-style
+"""bench.py: the training section's figures are measured and consistent, on the CPU and (where there is one) on
+a CUDA GPU; a device that is not there is one line; the converge section reads its runs; and the nanoGPT-style
 reference it races against is the same function as our model."""
 
 from __future__ import annotations
 
-import torch
+import copy
+import io
+import json
+import subprocess
+import sys
+import time
 
+import pytest
+import torch
+from rich.console import Console
+
+import bench
 from model.module import CalculatorModule
 from model.reference import RefGPT
 from model.transformer import Transformer
-from training.speed import bench_train, reference_loss, step_flops
+from tests.conftest import ROOT, SMALL_TASK, compose_config
+from training import speed
+from training.speed import Clock, plan, reference_loss, run_overrides, step_flops
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
+TINY = ["--repeat", "1", "--steps", "4", "--warmup", "2"]  # a few steps a variant: the figures, not their values
 
 
-def test_train_benchmark_reports_side_by_side_figures():
-    r = bench_train(rounds=1, steps=4, warmup=2)
+def bench_json(capsys, *argv: str) -> dict:
+    assert bench.main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_train_benchmark_reports_side_by_side_figures(capsys):
+    out = bench_json(capsys, "train", *TINY)
+    r = out["train"]
     for path in ("lightning", "bare", "nanogpt"):
         assert r["ms_per_step"][path] > 0
-    assert r["lightning_over_bare"] == round(
-        r["tokens_per_second_by_path"]["lightning"] / r["tokens_per_second_by_path"]["bare"], 3
-    )
+    tps = r["tokens_per_second_by_path"]  # rounded to whole tokens: the ratios agree to their last digit
+    assert r["lightning_over_bare"] == pytest.approx(tps["lightning"] / tps["bare"], abs=1e-3)
     assert r["tokens_per_second"] == r["tokens_per_second_by_path"]["lightning"]
     assert 0 < r["mfu"] < 1 and r["matmul_peak_gflops"] > 1 and r["data_problems_per_second"] > 0
     assert 0 < r["matmul_share_of_step"] < 1
     # ours skips the last layer's MLP on prompt positions, so it does less work per token than the reference
     assert r["flops_per_token"] < r["reference_flops_per_token"]
+    # the headline figures at the top, as before, and the new ones
+    for key in ("lightning_over_bare", "model_over_nanogpt", "mfu", "tokens_per_second"):
+        assert out[key] == r[key]
+    assert out["lightning_over_reference_eager"] == r["lightning_over_reference_eager"]
+    assert r["lightning_over_reference_eager"] == pytest.approx(tps["lightning"] / tps["nanogpt"], abs=1e-3)
+    assert out["lightning_over_reference_compiled"] is None  # no compiled variants on a CPU unless asked
+    assert out["device"] == r["device"] == "cpu" and r["batch_sizes"] == [r["batch_size"]] == [256]
+    assert (r["steps"], r["warmup"], r["rounds"], r["compile_mode"], r["errors"]) == (4, 2, 1, None, {})
+    batch = r["by_batch_size"]["256"]
+    assert list(batch["variants"]) == ["lightning", "bare", "nanogpt"]
+    assert batch["tokens_per_step"] == 256 * 13 and r["precision_by_measurement"] is None
+    for name, v in batch["variants"].items():
+        assert v["ms_per_step"] == pytest.approx(r["ms_per_step"][name], abs=0.01)
+        assert v["first_steps_seconds"] > 0 and v["startup_seconds"] >= 0 and v["mfu_against"] == "fp32"
+    assert r["matmul_peaks_gflops"] == {"fp32": r["matmul_peak_gflops"]}
+    text = render(bench.print_train, r)
+    assert "ours: train.py's Lightning path" in text and "eager, fp32" in text and "left out of our path" in text
+
+
+def render(printer, result: dict) -> str:
+    out = io.StringIO()
+    printer(result, Console(file=out, width=200, highlight=False))
+    return out.getvalue()
+
+
+def test_the_train_table_prints_the_gpu_figures_too(capsys):
+    """The printing of what only a GPU run has (compiled variants, precisions, an error), from a made-up result."""
+    r = {
+        "setup": "made up",
+        "compile_mode": "reduce-overhead",
+        "batch_size": 256,
+        "warmup": 20,
+        "lightning_over_bare": 0.9,
+        "model_over_nanogpt": 1.1,
+        "lightning_over_reference_eager": 1.0,
+        "mfu": 0.01,
+        "flops_per_token": 491_313,
+        "reference_flops_per_token": 616_320,
+        "tokens_per_second": 2_500_000,
+        "matmul_peak_gflops": 400_000.0,
+        "matmul_peaks_gflops": {"fp32": 50_000.0, "tf32": 400_000.0, "bf16": 700_000.0},
+        "precision_by_measurement": {"256": {"variant": "lightning_bf16", "precision": "bf16-mixed",
+                                             "matmul_precision": "high", "path": "lightning", "compile": None}},
+        "matmul_share_of_step": 0.2,
+        "matmul_gflops_in_step": 9_000.0,
+        "device_busy_share_of_step": 0.4,
+        "data_problems_per_second": 90_000_000,
+        "peak_rss_mb": 2_000,
+        "peak_device_memory_mb": 900,
+        "left_out": speed.LEFT_OUT,
+        "errors": {"256/nanogpt_compiled": "RuntimeError: boom"},
+    }  # fmt: skip
+    figures = {"ms_per_step": 1.3, "tokens_per_second": 2_500_000, "mfu": 0.01, "mfu_against": "tf32",
+               "first_steps_seconds": 0.5, "startup_seconds": 0.2, "over_reference_eager": 1.0}  # fmt: skip
+    variants = {}
+    for v in plan(torch.device("cuda"), "reduce-overhead"):
+        variants[v.name] = {**v.describe(), **figures}
+        if v.compile:
+            variants[v.name]["compiled"] = {"graphs": 2, "graph_breaks": 0, "cudagraph_skips": 0}
+    variants["nanogpt_compiled"] = {**plan(torch.device("cuda"), "reduce-overhead")[-1].describe(), "error": "boom"}
+    ratios = {"lightning_over_reference_compiled": None, "lightning_compiled_over_reference_compiled": 0.9}
+    r["by_batch_size"] = {"256": {"tokens_per_step": 3328, "variants": variants, **ratios}}
+    text = render(bench.print_train, r)
+    shown = ["eager, fp32", "eager, TF32", "compiled, TF32", "eager, bf16-mixed", "mode='reduce-overhead'"]
+    shown += ["failed: boom", "2 graph(s)", "batch 256: bf16-mixed", "GPU is busy 40%", "peak GPU memory 900 MB"]
+    for words in shown:
+        assert words in text, words
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_device_cuda_without_a_gpu_is_one_line_and_exit_status_2(capsys):
+    assert bench.main(["train", "--device", "cuda", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: --device cuda: no CUDA GPU is visible here (torch {torch.__version__}, ")
+    assert err.endswith("); use --device cpu, or on a GPU machine install the CUDA build of torch\n")
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="an Apple GPU is available here")
+def test_device_mps_without_an_apple_gpu_is_one_line_and_exit_status_2(capsys):
+    assert bench.main(["decode", "--device", "mps"]) == 2
+    assert capsys.readouterr().err == "error: --device mps: no Apple GPU is available here; use --device cpu\n"
+
+
+def test_device_auto_and_bad_options(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert bench.resolve_device("auto") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert bench.resolve_device("auto") == torch.device("cuda")
+    for argv in (["--device", "tpu"], ["--batch-sizes", "256,x"], ["--seeds", "-1"], ["--steps", "0"]):
+        with pytest.raises(SystemExit) as stopped:
+            bench.main(argv)
+        assert stopped.value.code == 2
+    capsys.readouterr()
+
+
+def test_the_gpu_plan_measures_precisions_and_compiled_paths_and_composes():
+    """What a CUDA run times, and that each of its Lightning runs is a valid train.py config (composed here: the
+    composition needs no GPU)."""
+    cuda = torch.device("cuda")
+    variants = plan(cuda, "reduce-overhead", "32-true", "high")
+    assert [v.name for v in variants] == [
+        "lightning", "bare", "nanogpt", "lightning_fp32", "lightning_bf16",
+        "lightning_compiled", "bare_compiled", "nanogpt_compiled",
+    ]  # fmt: skip
+    assert {v.name: v.peak for v in variants if v.path == "lightning"} == {
+        "lightning": "tf32", "lightning_fp32": "fp32", "lightning_bf16": "bf16", "lightning_compiled": "tf32"
+    }  # fmt: skip
+    # a config that chose bf16-mixed gets the two fp32 ones beside it
+    assert [v.name for v in plan(cuda, None, "bf16-mixed", "high")][3:] == ["lightning_fp32", "lightning_tf32"]
+    cpu_plan = plan(torch.device("cpu"), None)  # a CPU's matmul precision is never set
+    assert [v.name for v in cpu_plan] == ["lightning", "bare", "nanogpt"] and {v.matmul for v in cpu_plan} == {None}
+    for v in (v for v in variants if v.path == "lightning"):
+        cfg = compose_config(run_overrides(cuda, v, 4096, 3, 320))
+        assert (cfg.trainer.accelerator, cfg.trainer.precision, cfg.matmul_precision) == ("gpu", v.precision, v.matmul)
+        assert cfg.compile == v.compile and cfg.data.batch_size == 4096
+        assert cfg.trainer.max_steps == cfg.trainer.val_check_interval == 320  # validation after the timed steps
+        assert cfg.callbacks.progress_bar is None and cfg.trainer.enable_progress_bar is False
+        assert cfg.callbacks.finite_loss is not None and cfg.callbacks.attention_maps is None
+
+
+def test_the_clock_times_a_gpu_window_with_two_syncs_and_a_cpu_step_by_step(monkeypatch):
+    syncs = []
+    monkeypatch.setattr(speed, "synchronize", lambda device: syncs.append(time.perf_counter()))
+    window = Clock(torch.device("cpu"), warmup=2, steps=5, window=True)
+    window.begin()
+    for _ in range(window.total_steps):
+        time.sleep(0.002)
+        window.tick()
+    assert len(syncs) == 3 and window.complete and len(window.samples) == 1  # begin, end of warm-up, end
+    assert window.samples[0] == pytest.approx((syncs[2] - syncs[1]) / 5, abs=1e-4)  # timed just after the sync
+    assert window.first_steps_seconds == pytest.approx(syncs[1] - syncs[0], abs=1e-3)
+    syncs.clear()
+    steps = Clock(torch.device("cpu"), warmup=2, steps=5)
+    steps.begin()
+    for _ in range(steps.total_steps):
+        time.sleep(0.002)
+        steps.tick()
+    assert len(steps.samples) == 5 and steps.complete and min(steps.samples) >= 0.002 and len(syncs) == 1
+    assert Clock(torch.device("cuda"), 1, 1).window  # a GPU: always a window
+
+
+def test_converge_runs_train_py_per_seed_and_reads_its_results(capsys):
+    small = [*SMALL_TASK, "trainer.max_steps=20", "trainer.val_check_interval=10", "analysis=none",
+             "callbacks.attention_maps=null"]  # fmt: skip
+    out = bench_json(capsys, "converge", "--seeds", "3", *(f"--override={o}" for o in small))
+    r = out["converge"]
+    assert r["command"].startswith("python train.py experiment=add10 target_accuracy=0.999 logger=none ")
+    assert r["seeds"] == [3] and r["errors"] == {} and r["device"] == "cpu"
+    (run,) = r["runs"]
+    assert run["seed"] == 3 and run["steps"] == 20 and run["wall_seconds"] > run["train_seconds"] > 0
+    assert 0 <= run["test_exact_match"] <= 1 and run["reached"] == (run["test_exact_match"] >= 0.999)
+    assert r["median_wall_seconds"] == run["wall_seconds"] and r["reached"] == int(run["reached"])
+    assert "whole command: median" in render(bench.print_converge, r)
+
+
+def test_the_reference_computes_on_its_input_device():
+    ref = RefGPT(17, 14).to("meta")
+    seen = []
+    ref.wpe.register_forward_pre_hook(lambda module, args: seen.append(args[0].device))
+    assert ref(torch.zeros(2, 13, dtype=torch.long, device="meta")).device.type == "meta"
+    assert seen == [torch.device("meta")]  # the positions too, not a CPU arange
+
+
+# ---- on a CUDA GPU ------------------------------------------------------------------------------------------
+def bench_cli(*argv: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench.py"), *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_bench_train_on_cuda_times_every_variant_compiled_too():
+    done = bench_cli("train", "--device", "cuda", "--json", *TINY, "--batch-sizes", "256,512")
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    r = out["train"]
+    assert r["device"].startswith("cuda") and r["errors"] == {} and r["compile_mode"] == "reduce-overhead"
+    assert r["timing"] == "median of windows timed between two syncs" and r["batch_sizes"] == [256, 512]
+    names = set(r["by_batch_size"]["256"]["variants"])
+    assert {"lightning", "bare", "nanogpt", "lightning_compiled", "bare_compiled", "nanogpt_compiled"} <= names
+    assert len([n for n in names if n.startswith("lightning") and not n.endswith("compiled")]) == 3  # precisions
+    for batch in ("256", "512"):
+        for name, v in r["by_batch_size"][batch]["variants"].items():
+            assert v["tokens_per_second"] > 0 and 0 < v["mfu"] < 1, (batch, name, v)
+            if name.endswith("_compiled"):
+                assert v["compiled"]["graphs"] >= 1, (batch, name, v)  # it was compiled, not run eagerly
+        assert r["precision_by_measurement"][batch]["variant"].startswith("lightning")
+    for key in ("lightning_over_reference_eager", "lightning_over_reference_compiled"):
+        assert out[key] == r[key] > 0
+    assert set(r["matmul_peaks_gflops"]) == {"fp32", "tf32", "bf16"} and r["mfu"] > 0
+    assert 0 < r["matmul_share_of_step"] < 1 and 0 < r["device_busy_share_of_step"] and r["peak_device_memory_mb"] > 0
+    assert r["flops_per_token"] < r["reference_flops_per_token"]
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_bench_converge_on_cuda_trains_with_trainer_gpu():
+    small = [*SMALL_TASK, "trainer.max_steps=50", "trainer.val_check_interval=25", "analysis=none"]
+    done = bench_cli("converge", "--device", "cuda", "--seeds", "0", "--json", *(f"--override={o}" for o in small))
+    assert done.returncode == 0, done.stderr[-3000:]
+    r = json.loads(done.stdout)["converge"]
+    assert "trainer=gpu" in r["command"] and r["runs"][0]["steps"] == 50 and r["errors"] == {}
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_the_reference_agrees_on_cpu_and_cuda():
+    torch.manual_seed(0)
+    ref = RefGPT(17, 14)
+    seq = torch.randint(17, (8, 14))
+    expected = reference_loss(ref, seq, 9)
+    with speed.matmul_precision(torch.device("cuda"), "highest"):  # full fp32, whatever an earlier test set
+        on_gpu = reference_loss(copy.deepcopy(ref).cuda(), seq.cuda(), 9).cpu()
+    torch.testing.assert_close(on_gpu, expected, atol=1e-5, rtol=1e-4)
 
 
 def reference_with_weights_of(net: Transformer) -> RefGPT:
