@@ -75,29 +75,34 @@ class CountReads(L.Callback):
         self._saved = {}
 
 
-def test_with_the_gpu_settings_a_training_step_reads_nothing_back_from_the_device(tmp_path):
-    """The hot path's host syncs, counted on the CPU: with the loss guard checking every 50 steps and batches
-    drawn 64 steps at a time (the settings a GPU gets by default), 200 steps read a value back a handful of
-    times -- the guard every 50 steps, the progress bar and loggers every log_every_n_steps -- not every step."""
+def train_200_steps(tmp_path, watcher: L.Callback, *overrides: str) -> None:
+    """200 training steps of train.py's own objects in this process, ``watcher`` the first callback; validation
+    (and with it the end of the watch) only after the last step."""
     from train import assemble
     from training.config import effective_config
 
     overrides = [
         *SMALL,
+        *overrides,
         "trainer.max_steps=200",
         "trainer.val_check_interval=200",
         "target_accuracy=null",
         "analysis=none",
         "callbacks.attention_maps=null",
-        "callbacks.finite_loss.every_n_steps=50",
-        "data.draw_steps=64",
         f"hydra.run.dir={tmp_path}",
     ]
-    cfg = effective_config(resolvable(compose_config(overrides), tmp_path), overrides, multirun=False)
-    datamodule, module, _, callbacks, _, trainer = assemble(cfg)
-    counter = CountReads()
-    trainer.callbacks.insert(0, counter)
+    cfg = effective_config(resolvable(compose_config(list(overrides)), tmp_path), list(overrides), multirun=False)
+    datamodule, module, _, _, _, trainer = assemble(cfg)
+    trainer.callbacks.insert(0, watcher)
     trainer.fit(module, datamodule=datamodule)
+
+
+def test_with_the_gpu_settings_a_training_step_reads_nothing_back_from_the_device(tmp_path):
+    """The hot path's host syncs, counted on the CPU: with the loss guard checking every 50 steps and batches
+    drawn 64 steps at a time (the settings a GPU gets by default), 200 steps read a value back a handful of
+    times -- the guard every 50 steps, the progress bar and loggers every log_every_n_steps -- not every step."""
+    counter = CountReads()
+    train_200_steps(tmp_path, counter, "callbacks.finite_loss.every_n_steps=50", "data.draw_steps=64")
     assert counter.steps == 199
     # guard: 4 checks; bar: the loss every 20 steps; the stream: one seed per draw of 64 steps
     assert len(counter.reads) <= 0.1 * counter.steps, sorted(counter.reads)
@@ -154,9 +159,6 @@ def test_on_cuda_the_training_steps_do_not_wait_for_the_gpu(tmp_path):
     guard's check (every 100 steps) and the loggers' and bar's reads (every 20) may sync."""
     import warnings
 
-    from train import assemble
-    from training.config import effective_config
-
     class SyncWatch(L.Callback):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             if batch_idx == 1:
@@ -165,23 +167,10 @@ def test_on_cuda_the_training_steps_do_not_wait_for_the_gpu(tmp_path):
         def on_validation_start(self, trainer, pl_module):
             torch.cuda.set_sync_debug_mode("default")
 
-    overrides = [
-        *SMALL,
-        "trainer=gpu",
-        "trainer.max_steps=200",
-        "trainer.val_check_interval=200",
-        "target_accuracy=null",
-        "analysis=none",
-        "callbacks.attention_maps=null",
-        f"hydra.run.dir={tmp_path}",
-    ]
-    cfg = effective_config(resolvable(compose_config(overrides), tmp_path), overrides, multirun=False)
-    datamodule, module, _, _, _, trainer = assemble(cfg)
-    trainer.callbacks.insert(0, SyncWatch())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            trainer.fit(module, datamodule=datamodule)
+            train_200_steps(tmp_path, SyncWatch(), "trainer=gpu")
         finally:
             torch.cuda.set_sync_debug_mode("default")
     syncs = [w for w in caught if "synchroniz" in str(w.message).lower()]
