@@ -149,11 +149,14 @@ class CalculatorModule(L.LightningModule):
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         if self.compile_mode == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()  # a new step: CUDA graph outputs of the last may be reused
-        loss = self.training_loss(batch)
-        # not prog_bar=True: Lightning reads such a value back from the device every step (a host sync on a GPU);
-        # the bar shows it at the loggers' pace (training/callbacks.py: StepProgressBar)
-        self.log("train/loss", loss)
-        return loss
+        return self.training_loss(batch)
+
+    def on_train_batch_end(self, outputs: dict, batch: torch.Tensor, batch_idx: int) -> None:
+        # the loss is logged at the loggers' pace, not every step: each self.log costs Lightning a walk over its
+        # result object (host time a GPU step cannot spare), and a prog_bar=True value would be read back from the
+        # device every step; the bar shows it from here (training/callbacks.py: StepProgressBar)
+        if self.trainer.global_step % self.trainer.log_every_n_steps == 0:
+            self.log("train/loss", outputs["loss"])
 
     def _eval_step(self, batch: torch.Tensor, split: str) -> None:
         # validation runs often during training: teacher-forced; the test decodes greedily
