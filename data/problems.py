@@ -26,6 +26,7 @@ for training, whatever the seed, batch size or streaming mode.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -46,6 +47,12 @@ def mix(x: torch.Tensor) -> torch.Tensor:
     x = x ^ (x >> 28)
     x = x * 0x4BE98134A5976FD3
     return x ^ (x >> 32)
+
+
+@functools.cache
+def _table(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """A small int64 lookup table on ``device``, copied there once: each copy to a GPU waits for the GPU."""
+    return torch.tensor(values, dtype=torch.int64, device=device)
 
 
 def _digits_of(x: torch.Tensor, width: int) -> torch.Tensor:
@@ -192,15 +199,15 @@ class ProblemFormat:
         op_idx = torch.randint(len(self.operators), (n,), generator=generator, device=device)
         return a, op_idx, b
 
-    def all_problems(self) -> tuple[torch.Tensor, ...]:
+    def all_problems(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
         """Every problem of this format (only sensible for small digit counts)."""
         high = 10**self.digits
-        grid = torch.arange(self.n_problems, dtype=torch.int64)
+        grid = torch.arange(self.n_problems, dtype=torch.int64, device=device)
         return (grid // high) % high, grid // (high * high), grid % high
 
     def operator_codes(self, op_idx: torch.Tensor) -> torch.Tensor:
         """op_idx (indexes ``self.operators``) -> the operator's place in OPERATORS: 0 '+', 1 '-', 2 '*'."""
-        return torch.tensor([OPERATORS.index(op) for op in self.operators], device=op_idx.device)[op_idx]
+        return _table(tuple(OPERATORS.index(op) for op in self.operators), op_idx.device)[op_idx]
 
     def values(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """The true results, vectorised."""
@@ -241,11 +248,12 @@ class ProblemEncoder:
 
     def __init__(self, fmt: ProblemFormat, vocab: dict[str, int]):
         self.fmt = fmt
-        self.digit_ids = torch.tensor([vocab[str(d)] for d in range(10)])
-        self.op_ids = torch.tensor([vocab[op] for op in fmt.operators])
-        self.sign_ids = torch.tensor([vocab["+"], vocab["-"]])
+        # token ids of digits 0-9, the operators, the signs '+'/'-' and the work separators; as tensors: _table
+        self.digit_ids = tuple(vocab[str(d)] for d in range(10))
+        self.op_ids = tuple(vocab[op] for op in fmt.operators)
+        self.sign_ids = (vocab["+"], vocab["-"])
         self.bos, self.eq, self.eos = vocab["[BOS]"], vocab["="], vocab["[EOS]"]
-        self.work_separator_ids = torch.tensor([[vocab[c] for c in fmt.work_separators]], dtype=torch.int64)
+        self.work_separator_ids = tuple(vocab[c] for c in fmt.work_separators)
 
     def encode_problems(self, problems) -> torch.Tensor:
         """Problems with ``.a``, ``.op``, ``.b`` (e.g. parsed expressions) -> (N, seq_len) token ids."""
@@ -257,24 +265,25 @@ class ProblemEncoder:
     def encode(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """(N,) problems -> (N, seq_len) token ids of the full training string, on the problems' device."""
         fmt, n, device = self.fmt, a.shape[0], a.device
-        digit_ids, sign_ids = self.digit_ids.to(device), self.sign_ids.to(device)  # (10,), (2,) lookups
+        digit_ids = _table(self.digit_ids, device)  # (10,)
         value = fmt.values(a, op_idx, b)
         answer = digit_ids[_digits_of(value.abs(), fmt.answer_digits)]  # (N, answer_digits)
         if fmt.signed:
-            answer = torch.cat([sign_ids[(value < 0).long()].unsqueeze(1), answer], dim=1)
+            signs = _table(self.sign_ids, device)[(value < 0).long()]  # (N,)
+            answer = torch.cat([signs.unsqueeze(1), answer], dim=1)
         if fmt.reverse_answer:
             answer = answer.flip(1)
         work = digit_ids[_digits_of(fmt.work_values(a, op_idx, b), fmt.answer_digits)]  # (N, lines, width)
         if fmt.reverse_answer:
             work = work.flip(2)
-        separators = self.work_separator_ids.to(device).expand(n, -1).unsqueeze(2)  # (N, lines, 1)
+        separators = _table(self.work_separator_ids, device).expand(n, -1).unsqueeze(2)  # (N, lines, 1)
         work = torch.cat([work, separators], dim=2).flatten(1)  # (N, work_len)
         column = lambda token: torch.full((n, 1), token, dtype=torch.int64, device=device)  # noqa: E731
         return torch.cat(
             [
                 column(self.bos),
                 digit_ids[_digits_of(a, fmt.digits)],
-                self.op_ids.to(device)[op_idx].unsqueeze(1),
+                _table(self.op_ids, device)[op_idx].unsqueeze(1),
                 digit_ids[_digits_of(b, fmt.digits)],
                 column(self.eq),
                 work,
@@ -304,9 +313,9 @@ class ProblemSampler:
         training draws are independent, so a stream may repeat a problem, as sampling with replacement does."""
         split_id = SPLITS.index(split)
         if split != "train" and self.fmt.n_problems <= _ENUMERATE_LIMIT:
-            a, op_idx, b = self.fmt.all_problems()
+            a, op_idx, b = self.fmt.all_problems(generator.device)
             keep = (self._split(a, op_idx, b) == split_id).nonzero().squeeze(1)
-            pick = keep[torch.randperm(len(keep), generator=generator)[:n]]
+            pick = keep[torch.randperm(len(keep), generator=generator, device=generator.device)[:n]]
             return a[pick], op_idx[pick], b[pick]
         fraction = self.train_fraction if split == "train" else self.fractions[split]
         parts, have, seen = (
@@ -323,7 +332,8 @@ class ProblemSampler:
                     key = (int(a[i]), int(op_idx[i]), int(b[i]))
                     keep[i] = key not in seen
                     seen.add(key)
-            a, op_idx, b = a[keep], op_idx[keep], b[keep]
+            kept = keep.nonzero().squeeze(1)  # on a GPU, the draw's one wait: how many were kept
+            a, op_idx, b = a[kept], op_idx[kept], b[kept]
             parts.append((a, op_idx, b))
             have += len(a)
         a, op_idx, b = (torch.cat(t)[:n] for t in zip(*parts, strict=True))

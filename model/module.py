@@ -15,6 +15,7 @@ from data.problems import ProblemFormat
 from model.transformer import Transformer, TransformerConfig
 
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that capture CUDA graphs on a GPU
 
 
 @dataclass(frozen=True)
@@ -147,16 +148,15 @@ class CalculatorModule(L.LightningModule):
             self.training_loss = torch.compile(self.teacher_forced_loss, mode=self.compile_mode)
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
-        if self.compile_mode == "reduce-overhead":
-            torch.compiler.cudagraph_mark_step_begin()  # a new step: CUDA graph outputs of the last may be reused
-        return self.training_loss(batch)
-
-    def on_train_batch_end(self, outputs: dict, batch: torch.Tensor, batch_idx: int) -> None:
-        # the loss is logged at the loggers' pace, not every step: each self.log costs Lightning a walk over its
-        # result object (host time a GPU step cannot spare), and a prog_bar=True value would be read back from the
-        # device every step; the bar shows it from here (training/callbacks.py: StepProgressBar)
-        if self.trainer.global_step % self.trainer.log_every_n_steps == 0:
-            self.log("train/loss", outputs["loss"])
+        if self.compile_mode in CUDA_GRAPH_MODES:
+            torch.compiler.cudagraph_mark_step_begin()  # a new step: the last step's graph outputs may be reused
+        loss = self.training_loss(batch)
+        # logged at the loggers' pace, not every step: each self.log costs Lightning a walk over its result object
+        # (host time a GPU step cannot spare), and a prog_bar=True value would be read back from the device every
+        # step; the bar shows it at the same pace (training/callbacks.py: StepProgressBar)
+        if (self.global_step + 1) % self.trainer.log_every_n_steps == 0:  # this step ends at a multiple of n
+            self.log("train/loss", loss)
+        return loss
 
     def _eval_step(self, batch: torch.Tensor, split: str) -> None:
         # validation runs often during training: teacher-forced; the test decodes greedily

@@ -49,7 +49,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from data.datamodule import ACCELERATOR_DRAW_STEPS, ArithmeticDataModule, FreshBatches
 from data.problems import ProblemFormat
-from model.module import AdamWSchedule, adamw
+from model.module import CUDA_GRAPH_MODES, AdamWSchedule, adamw
 from model.reference import RefGPT
 
 OPTIM = AdamWSchedule().to_dict()  # the training default
@@ -233,7 +233,7 @@ class BareLoop:
                 return loss_of(seq)
 
             self.loss_of = torch.compile(step_loss, mode=variant.compile)
-        self.mark_steps = variant.compile == "reduce-overhead"
+        self.mark_steps = variant.compile in CUDA_GRAPH_MODES
 
     def run(self, clock: Clock | None, steps: int) -> None:
         with matmul_precision(self.device, self.variant.matmul):
