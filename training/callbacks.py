@@ -9,6 +9,7 @@ import copy
 import math
 import os
 import signal
+import time
 from pathlib import Path
 
 import lightning as L
@@ -149,20 +150,30 @@ class BestCheckpoint(ModelCheckpoint):
 class StepProgressBar(RichProgressBar):
     """Rich's bar, labelled by what the run counts: steps of an endless stream, not 'Epoch 0/-2'.
 
-    It shows the training loss read back from the device -- a host sync, which stalls a GPU -- only every
-    ``trainer.log_every_n_steps`` steps, when the loggers read it too; the bar itself moves every step.
+    It moves at most ``updates_per_second`` times a second (redrawing it every step costs a launch-bound GPU step
+    a noticeable share of its host time), and shows the training loss that the module logs every
+    ``trainer.log_every_n_steps`` steps: reading it back is a host sync on a GPU.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, updates_per_second: float = 10.0, **kwargs):
         super().__init__(*args, **kwargs)
-        self._loss: float | None = None
+        self.min_interval = 1.0 / updates_per_second
+        self._loss, self._loss_step = None, -(10**9)  # the loss shown, and the step it was read at
+        self._moved = 0.0  # when the bar last moved (time.perf_counter)
 
     def _get_train_description(self, current_epoch: int) -> str:
         return "training steps"
 
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        now = time.perf_counter()
+        last = trainer.global_step >= trainer.max_steps or trainer.global_step % trainer.val_check_interval == 0
+        if now - self._moved >= self.min_interval or last:  # and before each validation and at the end
+            self._moved = now
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
     def get_metrics(self, trainer, pl_module) -> dict:
         shown = super().get_metrics(trainer, pl_module)
-        loss = trainer.callback_metrics.get("train/loss")
-        if loss is not None and (self._loss is None or trainer.global_step % trainer.log_every_n_steps == 0):
-            self._loss = loss.item()
+        loss = trainer.callback_metrics.get("train/loss")  # the value logged last, on the device
+        if loss is not None and trainer.global_step >= self._loss_step + trainer.log_every_n_steps:
+            self._loss, self._loss_step = loss.item(), trainer.global_step  # at most one read per n steps
         return shown if self._loss is None else {**shown, "train/loss": round(self._loss, 4)}
