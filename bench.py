@@ -62,7 +62,7 @@ from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 from model.checkpoint import CheckpointError, load_calculator
-from model.device import DeviceError, resolve_device
+from model.device import DeviceError, remedy, resolve_device
 from model.transformer import Transformer, TransformerConfig
 
 
@@ -116,15 +116,26 @@ def bench_decode(calc: Calculator, n: int, repeat: int) -> dict:
         "kv_cache_speedup": round(decode["no_cache"]["seconds"] / decode["kv_cache"]["seconds"], 2),
         "answer_tokens": fmt.answer_len,
         "batch_size": calc.batch_size,
-        "device": str(next(calc.net.parameters()).device),
+        "device": str(calc.device),
     }
+
+
+def timed_train(overrides: list[str], run_dir: Path) -> tuple[float, subprocess.CompletedProcess, dict | None]:
+    """``python train.py OVERRIDES`` as a user runs it, its run directory at ``run_dir``: (the whole command's wall
+    seconds, the finished process, its results.json or None when it wrote none)."""
+    root = Path(__file__).resolve().parent
+    argv = [sys.executable, str(root / "train.py"), *overrides, f"hydra.run.dir={run_dir}"]
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=root, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    results = run_dir / "results.json"
+    return seconds, done, json.loads(results.read_text()) if results.exists() else None
 
 
 def bench_analysis(repeat: int, device: torch.device) -> dict:
     """Whole ``python train.py`` runs, with and without analysis, alternating so both see the same machine."""
     from training.speed import device_overrides
 
-    root = Path(__file__).resolve().parent
     on_device = device_overrides(device)
     variants = {
         "with_analysis": on_device,
@@ -135,18 +146,10 @@ def bench_analysis(repeat: int, device: torch.device) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeat):
             for name, overrides in variants.items():
-                run_dir = Path(tmp) / f"{name}{i}"
-                started = time.perf_counter()
-                done = subprocess.run(
-                    [sys.executable, str(root / "train.py"), f"hydra.run.dir={run_dir}", *overrides],
-                    cwd=root,
-                    capture_output=True,
-                    text=True,
-                )
-                walls[name].append(time.perf_counter() - started)
+                seconds, done, results = timed_train(overrides, Path(tmp) / f"{name}{i}")
+                walls[name].append(seconds)
                 if done.returncode != 0:
                     raise RuntimeError(f"train.py failed: {done.stderr.strip().splitlines()[-1:]}")
-                results = json.loads((run_dir / "results.json").read_text())
                 steps[name].append(results["steps"])
                 if name == "with_analysis":
                     analysis_seconds.append(results["analysis_seconds"])
@@ -194,24 +197,18 @@ def bench_converge(
     the whole command's wall seconds, and from its results.json the steps, train seconds and test exact-match."""
     from training.speed import device_overrides
 
-    root = Path(__file__).resolve().parent
     base = [f"experiment={experiment}", f"target_accuracy={target}", "logger=none", *device_overrides(device)]
     base += list(overrides)
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-converge-") as tmp:
         for seed in seeds:
-            run_dir = Path(tmp) / f"seed{seed}"
-            argv = [sys.executable, str(root / "train.py"), *base, f"seed={seed}", f"hydra.run.dir={run_dir}"]
-            started = time.perf_counter()
-            done = subprocess.run(argv, cwd=root, capture_output=True, text=True)
-            run = {"seed": seed, "wall_seconds": round(time.perf_counter() - started, 1)}
-            results = run_dir / "results.json"
-            if done.returncode != 0 or not results.exists():
+            seconds, done, r = timed_train([*base, f"seed={seed}"], Path(tmp) / f"seed{seed}")
+            run = {"seed": seed, "wall_seconds": round(seconds, 1)}
+            if done.returncode != 0 or r is None:
                 said = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
                 run["error"] = f"train.py exit status {done.returncode}: {said[:300]}"
                 progress(f"converge: seed {seed} failed: {run['error']}")
             else:
-                r = json.loads(results.read_text())
                 run |= {
                     "steps": r["steps"],
                     "train_seconds": r["train_seconds"],
@@ -506,8 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # before anything is loaded: a missing GPU is said at once
         device = resolve_device(args.device)
     except DeviceError as e:
-        cuda = ", or on a GPU machine install the CUDA build of torch" if "CUDA" in e.why else ""
-        print(f"error: --device {args.device}: {e.why}; use --device cpu{cuda}", file=sys.stderr)
+        print(f"error: --device {args.device}: {e.why}; {remedy(args.device, '--device cpu')}", file=sys.stderr)
         return 2
     if args.seeds is None:
         args.seeds = [0, 1, 2, 3, 4] if device.type == "cuda" else [0]

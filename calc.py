@@ -55,7 +55,7 @@ exit status: 0 all inputs answered; 1 some input was invalid (or an --eval file 
   2 no usable checkpoint or device, unreadable --eval file, bad options or a failed --export; 130 interrupted."""
 
 MAX_SHOWN = 60  # characters of a bad input echoed back in its error line
-DEVICES = ("cpu", "cuda", "mps", "auto")  # --device; each is checked by model.calculator.resolve_device
+DEVICES = ("cpu", "cuda", "mps", "auto")  # --device; each is checked by model.device.resolve_device
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -77,20 +77,13 @@ class FreshBatches(IterableDataset):
         problems = self.sampler.sample("train", n * len(steps) - sum(n_hard), generator)
         if sum(n_hard):  # each step's hard cases shuffled into its uniform ones, so every slice gets its share
             hard = self.hard.sample(sum(n_hard), generator)
-            uniform_ends, hard_ends = [0], [0]
-            for k in n_hard:
-                uniform_ends.append(uniform_ends[-1] + n - k)
-                hard_ends.append(hard_ends[-1] + k)
-            order = [torch.randperm(n, generator=generator, device=self.device) for _ in steps]
-            problems = tuple(
-                torch.cat(
-                    [
-                        torch.cat([u[uniform_ends[i] : uniform_ends[i + 1]], h[hard_ends[i] : hard_ends[i + 1]]])[o]
-                        for i, o in enumerate(order)
-                    ]
-                )
-                for u, h in zip(problems, hard, strict=True)
-            )
+            orders = [torch.randperm(n, generator=generator, device=self.device) for _ in steps]
+
+            def shuffled_in(uniform: torch.Tensor, hard: torch.Tensor) -> torch.Tensor:  # one column: a, op or b
+                pieces = zip(uniform.split([n - k for k in n_hard]), hard.split(n_hard), orders, strict=True)
+                return torch.cat([torch.cat([u, h])[order] for u, h, order in pieces])
+
+            problems = tuple(map(shuffled_in, problems, hard))
         batches = self.encoder.encode(*problems).view(len(steps), n, -1)  # (draw_steps, global batch, seq_len)
         return batches[:, self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
 
@@ -195,26 +188,24 @@ class ArithmeticDataModule(L.LightningDataModule):
         self.tokenizer.save(path)
         return path
 
+    def training_stream(
+        self, device: torch.device | str = "cpu", start: int = 0, rank: int = 0, world_size: int = 1
+    ) -> FreshBatches:
+        """The streamed training batches of process ``rank`` on ``device``, from step ``start``; drawn
+        ``draw_steps`` at a time (null: 1 on a CPU, ``ACCELERATOR_DRAW_STEPS`` elsewhere)."""
+        device = torch.device(device)
+        return FreshBatches(
+            self.sampler, self.encoder, self.batch_size, self.seed, start, rank, world_size, self.hard, device,
+            draw_steps=self.draw_steps or (1 if device.type == "cpu" else ACCELERATOR_DRAW_STEPS),
+        )  # fmt: skip
+
     def train_dataloader(self):
         trainer = self.trainer  # None outside a Trainer (e.g. in tests): one process on the CPU, from the start
         rank, world = (trainer.global_rank, trainer.world_size) if trainer else (0, 1)
         if self.streaming:
             start = trainer.global_step if trainer else 0  # a resumed run picks up the stream where it stopped
-            device = trainer.strategy.root_device if trainer else torch.device("cpu")
-            draw_steps = self.draw_steps or (1 if device.type == "cpu" else ACCELERATOR_DRAW_STEPS)
-            stream = FreshBatches(
-                self.sampler,
-                self.encoder,
-                self.batch_size,
-                self.seed,
-                start,
-                rank,
-                world,
-                self.hard,
-                device,
-                draw_steps,
-            )
-            return DataLoader(stream, batch_size=None)
+            device = trainer.strategy.root_device if trainer else "cpu"
+            return DataLoader(self.training_stream(device, start, rank, world), batch_size=None)
         generator = torch.Generator().manual_seed(self.seed)
         fixed = self.encoder.encode(*self.sampler.sample("train", self.n_train, generator))
         return DataLoader(

@@ -38,6 +38,14 @@ def device_unavailable(kind: str) -> str | None:
     return None
 
 
+def remedy(kind: str, cpu_setting: str) -> str:
+    """What to do about a missing device of type ``kind``: the CPU instead (``cpu_setting``), or for CUDA, torch's
+    CUDA build."""
+    return f"use {cpu_setting}" + (
+        ", or on a GPU machine install the CUDA build of torch" if kind in ("gpu", "cuda") else ""
+    )
+
+
 def resolve_device(device: str | torch.device = "cpu") -> torch.device:
     """'auto' -> cuda if available, else mps if available, else cpu; any other device (a name such as 'cuda',
     'cuda:1', or a torch.device) is checked to be present here. Raises :class:`DeviceError` otherwise."""
@@ -54,3 +62,8 @@ def resolve_device(device: str | torch.device = "cpu") -> torch.device:
     if why is not None:
         raise DeviceError(str(device), why)
     return resolved
+
+
+def device_name(device: torch.device) -> str:
+    """e.g. 'cpu' or 'cuda: NVIDIA H100 80GB HBM3' -- what a run's or a benchmark's figures were measured on."""
+    return f"cuda: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type

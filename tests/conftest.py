@@ -12,22 +12,11 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 sys.path.insert(0, str(ROOT))
 
-from training.cli import compose_train_config  # noqa: E402
+from training.cli import compose_train_config, with_run_dir  # noqa: E402, F401 -- tests import with_run_dir from here
 
 
 def compose_config(overrides: list[str] | None = None):
     return compose_train_config(overrides or [])
-
-
-def resolvable(cfg, run_dir: Path):
-    """Give a composed config its run directory, as @hydra.main does, so ${hydra:...} resolves."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import open_dict
-
-    with open_dict(cfg):
-        cfg.hydra.runtime.output_dir = str(run_dir)
-    HydraConfig.instance().set_config(cfg)
-    return cfg
 
 
 @pytest.fixture

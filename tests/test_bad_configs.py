@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import compose_config, resolvable, run_train
+from tests.conftest import compose_config, run_train, with_run_dir
 from train import assemble
 from training.cli import check_command_line
 from training.config import ConfigError, effective_config
@@ -112,7 +112,7 @@ def in_process_error(overrides: list[str], tmp_path, capsys) -> str:
     except SystemExit as e:
         assert e.code == 2
         return capsys.readouterr().err
-    cfg = resolvable(compose_config(argv), tmp_path / "run")
+    cfg = with_run_dir(compose_config(argv), tmp_path / "run")
     with pytest.raises(ConfigError) as caught:
         assemble(effective_config(cfg, overrides, multirun=False))
     return f"error: {caught.value}\n"

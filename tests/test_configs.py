@@ -6,7 +6,7 @@ import hydra
 import pytest
 import torch
 
-from tests.conftest import CONFIGS, compose_config, resolvable
+from tests.conftest import CONFIGS, compose_config, with_run_dir
 from training.config import check
 
 GROUP_OPTIONS = [
@@ -45,9 +45,9 @@ BUILT = {  # group -> the class its options build (what "each file builds the ob
 
 @pytest.mark.parametrize("group,option", GROUP_OPTIONS)
 def test_every_config_file_composes_and_builds_what_it_names(group, option, tmp_path):
-    cfg = resolvable(compose_config([f"{group}={option}"]), tmp_path)
+    cfg = with_run_dir(compose_config([f"{group}={option}"]), tmp_path)
     if group == "experiment":
-        assert cfg != resolvable(compose_config(), tmp_path)  # it changes something
+        assert cfg != with_run_dir(compose_config(), tmp_path)  # it changes something
         return
     node = cfg.get(group)
     if group in BUILT and node:
@@ -75,14 +75,14 @@ def test_every_launcher_composes(launcher):
 
 
 def test_defaults_are_the_course_calculator(tmp_path):
-    cfg = resolvable(compose_config(), tmp_path)
+    cfg = with_run_dir(compose_config(), tmp_path)
     assert (cfg.model.d_model, cfg.model.n_heads) == (64, 4)
     assert cfg.logger.wandb.mode == "offline"
     assert (cfg.data.digits, cfg.data.operators) == (3, "+")
 
 
 def test_documented_overrides_reach_the_objects(tmp_path):
-    cfg = resolvable(
+    cfg = with_run_dir(
         compose_config(
             [
                 "model.d_model=32",
@@ -107,13 +107,13 @@ def test_documented_overrides_reach_the_objects(tmp_path):
 
 @pytest.mark.parametrize("experiment", ["head_sweep", "why_multi_head"])
 def test_an_experiment_overrides_the_top_level_defaults(experiment, tmp_path):
-    cfg = resolvable(compose_config([f"experiment={experiment}"]), tmp_path)
+    cfg = with_run_dir(compose_config([f"experiment={experiment}"]), tmp_path)
     assert cfg.target_accuracy is None and cfg.trainer.max_steps == 1500  # equal budgets, no early stop
     assert "model.n_heads" in cfg.hydra.sweeper.params
 
 
 def test_add10_is_ten_digit_addition_with_eight_heads_of_eight(tmp_path):
-    cfg = resolvable(compose_config(["experiment=add10"]), tmp_path)
+    cfg = with_run_dir(compose_config(["experiment=add10"]), tmp_path)
     check(cfg)
     dm = hydra.utils.instantiate(cfg.data)
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.reverse_answer, dm.fmt.seq_len) == (10, "+", True, 35)
@@ -124,7 +124,7 @@ def test_add10_is_ten_digit_addition_with_eight_heads_of_eight(tmp_path):
 
 @pytest.mark.parametrize("experiment,digits,operators", [("mul2", 2, "*"), ("mixed", 2, "+-*"), ("mul3", 3, "*")])
 def test_multiplication_experiments_show_their_working(experiment, digits, operators, tmp_path):
-    cfg = resolvable(compose_config([f"experiment={experiment}"]), tmp_path)
+    cfg = with_run_dir(compose_config([f"experiment={experiment}"]), tmp_path)
     check(cfg)
     dm = hydra.utils.instantiate(cfg.data)
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.show_work) == (digits, operators, True)
@@ -132,7 +132,7 @@ def test_multiplication_experiments_show_their_working(experiment, digits, opera
 
 
 def test_sub3_is_signed_three_digit_subtraction(tmp_path):
-    cfg = resolvable(compose_config(["experiment=sub3"]), tmp_path)
+    cfg = with_run_dir(compose_config(["experiment=sub3"]), tmp_path)
     check(cfg)
     dm = hydra.utils.instantiate(cfg.data)
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.signed, dm.fmt.answer_len) == (3, "-", True, 4)

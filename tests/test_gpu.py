@@ -16,7 +16,7 @@ import lightning as L
 import pytest
 import torch
 
-from tests.conftest import ROOT, SMALL_TASK, compose_config, resolvable, run_train
+from tests.conftest import ROOT, SMALL_TASK, compose_config, run_train, with_run_dir
 
 SMALL = [
     *SMALL_TASK,
@@ -91,7 +91,7 @@ def train_200_steps(tmp_path, watcher: L.Callback, *overrides: str) -> None:
         "callbacks.attention_maps=null",
         f"hydra.run.dir={tmp_path}",
     ]
-    cfg = effective_config(resolvable(compose_config(list(overrides)), tmp_path), list(overrides), multirun=False)
+    cfg = effective_config(with_run_dir(compose_config(list(overrides)), tmp_path), list(overrides), multirun=False)
     matmul_precision = torch.get_float32_matmul_precision()  # assemble() sets TF32 for a CUDA run, process-wide
     try:
         datamodule, module, _, _, _, trainer = assemble(cfg)

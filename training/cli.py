@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from training.config import ConfigError, register_resolvers
 from training.rundir import RunDir, RunDirError
@@ -31,6 +31,17 @@ def compose_train_config(overrides: list[str]) -> DictConfig:
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         return compose(config_name="train", overrides=overrides, return_hydra_config=True)
+
+
+def with_run_dir(cfg: DictConfig, run_dir) -> DictConfig:
+    """Give a composed config its run directory, as @hydra.main does, so ``${hydra:...}`` resolves (for building a
+    run's objects in-process: the benchmark and the tests)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(run_dir)
+    HydraConfig.instance().set_config(cfg)
+    return cfg
 
 
 def _did_you_mean(word: str, options, prefix: str = "") -> str:

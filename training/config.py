@@ -99,13 +99,11 @@ def check(cfg: DictConfig) -> None:
 
 def check_device(accelerator: str) -> None:
     """A device that is not there is one line, not a five-line Lightning error after the model is built."""
-    from model.device import device_unavailable  # torch: only once a config is checked
+    from model.device import device_unavailable, remedy  # torch: only once a config is checked
 
     why = None if accelerator == "auto" else device_unavailable(accelerator)
     if why is not None:
-        cuda = accelerator in ("gpu", "cuda")
-        remedy = "use trainer=cpu" + (", or on a GPU machine install the CUDA build of torch" if cuda else "")
-        raise ConfigError(f"trainer.accelerator={accelerator}: {why}; {remedy}")
+        raise ConfigError(f"trainer.accelerator={accelerator}: {why}; {remedy(accelerator, 'trainer=cpu')}")
 
 
 _ARGUMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(=| )")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from model.device import device_name
 from model.module import CalculatorModule
 
 
@@ -45,11 +46,6 @@ def run_record(
         "resumed_from": cfg.resume,
         "run_dir": run_dir,
     }
-
-
-def device_name(device: torch.device) -> str:
-    """e.g. 'cpu' or 'cuda: NVIDIA H100 80GB HBM3' -- what the run's figures were measured on."""
-    return f"cuda: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
 
 
 @torch.no_grad()

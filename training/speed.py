@@ -47,8 +47,9 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import DataLoader
 from torch.utils.flop_counter import FlopCounterMode
 
-from data.datamodule import ACCELERATOR_DRAW_STEPS, ArithmeticDataModule, FreshBatches
+from data.datamodule import ArithmeticDataModule
 from data.problems import ProblemFormat
+from model.device import device_name
 from model.module import CUDA_GRAPH_MODES, AdamWSchedule, adamw
 from model.reference import RefGPT
 
@@ -70,12 +71,9 @@ def synchronize(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"{device} ({torch.cuda.get_device_name(device)})"
-    if device.type == "cpu":
-        return f"cpu ({torch.get_num_threads()} threads)"
-    return str(device)
+def described(device: torch.device) -> str:
+    """:func:`device_name`, with a CPU's thread count."""
+    return device_name(device) + (f" ({torch.get_num_threads()} threads)" if device.type == "cpu" else "")
 
 
 @contextlib.contextmanager
@@ -208,13 +206,8 @@ def reference_loss(reference: RefGPT, seq: torch.Tensor, prompt_len: int) -> tor
 
 
 def device_batches(dm: ArithmeticDataModule, device: torch.device):
-    """The training stream as ``dm.train_dataloader()`` gives it to a trainer on ``device``: drawn there, one step
-    at a time on a CPU and ``ACCELERATOR_DRAW_STEPS`` at a time elsewhere (unless ``data.draw_steps`` says)."""
-    draw_steps = dm.draw_steps or (1 if device.type == "cpu" else ACCELERATOR_DRAW_STEPS)
-    stream = FreshBatches(
-        dm.sampler, dm.encoder, dm.batch_size, dm.seed, hard=dm.hard, device=device, draw_steps=draw_steps
-    )
-    return iter(DataLoader(stream, batch_size=None))
+    """The training stream as a trainer on ``device`` gets it (:meth:`ArithmeticDataModule.training_stream`)."""
+    return iter(DataLoader(dm.training_stream(device), batch_size=None))
 
 
 class BareLoop:
@@ -268,18 +261,10 @@ def _clock_callback(clock: Clock):
 
 
 def compose(overrides: list[str], run_dir: Path):
-    """configs/train.yaml composed with ``overrides`` as train.py composes it, its run directory set as
-    @hydra.main sets it (so ``${hydra:runtime.output_dir}`` resolves)."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import open_dict
+    """configs/train.yaml composed with ``overrides`` as train.py composes it, with its run directory."""
+    from training.cli import compose_train_config, with_run_dir
 
-    from training.cli import compose_train_config
-
-    cfg = compose_train_config(overrides)
-    with open_dict(cfg):
-        cfg.hydra.runtime.output_dir = str(run_dir)
-    HydraConfig.instance().set_config(cfg)
-    return cfg
+    return with_run_dir(compose_train_config(overrides), run_dir)
 
 
 def device_overrides(device: torch.device) -> list[str]:
@@ -659,14 +644,14 @@ def _report(variants, by_batch, extras, shape, device, batch_sizes, rounds, step
     timing = "median of per-step times" if device.type == "cpu" else "median of windows timed between two syncs"
     setup = (
         f"{digits}-digit addition, d_model={shape['d_model']}, {shape['n_heads']} heads, {shape['n_layers']} layers, "
-        f"batch {head} x {T} tokens, fp32 weights, {device_name(device)}; {timing}, {rounds} rounds x {steps} steps "
+        f"batch {head} x {T} tokens, fp32 weights, {described(device)}; {timing}, {rounds} rounds x {steps} steps "
         f"after {warmup} warm-up steps each"
     )
     lightning_peak = by_name["lightning"].peak
     return {
         "setup": setup,
         "device": str(device),
-        "device_name": device_name(device),
+        "device_name": described(device),
         "batch_size": head,
         "batch_sizes": batch_sizes,
         "rounds": rounds,
