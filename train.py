@@ -112,7 +112,7 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
     for maps in (c for c in callbacks if isinstance(c, AttentionMaps)):
         results["maps_seconds"] = round(maps.seconds, 2)  # drawing attention maps during training
     if analysis is not None and analysis.enabled:
-        results |= analysis.run(module, test_set, run_dir.path, trainer.loggers)
+        results |= analysis.run(module, test_set, run_dir, trainer.loggers)
     if cfg.resume:  # the interrupted state is used up: running the resume command again must not retrain
         run_dir.interrupted_checkpoint.unlink(missing_ok=True)
     results["total_seconds"] = round(time.perf_counter() - started, 2)

@@ -1,22 +1,27 @@
-"""Head ablation and greedy head pruning on a trained calculator.
+"""Head ablation and head pruning on a trained calculator: pure measurements, no files, no figures.
 
-Ablation acts on each head's output before ``W_o`` (the ``hook_z`` point of the attention block):
-  * zero-ablation -- the head's output is multiplied by 0 through ``head_mask``;
+Ablation replaces each head's output before ``W_o`` (the ``hook_z`` point) through hooks
+(``model/hooks.py``):
+  * zero-ablation -- the head's output is set to 0;
   * mean-ablation -- the head's output is replaced by its average over the evaluation set
                      (per position, since every position of a problem has a fixed role).
 Scores are teacher-forced: one forward pass gives the loss and greedy exact-match (see
-``CalculatorModule.forced_scores``), and each starts at the first layer an ablation touches.
+``CalculatorModule.forced_scores``), and each starts at the first layer an ablation touches, from the
+residual stream the activation cache holds.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 
 import torch
 
+from analysis.cache import ActivationCache, run_with_cache
+from model.hooks import ablated, hook_name
 from model.module import CalculatorModule
+
+Heads = dict[tuple[int, int], torch.Tensor | float]  # (layer, head) -> what its output is replaced by
 
 
 @dataclass
@@ -38,137 +43,69 @@ class AblationRow:
 
 
 class Evaluator:
-    """Scores a fixed set of problems under head ablations, reusing what an ablation cannot change.
+    """Scores a fixed set of problems under head replacements, reusing what a replacement cannot change.
 
-    Ablating a head in layer L leaves layers < L untouched, so the intact residual stream entering each
-    block is computed once (on first need) and every score starts at the first layer that is ablated.
+    Replacing a head in layer L leaves layers < L untouched, so every score starts from the intact residual
+    stream entering the first replaced layer, read from the activation cache of ``seqs``.
     """
 
-    def __init__(self, module: CalculatorModule, seqs: torch.Tensor, batch_size: int = 5000):
-        self.module, self.net = module, module.net
-        self.chunks = seqs.split(batch_size)
-        self.n = len(seqs)
-        self._streams: list[list[torch.Tensor]] | None = None
-
-    def stream(self, chunk: int, layer: int) -> torch.Tensor:
-        """Chunk ``chunk``'s residual stream entering block ``layer`` in the intact model, (B, T-1, d_model)."""
-        if layer == 0:
-            return self.net.embed(self.chunks[chunk][:, :-1])
-        if self._streams is None:
-            self._streams = []
-            for c in range(len(self.chunks)):
-                inputs = [self.stream(c, 0)]
-                for block in self.net.blocks[:-1]:  # the last block's output is never an input
-                    inputs.append(block(inputs[-1])[0])
-                self._streams.append(inputs)
-        return self._streams[chunk][layer]
+    def __init__(
+        self, module: CalculatorModule, seqs: torch.Tensor, cache: ActivationCache | None = None, batch_size=5000
+    ):
+        self.module, self.net, self.seqs, self.batch_size = module, module.net, seqs, batch_size
+        if cache is None:
+            names = [hook_name(i, "hook_resid_pre") for i in range(len(module.net.blocks))]
+            cache = run_with_cache(module.net, seqs[:, :-1], names)
+        self.cache = cache
 
     @cached_property
     def intact(self) -> Score:
-        return self.score(start_layer=0)
+        return self.score()
 
     @torch.no_grad()
-    def score(self, head_mask: torch.Tensor | None = None, start_layer: int | None = None) -> Score:
-        """Exact-match and loss with ``head_mask`` (n_layers, n_heads). ``start_layer``: the first layer whose
-        computation differs from the intact model's (found from the mask when not given)."""
-        if start_layer is None:
-            ablated = [] if head_mask is None else (head_mask == 0).any(dim=1).nonzero().flatten().tolist()
-            start_layer = ablated[0] if ablated else 0
+    def score(self, heads: Heads | None = None) -> Score:
+        """Exact-match and loss with the given heads' outputs replaced (0.0 = zero-ablated)."""
+        heads = heads or {}
+        start = min((layer for layer, _ in heads), default=0)
+        streams = self.cache.layer(start, "hook_resid_pre").split(self.batch_size)  # (B, T-1, d_model) each
         total_loss, n_right = 0.0, 0
-        for c, chunk in enumerate(self.chunks):
-            x, _ = self.net.run_blocks(
-                self.stream(c, start_layer), start_layer, head_mask=head_mask, keep_from=self.module.answer_logits_from
-            )
-            loss, exact = self.module.answer_scores(self.net.unembed(x), chunk)
-            total_loss += loss.item() * len(chunk)
-            n_right += int(exact.sum())
-        return Score(n_right / self.n, total_loss / self.n)
+        with ablated(self.net, heads):
+            for stream, chunk in zip(streams, self.seqs.split(self.batch_size), strict=True):
+                x, _ = self.net.run_blocks(stream, start, keep_from=self.module.answer_logits_from)
+                loss, exact = self.module.answer_scores(self.net.unembed(x), chunk)
+                total_loss += loss.item() * len(chunk)
+                n_right += int(exact.sum())
+        return Score(n_right / len(self.seqs), total_loss / len(self.seqs))
 
 
-def evaluate(module: CalculatorModule, seqs: torch.Tensor, head_mask: torch.Tensor | None = None) -> Score:
-    """Exact-match and loss over ``seqs`` (N, seq_len) with the given (n_layers, n_heads) head mask."""
-    return Evaluator(module, seqs).score(head_mask, start_layer=0)
+def evaluate(module: CalculatorModule, seqs: torch.Tensor, heads: Heads | None = None) -> Score:
+    """Exact-match and loss over ``seqs`` (N, seq_len) with the given heads replaced (0.0 = switched off)."""
+    return Evaluator(module, seqs).score(heads)
 
 
-@contextmanager
-def replaced_heads(module: CalculatorModule, replacements: dict[tuple[int, int], torch.Tensor]):
-    """Within the block, head (layer, head)'s output z is replaced by the given (T, head_dim) tensor."""
-    handles = []
-    for layer, block in enumerate(module.net.blocks):
-        mine = {h: value for (lyr, h), value in replacements.items() if lyr == layer}
-        if not mine:
-            continue
-
-        def swap(_module, _inputs, z, mine=mine):  # z: (B, T, n_heads, head_dim)
-            z = z.clone()
-            for h, value in mine.items():
-                z[:, :, h] = value
-            return z
-
-        handles.append(block.attn.hook_z.register_forward_hook(swap))
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-@torch.no_grad()
-def head_means(module: CalculatorModule, seqs: torch.Tensor) -> torch.Tensor:
-    """Every head's mean output over ``seqs``: (n_layers, n_heads, T-1, head_dim)."""
-    sums = []
-
-    def grab(_module, _inputs, z):  # z: (B, T, n_heads, head_dim)
-        sums.append(z.sum(dim=0).transpose(0, 1))  # (n_heads, T, head_dim)
-
-    net = module.net
-    handles = [b.attn.hook_z.register_forward_hook(grab) for b in net.blocks]
-    try:
-        totals = None
-        for chunk in seqs.split(5000):
-            sums.clear()
-            net(chunk[:, :-1])
-            batch = torch.stack(sums)
-            totals = batch if totals is None else totals + batch
-    finally:
-        for handle in handles:
-            handle.remove()
-    return totals / len(seqs)
+def head_means(cache: ActivationCache) -> torch.Tensor:
+    """Every head's mean output over the cached problems: (n_layers, n_heads, T, head_dim)."""
+    z = cache.stack("attn.hook_z")  # (n_layers, N, T, n_heads, head_dim)
+    return z.mean(dim=1).transpose(1, 2)
 
 
 def ablate_each_head(
-    module: CalculatorModule,
-    seqs: torch.Tensor,
-    kinds: tuple[str, ...] = ("zero", "mean"),
-    evaluator: Evaluator | None = None,
+    module: CalculatorModule, seqs: torch.Tensor, kinds=("zero", "mean"), evaluator: Evaluator | None = None
 ) -> list[AblationRow]:
     """One row per (layer, head, ablation kind), with deltas against the intact model."""
     cfg = module.net.cfg
-    evaluator = evaluator or Evaluator(module, seqs)
+    if evaluator is None:
+        evaluator = Evaluator(module, seqs, run_with_cache(module.net, seqs[:, :-1]) if "mean" in kinds else None)
     intact = evaluator.intact
-    means = head_means(module, seqs) if "mean" in kinds else None
+    means = head_means(evaluator.cache) if "mean" in kinds else None
     rows = []
     for layer in range(cfg.n_layers):
         for head in range(cfg.n_heads):
             for kind in kinds:
-                if kind == "zero":
-                    mask = torch.ones(cfg.n_layers, cfg.n_heads, device=module.device)
-                    mask[layer, head] = 0
-                    score = evaluator.score(mask)
-                else:
-                    with replaced_heads(module, {(layer, head): means[layer, head]}):
-                        score = evaluator.score(start_layer=layer)
-                rows.append(
-                    AblationRow(
-                        layer,
-                        head,
-                        kind,
-                        score.exact_match,
-                        score.exact_match - intact.exact_match,
-                        score.loss,
-                        score.loss - intact.loss,
-                    )
-                )
+                value = 0.0 if kind == "zero" else means[layer, head]
+                score = evaluator.score({(layer, head): value})
+                delta_em, delta_loss = score.exact_match - intact.exact_match, score.loss - intact.loss
+                rows.append(AblationRow(layer, head, kind, score.exact_match, delta_em, score.loss, delta_loss))
     return rows
 
 
@@ -201,30 +138,28 @@ def prune_heads(
     n_total = cfg.n_layers * cfg.n_heads
     evaluator = evaluator or Evaluator(module, seqs)
     intact = evaluator.intact
-    mask = torch.ones(cfg.n_layers, cfg.n_heads, device=module.device)
     curve = [PruningStep([], 0.0, intact.exact_match, intact.loss)]
 
-    def removing(layer: int, head: int) -> tuple[torch.Tensor, Score]:
-        trial = mask.clone()
-        trial[layer, head] = 0
-        return trial, evaluator.score(trial)
+    def removing(head: tuple[int, int]) -> Score:
+        return evaluator.score(dict.fromkeys([*curve[-1].removed, head], 0.0))
 
     if order == "ranked":
         zero = [r for r in (ablation or ablate_each_head(module, seqs, ("zero",), evaluator)) if r.ablation == "zero"]
         ranking = [(r.layer, r.head) for r in sorted(zero, key=lambda r: (-r.exact_match, r.loss))]
-    while mask.any():
+    remaining = [(layer, head) for layer in range(cfg.n_layers) for head in range(cfg.n_heads)]
+    while remaining:
         if order == "ranked":
-            layer, head = ranking[len(curve) - 1]
-            mask, score = removing(layer, head)
+            head = ranking[len(curve) - 1]
+            score = removing(head)
         else:
-            candidates = [(removing(lyr, h), (lyr, h)) for lyr, h in mask.nonzero().tolist()]
-            (mask, score), (layer, head) = max(candidates, key=lambda c: (c[0][1].exact_match, -c[0][1].loss))
-        removed = curve[-1].removed + [(layer, head)]
+            score, head = max(((removing(h), h) for h in remaining), key=lambda c: (c[0].exact_match, -c[0].loss))
+        remaining.remove(head)
+        removed = curve[-1].removed + [head]
         curve.append(PruningStep(removed, len(removed) / n_total, score.exact_match, score.loss))
     return curve
 
 
-def prunable_fraction(curve: list[PruningStep], tolerance: float = 0.01) -> float:
+def prunable_fraction(curve: list[PruningStep], tolerance: float) -> float:
     """The largest fraction of heads removed (along the curve) losing at most ``tolerance`` exact-match."""
     floor = curve[0].exact_match - tolerance
     fraction = 0.0

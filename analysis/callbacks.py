@@ -7,7 +7,8 @@ from pathlib import Path
 
 import lightning as L
 
-from analysis.maps import default_probes, draw_attention_maps, probe_sequences
+from analysis.maps import default_probes, probe_maps, probe_sequences
+from analysis.record import Recorder
 from training.rundir import RunDir
 
 
@@ -23,7 +24,7 @@ class AttentionMaps(L.Callback):
         if not isinstance(every_n_val, int) or isinstance(every_n_val, bool) or every_n_val < 1:
             raise ValueError(f"every_n_val={every_n_val!r}: must be a whole number >= 1")
         self.probes = None if probes is None else [str(p) for p in probes]
-        self.out_dir, self.every_n_val = RunDir(run_dir).attention, every_n_val
+        self.run_dir, self.every_n_val = RunDir(run_dir), every_n_val
         self.n_validations = 0
         self.seconds = 0.0  # time spent drawing, reported in results.json as maps_seconds
 
@@ -45,6 +46,9 @@ class AttentionMaps(L.Callback):
             return
         self.n_validations += 1
         if self.n_validations % self.every_n_val == 0 and trainer.global_step < trainer.max_steps:
-            started, step = time.perf_counter(), trainer.global_step
-            draw_attention_maps(pl_module, self.probes, self.out_dir, f"step{step:06d}", trainer.loggers, step)
+            from analysis.plots import map_figures  # matplotlib: only once a map is drawn
+
+            started, step, tag = time.perf_counter(), trainer.global_step, f"step{trainer.global_step:06d}"
+            maps = probe_maps(pl_module, self.probes)
+            Recorder(self.run_dir, trainer.loggers).attention_maps(maps, map_figures(maps, tag), tag, step)
             self.seconds += time.perf_counter() - started

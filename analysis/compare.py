@@ -8,13 +8,15 @@ specialised.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
-from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
 
-from analysis.sweep import job_dirs, read_job
+from analysis.metric import MILESTONE
+from analysis.record import save_figure
+from analysis.sweep import read_job
+from training.rundir import RunDir, SweepDir
+
+TARGET = f"{MILESTONE:.0%}"
 
 
 def _label(row: dict) -> str:
@@ -23,9 +25,9 @@ def _label(row: dict) -> str:
 
 def _reached(row: dict) -> str:
     return (
-        f"reached 99% val exact-match at step {row['steps_to_99']}"
+        f"reached {TARGET} val exact-match at step {row['steps_to_99']}"
         if row["steps_to_99"] is not None
-        else "never reached 99% val exact-match"
+        else f"never reached {TARGET} val exact-match"
     )
 
 
@@ -44,7 +46,7 @@ def verdict(rows: list[dict], roles: list[dict[str, str]]) -> list[str]:
         fast, slow = sorted(reached, key=lambda r: r["steps_to_99"])
         lines.append(f"Faster: {_label(fast)} ({fast['steps_to_99']} steps against {slow['steps_to_99']}).")
     elif len(reached) == 1:
-        lines.append(f"Faster: {_label(reached[0])}, the only one to reach 99%.")
+        lines.append(f"Faster: {_label(reached[0])}, the only one to reach {TARGET}.")
     else:
         lines.append("Neither learned faster on this seed: compare more seeds (seed=0,1,2).")
     many = max(zip(rows, roles, strict=True), key=lambda pair: pair[0]["n_heads"])
@@ -53,16 +55,16 @@ def verdict(rows: list[dict], roles: list[dict[str, str]]) -> list[str]:
     return lines
 
 
-def compare(sweep_dir: Path) -> list[str]:
+def compare(sweep: SweepDir) -> list[str]:
     from analysis.plots import head_count_comparison
 
     rows, roles, runs = [], [], []
-    for job in job_dirs(sweep_dir):
+    for job in sweep.jobs():
         row = read_job(job)
         if row["status"] != "ok":
             continue
-        results = json.loads((job / "results.json").read_text())
-        maps = json.loads((job / "attention" / "final.json").read_text())
+        results = RunDir(job.path).read_results()
+        maps = json.loads(job.attention_data("final").read_text())
         rows.append(row)
         roles.append(results.get("head_roles", {}))
         runs.append(
@@ -75,22 +77,12 @@ def compare(sweep_dir: Path) -> list[str]:
         )  # probe 0: (layers, heads, T, T)
     if len(rows) != 2:
         return [f"why_multi_head needs two finished runs; found {len(rows)} (see sweep_summary.md)"]
-    head_count_comparison(runs, sweep_dir / "why_multi_head.png")
+    save_figure(head_count_comparison(runs), sweep.comparison_figure)
     lines = verdict(rows, roles)
-    (sweep_dir / "why_multi_head.md").write_text(
+    RunDir.write_text(
+        sweep.comparison_md,
         "# Why multiple heads: one run each, same parameters, task and seed\n\n"
         + "\n".join(f"- {line}" for line in lines)
-        + "\n\n![comparison](why_multi_head.png)\n"
+        + f"\n\n![comparison]({sweep.comparison_figure.name})\n",
     )
     return lines
-
-
-class HeadCountComparison(Callback):
-    """Hydra callback for experiment=why_multi_head."""
-
-    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        sweep_dir = Path(config.hydra.sweep.dir)
-        print("why multiple heads?")
-        for line in compare(sweep_dir):
-            print(f"  {line}")
-        print(f"  figure: {sweep_dir / 'why_multi_head.png'}")

@@ -12,10 +12,13 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
-from training.rundir import RunDir
+from analysis.metric import MILESTONE
+from analysis.sweep import grouped_over_seeds, summarise
+from training.rundir import RunDir, SweepDir
 
 HERE = Path(__file__).parent
 MAX_MISTAKES = 100  # mistakes listed on the page; the counts cover all of them
@@ -56,44 +59,27 @@ def _attention(path: Path) -> dict:
     return raw
 
 
-def _snapshots(attention_dir: Path) -> list[dict]:
+def _snapshots(run: RunDir) -> list[dict]:
     """The maps drawn during training (at most MAX_SNAPSHOTS, evenly spaced, the last kept), then the final."""
-    steps = sorted(attention_dir.glob("step*.json"))
+    steps = run.attention_snapshots()
     if len(steps) > MAX_SNAPSHOTS:
         steps = [steps[round(i * (len(steps) - 1) / (MAX_SNAPSHOTS - 1))] for i in range(MAX_SNAPSHOTS)]
-    final = attention_dir / "final.json"
+    final = run.attention_data("final")
     return [_attention(p) for p in steps + ([final] if final.exists() else [])]
 
 
-def _positions(data: dict) -> tuple[list[str], list[str], list[str]]:
-    """Short and long names of every input position (a2, r0, ...) and of every position the model writes (the
-    working, if shown, and the answer), in the order it writes them."""
-    from data.positions import positions
-    from data.problems import ProblemFormat
-
-    fmt = ProblemFormat(**data)
-    where = positions(fmt)[:-1]  # model inputs stop before [EOS]
-    answer = [p.short for p in where[fmt.prompt_len :]]
-    return [p.short for p in where], [p.label for p in where], answer
-
-
-def _mistakes(run_dir: Path, data: dict | None) -> dict | None:
-    """test_mistakes.json, trimmed to MAX_MISTAKES, with wrong answer digits counted by place."""
-    recorded = _json(RunDir(run_dir).mistakes)
+def _mistakes(run: RunDir, data: dict | None) -> dict | None:
+    """test_mistakes.json, trimmed to MAX_MISTAKES (its counts cover all of them)."""
+    recorded = _json(run.mistakes)
     if recorded is None:
         return None
     mistakes = recorded.get("mistakes", [])
-    by_place = None
-    if data:
+    by_place = recorded.get("wrong_digits_by_place")
+    if by_place is None and data:  # recorded by runs before the count was written with the mistakes
         from data.problems import ProblemFormat
+        from training.results import wrong_digits_by_place
 
-        fmt = ProblemFormat(**data)
-        by_place = [0] * fmt.answer_len  # in the order the model writes them
-        for m in mistakes:
-            truth = m.get("truth_text") or fmt.answer_text(m["truth"])  # runs before show_work: no truth_text
-            written = (m.get("model_text") or "").ljust(len(truth))
-            for i, (got, want) in enumerate(zip(written, truth, strict=False)):
-                by_place[i] += got != want
+        by_place = wrong_digits_by_place(ProblemFormat(**data), mistakes)
     return {
         "n_test": recorded.get("n_test"),
         "n_mistakes": recorded.get("n_mistakes", len(mistakes)),
@@ -103,56 +89,62 @@ def _mistakes(run_dir: Path, data: dict | None) -> dict | None:
     }
 
 
-def run_data(run_dir: Path) -> dict:
-    """Everything a run's page shows, from the files of ``run_dir``."""
-    results = _json(RunDir(run_dir).results)
-    if results is None:
-        raise ReportError(f"{run_dir} is not a run directory (no results.json)")
-    config = RunDir(run_dir).config
-    tolerance = 0.01
-    if config.exists():
+def _facts(run: RunDir, results: dict) -> dict:
+    """analysis.json, or for a run recorded before it existed, the same facts rebuilt from its format and config."""
+    facts = _json(run.analysis)
+    if facts is not None:
+        return facts
+    from analysis.pipeline import HeadAnalysis, legacy_facts
+
+    tolerance = HeadAnalysis.tolerance
+    if run.config.exists():
         from omegaconf import OmegaConf
 
-        tolerance = OmegaConf.select(OmegaConf.load(config), "analysis.tolerance", default=tolerance)
-    data = results.get("data")
-    keys = keys_long = answer = None
-    if data:
-        keys, keys_long, answer = _positions(data)
+        tolerance = OmegaConf.select(OmegaConf.load(run.config), "analysis.tolerance", default=tolerance)
+    return legacy_facts(results.get("data"), tolerance)
+
+
+def run_data(run_dir: Path, facts: dict | None = None) -> dict:
+    """Everything a run's page shows: results, history, mistakes and maps from the run's files; the analyses'
+    rows from their CSVs, with ``facts`` (analysis.json: what the page needs to render them) as recorded."""
+    run = RunDir(run_dir)
+    results = _json(run.results)
+    if results is None:
+        raise ReportError(f"{run_dir} is not a run directory (no results.json)")
+    facts = facts or _facts(run, results)
+    analyses = [a | {"rows": _csv(run.table(a["name"]))} for a in facts.get("analyses", [])]
     return {
         "kind": "run",
-        "name": run_dir.name,
+        "name": run.path.name,
         "results": results,
-        "config": config.read_text() if config.exists() else None,
-        "tolerance": tolerance,
-        "history": (_json(RunDir(run_dir).history) or {}).get("val", []),
-        "mistakes": _mistakes(run_dir, data),
-        "attention": _snapshots(RunDir(run_dir).attention),
-        "key_labels": keys,
-        "key_names": keys_long,
-        "answer_places": answer,
-        "ablation": _csv(RunDir(run_dir).ablation),
-        "pruning": _csv(RunDir(run_dir).pruning),
+        "config": run.config.read_text() if run.config.exists() else None,
+        "history": (_json(run.history) or {}).get("val", []),
+        "mistakes": _mistakes(run, results.get("data")),
+        "attention": _snapshots(run),
+        **{k: v for k, v in facts.items() if k != "analyses"},
+        "analyses": analyses,
     }
 
 
-def sweep_data(sweep_dir: Path, rewrite_runs: bool = False) -> dict:
-    """Everything a sweep's page shows; writes the report of every finished job that has none (or all of
-    them with ``rewrite_runs``), so that the page can link to it."""
-    from analysis.sweep import grouped_over_seeds, job_dirs, name_runs, read_job
-
-    jobs = job_dirs(sweep_dir)
-    if not jobs:
-        raise ReportError(f"{sweep_dir} is not a sweep directory (no <job>/.hydra/overrides.yaml)")
-    rows = name_runs([read_job(job) for job in jobs], jobs)
-    for row, job in zip(rows, jobs, strict=True):
-        row["dir"] = job.name
+def sweep_data(sweep: SweepDir, rows: list[dict], rewrite_runs: bool = False) -> dict:
+    """Everything a sweep's page shows, from its summary ``rows`` (analysis/sweep.py); writes the report of every
+    finished job that has none (or all of them with ``rewrite_runs``), so that the page can link to it."""
+    rows = [dict(row) for row in rows]
+    for row, job in zip(rows, sweep.jobs(), strict=True):
+        row["dir"] = job.path.name
         row["report"] = None
         if row["status"] == "ok":
-            if rewrite_runs or not RunDir(job).report.exists():
-                write_run_report(job)
-            row["report"] = f"{job.name}/report.html"
-        row["error_log"] = f"{job.name}/error.log" if RunDir(job).error_log.exists() else None
-    return {"kind": "sweep", "name": sweep_dir.name, "rows": rows, "grouped": grouped_over_seeds(rows)}
+            if rewrite_runs or not job.report.exists():
+                write_run_report(job.path)
+            row["report"] = f"{job.path.name}/{job.report.name}"
+        row["error_log"] = f"{job.path.name}/{job.error_log.name}" if job.error_log.exists() else None
+    return {
+        "kind": "sweep",
+        "name": sweep.path.name,
+        "rows": rows,
+        "grouped": grouped_over_seeds(rows),
+        "milestone": MILESTONE,
+    }
 
 
 def _finite(value):
@@ -166,33 +158,36 @@ def _finite(value):
     return value
 
 
+PLACEHOLDER = re.compile(r"{{(TITLE|DATA|SCRIPT)}}")
+
+
 def render(data: dict, title: str) -> str:
-    """The page: the template with its script and the data inlined."""
+    """The page: the template with its script and the data inlined, in one pass over the template, so that no
+    placeholder spelled inside the data or the title is ever filled."""
     page = (HERE / "report_page.html").read_text()
     script = (HERE / "report_page.js").read_text()
-    inline = json.dumps(_finite(data), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
-    title = title.replace("&", "&amp;").replace("<", "&lt;")
-    return (
-        page.replace("{{TITLE}}", title)
-        .replace("{{DATA}}", inline)
-        .replace("{{SCRIPT}}", script.replace("</script", "<\\/script"))
-    )
+    fills = {
+        "TITLE": title.replace("&", "&amp;").replace("<", "&lt;"),
+        "DATA": json.dumps(_finite(data), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c"),
+        "SCRIPT": script.replace("</script", "<\\/script"),
+    }
+    return PLACEHOLDER.sub(lambda m: fills[m.group(1)], page)
 
 
-def write_run_report(run_dir: str | Path) -> Path:
-    """Write ``run_dir``/report.html from the run's files; return its path."""
-    run_dir = Path(run_dir)
-    path = RunDir(run_dir).report
-    path.write_text(render(run_data(run_dir), f"tinycalc run {run_dir.name}"))
-    return path
+def write_run_report(run_dir: str | Path, facts: dict | None = None) -> Path:
+    """Write ``run_dir``/report.html from the run's files (and ``facts``, analysis.json's content, when the caller
+    has it in hand); return its path."""
+    run = RunDir(run_dir)
+    return RunDir.write_text(run.report, render(run_data(run.path, facts), f"tinycalc run {run.path.name}"))
 
 
-def write_sweep_report(sweep_dir: str | Path, rewrite_runs: bool = False) -> Path:
-    """Write ``sweep_dir``/sweep_report.html (and the report of each finished job that lacks one)."""
-    sweep_dir = Path(sweep_dir)
-    path = sweep_dir / "sweep_report.html"
-    path.write_text(render(sweep_data(sweep_dir, rewrite_runs), f"tinycalc sweep {sweep_dir.name}"))
-    return path
+def write_sweep_report(sweep_dir: str | Path, rows: list[dict] | None = None, rewrite_runs: bool = False) -> Path:
+    """Write ``sweep_dir``/sweep_report.html (and the report of each finished job that lacks one); ``rows``: the
+    sweep's summary (analysis.sweep.summarise), read from the jobs when not given."""
+    sweep = SweepDir(sweep_dir)
+    rows = summarise(sweep) if rows is None else rows
+    page = render(sweep_data(sweep, rows, rewrite_runs), f"tinycalc sweep {sweep.path.name}")
+    return RunDir.write_text(sweep.report, page)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ReportError(f"{target} is not a directory")
         if RunDir(target).results.exists():
             path = write_run_report(target)
-        elif (target / "multirun.yaml").exists():
+        elif SweepDir(target).multirun.exists():
             path = write_sweep_report(target, rewrite_runs=True)
         else:
             raise ReportError(

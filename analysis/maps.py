@@ -1,25 +1,21 @@
-"""Per-head attention maps of a few probe problems: PNG grids, raw weights as JSON, wandb images.
+"""Per-head attention maps of a few probe problems: what the figures and the page draw, computed from the cache.
 
 Used by the training callback (maps as the model learns) and by the end-of-run analysis (final maps).
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import torch
 
-from analysis.plots import attention_grid
+from analysis.cache import ActivationCache, run_with_cache
 from data.expressions import ExpressionError, parse_expression
 from data.positions import positions, token_labels
-from data.problems import ProblemEncoder
+from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer
-from model.module import CalculatorModule
-from training.loggers import wandb_loggers
+from model.hooks import hook_name
 
 
-def probe_sequences(module: CalculatorModule, probes: list[str]) -> torch.Tensor:
+def probe_sequences(module, probes: list[str]) -> torch.Tensor:
     """Probe problems like '456+789' -> (n_probes, seq_len) token ids with their true answers."""
     problems = []
     for text in probes:
@@ -30,40 +26,31 @@ def probe_sequences(module: CalculatorModule, probes: list[str]) -> torch.Tensor
     return ProblemEncoder(module.fmt, CharTokenizer().vocab).encode_problems(problems)
 
 
-@torch.no_grad()
-def draw_attention_maps(
-    module: CalculatorModule, probes: list[str], out_dir: Path, tag: str, loggers=(), step: int | None = None
-) -> list[Path]:
-    """Write attention/<tag>_layer<i>.png for every layer and attention/<tag>.json; log images to wandb."""
+def attention_maps(fmt: ProblemFormat, probes: list[str], seqs: torch.Tensor, cache: ActivationCache) -> dict:
+    """The probes' attention as plain data: {"probes", "tokens" (row labels), "key_labels",
+    "weights": [layer][probe][head][query][key]}; ``cache`` holds the probes' pass over seqs[:, :-1]."""
+    tokenizer = CharTokenizer()
+    weights = cache.stack("attn.hook_pattern").float().cpu()  # (n_layers, n_probes, n_heads, T, T)
+    return {
+        "probes": list(probes),
+        "tokens": [token_labels([tokenizer.id_to_token[i] for i in row]) for row in seqs[:, :-1].tolist()],
+        "key_labels": [p.short for p in positions(fmt)][:-1],  # inputs stop before [EOS]
+        "weights": [
+            [[[[round(x, 4) for x in row] for row in head] for head in probe] for probe in layer]
+            for layer in weights.tolist()
+        ],
+    }
+
+
+def probe_maps(module, probes: list[str]) -> dict:
+    """The probes' attention maps from one cached pass of the module's network (training-time snapshots)."""
     seqs = probe_sequences(module, probes).to(module.device)
     was_training = module.training
     module.eval()
-    _, weights = module.net(seqs[:, :-1], need_weights=True)  # n_layers x (n_probes, n_heads, T, T)
+    names = [hook_name(i, "attn.hook_pattern") for i in range(len(module.net.blocks))]
+    cache = run_with_cache(module.net, seqs[:, :-1], names)
     module.train(was_training)
-    weights = [w.float().cpu() for w in weights]
-    tokenizer = CharTokenizer()
-    labels = [token_labels([tokenizer.id_to_token[i] for i in row]) for row in seqs[:, :-1].tolist()]
-    key_labels = [p.short for p in positions(module.fmt)][:-1]  # inputs stop before [EOS]
-    paths = [
-        attention_grid(w.numpy(), labels, key_labels, layer, tag, out_dir / f"{tag}_layer{layer}.png")
-        for layer, w in enumerate(weights)
-    ]
-    raw = {
-        "tag": tag,
-        "step": step,
-        "probes": probes,
-        "tokens": labels,
-        "weights": [
-            [[[[round(x, 4) for x in row] for row in head] for head in probe] for probe in w.tolist()] for w in weights
-        ],
-    }  # [layer][probe][head][query][key]
-    raw_path = out_dir / f"{tag}.json"
-    raw_path.write_text(json.dumps(raw))
-    for logger in wandb_loggers(loggers):
-        for layer, path in enumerate(paths):
-            logger.log_image(key=f"attention/layer{layer}", images=[str(path)], caption=[tag], step=step)
-        logger.experiment.save(str(raw_path), base_path=str(out_dir.parent), policy="now")
-    return paths
+    return attention_maps(module.fmt, probes, seqs, cache)
 
 
 def default_probes(fmt) -> list[str]:

@@ -1,22 +1,20 @@
-"""Figures (matplotlib, no display needed): attention grids, the ablation heatmap, the pruning curve."""
+"""Figures (matplotlib, no display needed): attention grids, the ablation heatmap, the pruning curve.
+
+Every function only draws and returns its Figure; the caller decides where it goes (analysis/record.py).
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure  # drawn straight to files: no pyplot, no display needed
 
+from analysis.metric import MILESTONE, points
+
 if TYPE_CHECKING:
     from analysis.ablation import AblationRow, PruningStep
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    return path
 
 
 ATTENTION_COLOURS = matplotlib.colormaps["viridis"].with_extremes(bad="white")  # gaps between blocks: white
@@ -32,9 +30,7 @@ def mosaic(blocks, gap: int = 1):
     return canvas
 
 
-def attention_grid(
-    weights, row_labels: list[list[str]], key_labels: list[str], layer: int, title: str, path: Path
-) -> Path:
+def attention_grid(weights, row_labels: list[list[str]], key_labels: list[str], layer: int, title: str) -> Figure:
     """One layer as one mosaic: a block row per probe problem, a block column per head.
 
     Inside a block, queries are rows and keys are columns (the causal triangle shows as the empty upper
@@ -64,10 +60,18 @@ def attention_grid(
     ax.set_xlabel("key (a2 = a's hundreds digit, r0 = the result's units, ^ = [BOS])", fontsize=7, labelpad=10)
     fig.colorbar(image, ax=ax, shrink=0.5, pad=0.02, label="attention weight")
     fig.suptitle(f"layer {layer} attention — {title}", fontsize=9)
-    return _save(fig, path)
+    return fig
 
 
-def ablation_heatmap(rows: list[AblationRow], n_layers: int, n_heads: int, path: Path) -> Path:
+def map_figures(maps: dict, tag: str) -> list[Figure]:
+    """One attention grid per layer from ``analysis.maps.attention_maps``'s data."""
+    return [
+        attention_grid(np.array(layer), maps["tokens"], maps["key_labels"], i, tag)
+        for i, layer in enumerate(maps["weights"])
+    ]
+
+
+def ablation_heatmap(rows: list[AblationRow], n_layers: int, n_heads: int) -> Figure:
     """Layer x head grid of the exact-match change when each head is ablated, zero and mean side by side."""
     kinds = sorted({r.ablation for r in rows}, key=["zero", "mean"].index)
     fig = Figure(figsize=(1.1 * n_heads * len(kinds) + 2, 0.9 * n_layers + 1.4))
@@ -94,7 +98,7 @@ def ablation_heatmap(rows: list[AblationRow], n_layers: int, n_heads: int, path:
         ax.set_title(f"{kind}-ablation", fontsize=9)
     fig.colorbar(image, ax=axes, shrink=0.8, label="Δ exact-match (points)")
     fig.suptitle("what each head is worth: test exact-match change when it is ablated", fontsize=10)
-    return _save(fig, path)
+    return fig
 
 
 PRUNING_ORDERS = {
@@ -103,7 +107,7 @@ PRUNING_ORDERS = {
 }
 
 
-def pruning_curve(curve: list[PruningStep], prunable: float, path: Path, order: str = "ranked") -> Path:
+def pruning_curve(curve: list[PruningStep], prunable: float, tolerance: float, order: str = "ranked") -> Figure:
     """Exact-match against the fraction of heads removed, in the order the pruning took them."""
     fig = Figure(figsize=(8, 4.8), layout="constrained")  # 720 x 432 px at 90 dpi; nothing cut off
     ax = fig.subplots()
@@ -121,14 +125,15 @@ def pruning_curve(curve: list[PruningStep], prunable: float, path: Path, order: 
             ha="center",
             rotation=60 if len(curve) > 12 else 0,
         )
-    ax.axhline(ys[0] - 1, color="grey", linestyle="--", linewidth=0.8, label="intact − 1 point")
+    margin = f"intact − {points(tolerance)}"
+    ax.axhline(ys[0] - 100 * tolerance, color="grey", linestyle="--", linewidth=0.8, label=margin)
     ax.axvline(prunable, color="tab:green", linestyle=":", label=f"prunable fraction {prunable:.0%}")
     ax.set_xlabel("fraction of heads removed")
     ax.set_ylabel("test exact-match (%)")
     ax.set_ylim(-2, 112)  # room above 100% for the head labels, below the title
     ax.legend(fontsize=7, loc="lower left")
     ax.set_title(f"head pruning: {PRUNING_ORDERS[order]}", fontsize=10)
-    return _save(fig, path)
+    return fig
 
 
 def learning_curves(ax, curves: list[tuple[str, list[dict]]], title: str) -> None:
@@ -136,7 +141,7 @@ def learning_curves(ax, curves: list[tuple[str, list[dict]]], title: str) -> Non
     for label, history in curves:
         if history:
             ax.plot([h["step"] for h in history], [100 * h["exact_match"] for h in history], marker=".", label=label)
-    ax.axhline(99, color="grey", linestyle="--", linewidth=0.8)
+    ax.axhline(100 * MILESTONE, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xlabel("training step")
     ax.set_ylabel("val exact-match (%)")
     ax.set_ylim(-2, 102)
@@ -145,7 +150,7 @@ def learning_curves(ax, curves: list[tuple[str, list[dict]]], title: str) -> Non
     ax.set_title(title, fontsize=10)
 
 
-def sweep_figure(rows: list[dict], path: Path) -> Path:
+def sweep_figure(rows: list[dict]) -> Figure:
     """Left: val exact-match against training step, one line per run. Right: each run's final test
     exact-match (failed runs marked)."""
     fig = Figure(figsize=(11, 4))
@@ -170,10 +175,10 @@ def sweep_figure(rows: list[dict], path: Path) -> Path:
     finals.set_xlabel("test exact-match (%)")
     finals.set_title("final accuracy", fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return fig
 
 
-def head_count_comparison(runs: list[dict], path: Path) -> Path:
+def head_count_comparison(runs: list[dict]) -> Figure:
     """Side by side: each run's learning curve, and its final attention (layers x heads) on one probe.
 
     runs: dicts with "label", "history" (val entries) and "weights" ((n_layers, n_heads, T, T) array).
@@ -188,4 +193,4 @@ def head_count_comparison(runs: list[dict], path: Path) -> Path:
         ax.set_yticks([])
         ax.set_title(f"{run['label']}: final attention on {run['probe']} (rows: layers, columns: heads)", fontsize=9)
     fig.tight_layout()
-    return _save(fig, path)
+    return fig

@@ -38,6 +38,7 @@
   const points = (x, d = 1) => (isNum(x) ? (x >= 0 ? "+" : "−") + Math.abs(100 * x).toFixed(d) : "—");
   const num = (x) => (isNum(x) ? x.toLocaleString("en-US") : "—");
   const fixed = (x, d) => (isNum(x) ? x.toFixed(d) : "—");
+  const pointText = (fraction) => { const p = +(100 * fraction).toPrecision(6); return `${p} point${p === 1 ? "" : "s"}`; };
 
   function viridis(t) {
     t = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
@@ -169,7 +170,7 @@
       card(m ? num(m.n_mistakes) : "—", m ? "test mistakes" : "test mistakes: not recorded"),
       card(num(r.n_params), `parameters (${r.n_layers} layers × ${r.n_heads} heads of ${r.head_dim} dims)`),
       card(`${num(r.steps)} steps`, `training, ${fixed(r.train_seconds, 1)} s (${num(r.tokens_per_second)} tokens/s)`),
-      card(isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—", `of heads prunable losing ≤ ${100 * d.tolerance} point`));
+      card(isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—", `of heads prunable losing ≤ ${pointText(d.tolerance)}`));
     root.append(cards);
   }
 
@@ -199,7 +200,7 @@
     const em = lineChart([{ label: "val exact-match", colour: PALETTE[0],
                             points: h.map((e) => [e.step, 100 * e.exact_match, `step ${e.step}: ${pct(e.exact_match)}`]) }],
       { xLabel: "training step", yLabel: "val exact-match (%)", yDomain: [-2, 102], title: "val exact-match",
-        hlines: [{ y: 99, label: "99%" }], vlines: [{ x: best.step, label: `best, step ${best.step}`, colour: "#1f7a3d", bottom: true }] });
+        hlines: [{ y: 100 * d.milestone, label: pct(d.milestone, 0) }], vlines: [{ x: best.step, label: `best, step ${best.step}`, colour: "#1f7a3d", bottom: true }] });
     const loss = lineChart([{ label: "val loss", colour: PALETTE[1],
                               points: h.map((e) => [e.step, e.loss, `step ${e.step}: loss ${fixed(e.loss, 4)}`]) }],
       { xLabel: "training step", yLabel: "val loss (log scale)", log: true, title: "val loss", yFormat: (t) => String(+t.toPrecision(2)) });
@@ -214,9 +215,9 @@
       "flip through heads with ← →, through problems with ↑ ↓.");
     const snaps = d.attention;
     if (!snaps.length) { s.append(el("p", { class: "muted", text: "Not recorded (no attention/*.json in the run directory)." })); return; }
-    const roles = d.results.head_roles || {};
-    const zero = {};
-    for (const row of d.ablation || []) if (row.ablation === "zero") zero[`L${row.layer}h${row.head}`] = row.delta_exact_match;
+    const notes = {};  // "L0h1" -> [[analysis title, its line for that head], ...]
+    for (const a of d.analyses) for (const [key, note] of Object.entries(a.notes || {})) if (note) (notes[key] = notes[key] || []).push([a.title, note]);
+    const noteText = (key) => (notes[key] || []).map(([, note]) => note).join(" · ");
     const nLayers = snaps[0].weights.length, nHeads = snaps[0].weights[0][0].length;
     const state = { snap: snaps.length - 1, probe: 0, layer: 0, head: 0 };
 
@@ -240,10 +241,9 @@
       for (let head = 0; head < nHeads; head++) {
         const key = `L${layer}h${head}`;
         const canvas = el("canvas");
-        const cell = el("div", { class: "head-thumb", "data-layer": layer, "data-head": head, title: roles[key] || key,
+        const cell = el("div", { class: "head-thumb", "data-layer": layer, "data-head": head, title: noteText(key) || key,
                                  onclick: () => { state.layer = layer; state.head = head; update(); } },
-          el("div", { class: "name" }, `L${layer} h${head}`, isNum(zero[key]) ? el("span", { class: "muted", text: ` · ${points(zero[key])}` }) : null),
-          canvas, el("div", { class: "role", text: roles[key] || "" }));
+          el("div", { class: "name" }, `L${layer} h${head}`), canvas, el("div", { class: "role", text: noteText(key) }));
         thumbs[layer].push({ cell, canvas });
         grid.append(cell);
       }
@@ -252,8 +252,8 @@
     const tip = el("div", { class: "tip" });
     const caption = el("div", { class: "caption" });
     const viewer = el("div", { class: "viewer" }, el("h3", { id: "attention-title" }), big, tip, caption, colourBar());
-    const note = Object.keys(zero).length ? el("p", { class: "muted", text: "Next to each head's name: the change in test " +
-      "exact-match (points) when that head alone is zeroed. Under it: its role." }) : null;
+    const note = Object.keys(notes).length ? el("p", { class: "muted", text: "Under each head: what the analyses below say of it (" +
+      d.analyses.filter((a) => Object.keys(a.notes || {}).length).map((a) => a.title.toLowerCase()).join(", ") + ")." }) : null;
     s.append(controls, el("div", { class: "row" }, el("div", {}, grid, note), viewer));
 
     const weightsOf = (snap, layer, probe, head) => snaps[snap].weights[layer][probe][head];
@@ -336,9 +336,8 @@
       const key = `L${state.layer}h${state.head}`, snap = snaps[state.snap];
       document.getElementById("attention-title").textContent =
         `layer ${state.layer}, head ${state.head} — ${snap.probes[state.probe]}` + (snap.tag === "final" ? "" : ` at step ${snap.step}`);
-      caption.replaceChildren(
-        el("b", { text: "role: " }), roles[key] || "not recorded",
-        isNum(zero[key]) ? ` · zeroing this head changes test exact-match by ${points(zero[key])} points` : "");
+      caption.replaceChildren(...(notes[key] || [["", "nothing recorded about this head"]]).flatMap(([title, text]) =>
+        [el("b", { text: title ? `${title.toLowerCase()}: ` : "" }), text, el("br")]));
     }
     function step(delta) {
       const i = (state.layer * nHeads + state.head + delta + nLayers * nHeads) % (nLayers * nHeads);
@@ -365,82 +364,99 @@
               el("div", { style: { display: "flex", justifyContent: "space-between", width: "200px" } }, el("span", { text: "0" }), el("span", { text: "0.5" }), el("span", { text: "1" })));
   }
 
-  function ablationSection(d) {
-    const s = section("ablation", "Head ablation",
-      "Each head switched off on its own — its output zeroed, or replaced by its mean over the test problems — and the test " +
-      "exact-match measured again. Red: the model needs that head.");
-    const rows = d.ablation;
-    if (!rows || !rows.length) { s.append(el("p", { class: "muted", text: "Not recorded (the run had analysis=none)." })); return; }
-    const kinds = ["zero", "mean"].filter((k) => rows.some((r) => r.ablation === k));
-    const nLayers = Math.max(...rows.map((r) => r.layer)) + 1, nHeads = Math.max(...rows.map((r) => r.head)) + 1;
-    const maps = el("div", { class: "row" });
-    for (const kind of kinds) {
-      const at = {};
-      for (const r of rows) if (r.ablation === kind) at[`${r.layer},${r.head}`] = r;
-      const head = el("tr", {}, el("th", {}), [...Array(nHeads).keys()].map((h) => el("th", { text: `h${h}` })));
-      const body = [...Array(nLayers).keys()].map((layer) => el("tr", {}, el("th", { text: `L${layer}` }),
-        [...Array(nHeads).keys()].map((h) => {
-          const r = at[`${layer},${h}`], delta = r ? r.delta_exact_match : null;
-          return el("td", { style: { background: lossColour(delta), color: isNum(delta) && delta < -0.5 ? "#fff" : "#1d2330" },
-                            title: r ? `L${layer}h${h} ${kind}-ablated: exact-match ${pct(r.exact_match)} (${points(delta)} points), ` +
-                                       `loss ${fixed(r.loss, 3)}` : "", text: points(delta) });
-        })));
-      maps.append(el("div", {}, el("h3", { text: `${kind}-ablation: Δ exact-match (points)` }),
-                     el("table", { class: "heat" }, el("thead", {}, head), el("tbody", {}, body))));
-    }
-    s.append(maps);
-    const sorted = [...rows].sort((a, b) => a.delta_exact_match - b.delta_exact_match || b.delta_loss - a.delta_loss);
-    s.append(el("details", {}, el("summary", { text: `every ablation (${rows.length} rows), most harmful first` }),
-      table([
-        { label: "head", get: (r) => `L${r.layer}h${r.head}` },
-        { label: "ablation", get: (r) => r.ablation },
-        { label: "exact-match", num: true, get: (r) => pct(r.exact_match) },
-        { label: "Δ points", num: true, get: (r) => points(r.delta_exact_match) },
-        { label: "loss", num: true, get: (r) => fixed(r.loss, 3) },
-        { label: "Δ loss", num: true, get: (r) => (isNum(r.delta_loss) ? (r.delta_loss >= 0 ? "+" : "") + r.delta_loss.toFixed(3) : "—") },
-        { label: "role", get: (r) => r.role || "" },
-      ], sorted)));
-  }
+  // ---- the registered analyses (analysis/registry.py): each renders through its view, known by no name ----------
+  const byUnit = {
+    fraction: (x) => pct(x),
+    points: (x) => points(x),
+    nats: (x) => fixed(x, 3),
+    logit: (x) => (isNum(x) ? (x >= 0 ? "+" : "−") + Math.abs(x).toFixed(2) : "—"),
+  };
+  const show = (column, x) => (byUnit[column.unit] ? byUnit[column.unit](x) : (x === null || x === undefined || x === "" ? "—" : String(x)));
+  const unitWord = { points: "points", nats: "nats", logit: "logits", fraction: "%" };
+  const column = (a, key) => a.columns.find((c) => c.key === key) || { key, label: key, unit: "" };
 
-  function pruningSection(d) {
-    const s = section("pruning", "Pruning",
-      "Heads removed one after another, least important first, measuring test exact-match after each removal.");
-    const rows = d.pruning;
-    if (!rows || !rows.length) { s.append(el("p", { class: "muted", text: "Not recorded (no pruning in this run)." })); return; }
-    const r = d.results, floor = 100 * (rows[0].exact_match - d.tolerance);
-    const chart = lineChart([{ label: "exact-match", colour: PALETTE[0],
-      points: rows.map((p) => [100 * p.fraction_removed, 100 * p.exact_match,
-                               `${p.n_removed} removed${p.removed_head ? " (last " + p.removed_head + ")" : ""}: ${pct(p.exact_match)}`, p.removed_head]) }],
-      { xLabel: "heads removed (%)", yLabel: "test exact-match (%)", yDomain: [-2, 108], xDomain: [0, 100], title: "pruning curve",
-        hlines: [{ y: floor, label: `intact − ${100 * d.tolerance} point`, below: true }],
-        vlines: isNum(r.prunable_fraction) ? [{ x: 100 * r.prunable_fraction, label: `prunable ${pct(r.prunable_fraction, 0)}`, colour: "#1f7a3d", bottom: true }] : [] });
-    s.append(el("div", { class: "row" }, chart, table([
-      { label: "removed", num: true, get: (p) => p.n_removed },
-      { label: "last removed", get: (p) => p.removed_head || "(none)" },
-      { label: "fraction", num: true, get: (p) => pct(p.fraction_removed, 0) },
-      { label: "exact-match", num: true, get: (p) => pct(p.exact_match) },
-      { label: "loss", num: true, get: (p) => fixed(p.loss, 3) },
-    ], rows)));
-    if (isNum(r.prunable_fraction)) {
-      s.append(el("p", { class: "muted", text: `${pct(r.prunable_fraction, 0)} of the heads can go losing at most ${100 * d.tolerance} point of exact-match` +
+  function signedColour(x, most) {
+    if (!isNum(x) || !most) return "#fff";
+    const t = Math.min(1, Math.abs(x) / most);
+    const [r, g, b] = x >= 0 ? [255 - 40 * t, 255 - 190 * t, 255 - 190 * t] : [255 - 190 * t, 255 - 120 * t, 255 - 20 * t];
+    return `rgb(${r | 0},${g | 0},${b | 0})`;
+  }
+  function sortableTable(a, rows) {
+    const state = { key: null, dir: 1 };
+    const holder = el("div");
+    function draw() {
+      const sorted = state.key === null ? rows : [...rows].sort((x, y) => {
+        const [u, v] = [x[state.key], y[state.key]];
+        return state.dir * (isNum(u) && isNum(v) ? u - v : String(u).localeCompare(String(v)));
+      });
+      holder.replaceChildren(table(a.columns.map((c) => ({
+        label: c.label + (state.key === c.key ? (state.dir > 0 ? " ▲" : " ▼") : ""), num: !!byUnit[c.unit], get: (r) => show(c, r[c.key]) })), sorted));
+      holder.querySelectorAll("th").forEach((th, i) => {
+        th.style.cursor = "pointer";
+        th.title = "sort by this column";
+        th.onclick = () => { const key = a.columns[i].key; state.dir = state.key === key ? -state.dir : 1; state.key = key; draw(); };
+      });
+    }
+    draw();
+    return holder;
+  }
+  function headGrid(a, rows, selected) {
+    const value = column(a, a.value), nLayers = Math.max(...rows.map((r) => r.layer)) + 1, nHeads = Math.max(...rows.map((r) => r.head)) + 1;
+    const at = {};
+    for (const r of rows) at[`${r.layer},${r.head}`] = r;
+    const most = Math.max(0, ...rows.map((r) => (isNum(r[a.value]) ? Math.abs(r[a.value]) : 0)));
+    const colour = (x) => (!byUnit[value.unit] ? "#fff" : a.scale === "loss" ? lossColour(x) : signedColour(x, most));
+    const head = el("tr", {}, el("th", {}), [...Array(nHeads).keys()].map((h) => el("th", { text: `h${h}` })));
+    const body = [...Array(nLayers).keys()].map((layer) => el("tr", {}, el("th", { text: `L${layer}` }),
+      [...Array(nHeads).keys()].map((h) => {
+        const r = at[`${layer},${h}`], x = r ? r[a.value] : null;
+        const dark = a.scale === "loss" ? isNum(x) && x < -0.5 : isNum(x) && most && Math.abs(x) / most > 0.7;
+        return el("td", { class: byUnit[value.unit] ? null : "text", style: { background: colour(x), color: dark ? "#fff" : "#1d2330" },
+                          title: r ? a.columns.filter((c) => c.key !== "layer" && c.key !== "head").map((c) => `${c.label}: ${show(c, r[c.key])}`).join("\n") : "",
+                          onclick: () => selected(layer, h), text: show(value, x) });
+      })));
+    return el("table", { class: "heat" }, el("thead", {}, head), el("tbody", {}, body));
+  }
+  function headsView(s, a, rows) {
+    const variants = a.variant ? [...new Set(rows.map((r) => r[a.variant]))] : [null];
+    const value = column(a, a.value);
+    const detail = el("div", { class: "caption" }, el("span", { class: "muted", text: "Click a head for all its numbers." }));
+    function selected(layer, head) {
+      const mine = rows.filter((r) => r.layer === layer && r.head === head);
+      detail.replaceChildren(el("b", { text: `L${layer}h${head}: ` }),
+        mine.map((r) => a.columns.filter((c) => !["layer", "head"].includes(c.key)).map((c) => `${c.label} ${show(c, r[c.key])}`).join(", ")).join(" · "));
+    }
+    const maps = el("div", { class: "row" });
+    for (const v of variants) {
+      const mine = v === null ? rows : rows.filter((r) => r[a.variant] === v);
+      const title = (v === null ? "" : `${v}: `) + value.label + (unitWord[value.unit] && value.unit !== "fraction" ? ` (${unitWord[value.unit]})` : "");
+      maps.append(el("div", {}, el("h3", { text: title }), headGrid(a, mine, selected)));
+    }
+    s.append(maps, detail, el("details", {}, el("summary", { text: `every row (${rows.length}); click a column to sort` }), sortableTable(a, rows)));
+  }
+  function curveView(s, a, rows, d) {
+    const x = column(a, a.x), y = column(a, a.y), scale = (c) => (c.unit === "fraction" ? 100 : 1);
+    const r = d.results, tol = d.tolerance;
+    const hlines = isNum(tol) && rows.length ? [{ y: scale(y) * (rows[0][a.y] - tol), label: `intact − ${pointText(tol)}`, below: true }] : [];
+    const vlines = isNum(r.prunable_fraction) ? [{ x: 100 * r.prunable_fraction, label: `prunable ${pct(r.prunable_fraction, 0)}`, colour: "#1f7a3d", bottom: true }] : [];
+    const chart = lineChart([{ label: y.label, colour: PALETTE[0],
+      points: rows.map((p) => [scale(x) * p[a.x], scale(y) * p[a.y], a.columns.map((c) => `${c.label} ${show(c, p[c.key])}`).join(", "), p[a.point_label]]) }],
+      { xLabel: x.label + (x.unit === "fraction" ? " (%)" : ""), yLabel: y.label + (y.unit === "fraction" ? " (%)" : ""),
+        yDomain: y.unit === "fraction" ? [-2, 108] : null, xDomain: x.unit === "fraction" ? [0, 100] : null, title: a.title, hlines, vlines });
+    s.append(el("div", { class: "row" }, chart, sortableTable(a, rows)));
+    if (isNum(r.prunable_fraction) && a.x === "fraction_removed") {
+      s.append(el("p", { class: "muted", text: `${pct(r.prunable_fraction, 0)} of the heads can go losing at most ${pointText(tol)} of exact-match` +
                                               (r.pruning_order ? ` (${r.pruning_order} order).` : ".") }));
     }
   }
-
-  function rolesSection(d) {
-    const s = section("roles", "What each head does",
-      "A one-line guess from each head's mean attention over the test problems. r0 is the answer's units digit, a1 the tens digit " +
-      "of a, ^ the start token, ~ spread out.");
-    const roles = d.results.head_roles;
-    if (!roles || !Object.keys(roles).length) { s.append(el("p", { class: "muted", text: "Not recorded (the run had analysis=none)." })); return; }
-    const r = d.results, zero = {};
-    for (const row of d.ablation || []) if (row.ablation === "zero") zero[`L${row.layer}h${row.head}`] = row.delta_exact_match;
-    const grid = el("div", { class: "roles", style: { gridTemplateColumns: `repeat(${Math.min(r.n_heads || 4, 4)}, minmax(0, 1fr))` } });
-    for (const [key, role] of Object.entries(roles)) {
-      grid.append(el("div", { class: "cell", style: { borderLeft: `5px solid ${lossColour(zero[key] ?? 0)}` } },
-        el("b", {}, key, isNum(zero[key]) ? el("span", { class: "muted", text: ` (zeroed: ${points(zero[key])} points)` }) : null), role));
+  function analysisSections(d) {
+    for (const a of d.analyses) {
+      const s = section(a.name, a.title, a.intro);
+      if (!a.rows || !a.rows.length) { s.append(el("p", { class: "muted", text: `Not recorded (no ${a.name}.csv in the run directory).` })); continue; }
+      if (a.view === "heads") headsView(s, a, a.rows);
+      else if (a.view === "curve") curveView(s, a, a.rows, d);
+      else s.append(sortableTable(a, a.rows));
     }
-    s.append(grid);
   }
 
   function mistakesSection(d) {
@@ -472,16 +488,14 @@
     root.append(el("p", { class: "intro", text: ok ? `${taskText(r)} — what the model learned and what each head does.` :
       `This run did not finish: ${r.error || r.status}` + (r.resume ? ` Resume it with: ${r.resume}` : "") }));
     if (!ok) return;
-    root.append(el("nav", {}, [["config", "task"], ["curves", "curves"], ["attention", "attention"], ["ablation", "ablation"],
-                               ["pruning", "pruning"], ["roles", "roles"], ["mistakes", "mistakes"]]
+    root.append(el("nav", {}, [["config", "task"], ["curves", "curves"], ["attention", "attention"],
+                               ...d.analyses.map((a) => [a.name, a.name]), ["mistakes", "mistakes"]]
       .map(([id, text]) => el("a", { href: `#${id}`, text }))));
     summarySection(d);
     configSection(d);
     curvesSection(d);
     attentionSection(d);
-    ablationSection(d);
-    pruningSection(d);
-    rolesSection(d);
+    analysisSections(d);
     mistakesSection(d);
   }
 
@@ -499,7 +513,7 @@
       { label: "n_heads", num: true, get: (r) => r.n_heads ?? "—" },
       { label: "head_dim", num: true, get: (r) => r.head_dim ?? "—" },
       { label: "params", num: true, get: (r) => num(r.n_params) },
-      { label: "steps to 99%", num: true, get: (r) => (r.status !== "ok" ? "—" : r.steps_to_99 ?? "never") },
+      { label: `steps to ${pct(d.milestone, 0)}`, num: true, get: (r) => (r.status !== "ok" ? "—" : r.steps_to_99 ?? "never") },
       { label: "test exact-match", num: true, get: (r) => pct(r.test_exact_match) },
       { label: "train s", num: true, get: (r) => fixed(r.train_seconds, 1) },
       { label: "prunable", num: true, get: (r) => (isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—") },
@@ -511,7 +525,7 @@
       t.append(el("h3", { text: "mean (min..max) over seeds" }), table([
         { label: "setting", mono: true, get: (g) => g.setting }, { label: "runs", num: true, get: (g) => g.runs },
         { label: "test exact-match", num: true, get: (g) => spread(g.test_exact_match) },
-        { label: "steps to 99%", num: true, get: (g) => spread(g.steps_to_99) },
+        { label: `steps to ${pct(d.milestone, 0)}`, num: true, get: (g) => spread(g.steps_to_99) },
         { label: "train s", num: true, get: (g) => spread(g.train_seconds) },
         { label: "prunable", num: true, get: (g) => spread(g.prunable_fraction) },
       ], d.grouped));
@@ -528,7 +542,7 @@
       points: r.history.map((h) => [h.step, 100 * h.exact_match, `${r.run}, step ${h.step}: ${pct(h.exact_match)}`]) }));
     if (series.length) {
       c.append(lineChart(series, { xLabel: "training step", yLabel: "val exact-match (%)", yDomain: [-2, 102], width: 760, height: 320,
-                                   hlines: [{ y: 99, label: "99%" }], title: "learning curves" }), legend(series));
+                                   hlines: [{ y: 100 * d.milestone, label: pct(d.milestone, 0) }], title: "learning curves" }), legend(series));
     } else c.append(el("p", { class: "muted", text: "No run recorded a validation history." }));
 
     const f = section("failed", "Failed jobs");

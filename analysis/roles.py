@@ -12,21 +12,16 @@ from collections import Counter
 
 import torch
 
+from analysis.cache import ActivationCache
 from data.positions import Position, positions
 from data.problems import ProblemFormat
 
 DOMINANT = 0.5  # a key "dominates" a query when it gets at least this share of the attention
 
 
-@torch.no_grad()
-def mean_patterns(net, seqs: torch.Tensor, batch_size: int = 5000) -> torch.Tensor:
-    """Average attention (n_layers, n_heads, T, T) over ``seqs``, inputs being seqs[:, :-1]."""
-    total = None
-    for chunk in seqs.split(batch_size):
-        _, weights = net(chunk[:, :-1], need_weights=True)
-        batch = torch.stack([w.sum(dim=0) for w in weights])
-        total = batch if total is None else total + batch
-    return total / len(seqs)
+def mean_patterns(cache: ActivationCache) -> torch.Tensor:
+    """Average attention (n_layers, n_heads, T, T) over the cached problems."""
+    return cache.stack("attn.hook_pattern").mean(dim=1)
 
 
 def _answer_queries(fmt: ProblemFormat) -> list[tuple[int, Position]]:

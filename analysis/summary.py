@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -36,15 +37,12 @@ def print_summary(results: dict, console: Console | None = None) -> None:
         f"{results['test_exact_match']:.2%} of {results['n_test']:,} held-out problems "
         f"(per digit {results['test_digit_accuracy']:.2%})",
     )
-    for i, head in enumerate(results.get("most_important_heads", [])):
-        table.add_row(
-            "most important heads" if i == 0 else "",
-            f"L{head['layer']}h{head['head']}: {head['delta_exact_match']:+.1%} when zeroed — {head['role']}",
-        )
-    if "prunable_fraction" in results:
-        table.add_row("prunable", f"{results['prunable_fraction']:.0%} of heads removable losing ≤ 1 point")
+    for label, text in results.get("analysis_summary", []):  # each registered analysis's own rows
+        table.add_row(label, text)
     if "images" in results:
-        table.add_row("images", f"{results['run_dir']}/attention/, ablation.png, pruning.png")
+        images = results["images"]
+        figures = ", ".join(Path(path).name for name, path in images.items() if name != "attention")
+        table.add_row("images", f"{results['run_dir']}/attention/" + (f", {figures}" if figures else ""))
     table.add_row("run directory", results["run_dir"])
     console.print(table)
     print(

@@ -1,22 +1,22 @@
-"""The side-by-side comparison written when a Hydra multirun ends (e.g. a sweep over head counts).
+"""The side-by-side comparison of a Hydra multirun's jobs (e.g. a sweep over head counts): read, aggregate, record.
 
-Every job leaves results.json and history.json in its own directory; this reads them all and writes
-sweep_summary.csv, sweep_summary.md and sweep_summary.png into the sweep directory, then logs the same
-table and image to wandb, in the sweep's group, when the sweep used the wandb logger.
+Every job leaves results.json and history.json in its own directory; ``summarise`` reads them all into rows
+(pure), and ``record_summary`` writes sweep_summary.csv, sweep_summary.md and sweep_summary.png through
+:class:`SweepDir`, then logs the same table and image to wandb, in the sweep's group, when the sweep used the
+wandb logger. The Hydra callback that runs it when a multirun ends is in analysis/hydra_callbacks.py.
 """
 
 from __future__ import annotations
 
-import csv
 import json
-import os
 import statistics
 from pathlib import Path
 
-from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
-from training.rundir import RunDir
+from analysis.metric import MILESTONE
+from analysis.record import record_sweep
+from training.rundir import RunDir, SweepDir
 
 COLUMNS = [
     "run",
@@ -37,18 +37,16 @@ def steps_to(history: list[dict], target: float) -> int | None:
     return next((h["step"] for h in history if h["exact_match"] >= target), None)
 
 
-def read_job(job_dir: Path) -> dict:
+def read_job(job: RunDir) -> dict:
     """One row of the summary from a job directory (also for a job that failed or never finished)."""
-    cfg = OmegaConf.load(job_dir / ".hydra" / "config.yaml")
-    overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
-    results_path = RunDir(job_dir).results
+    cfg = OmegaConf.load(job.hydra_config)
+    overrides = OmegaConf.load(job.hydra_overrides)
     results = (
-        json.loads(results_path.read_text())
-        if results_path.exists()
+        json.loads(job.results.read_text())
+        if job.results.exists()
         else {"status": "failed", "error": "no results.json"}
     )
-    history_path = RunDir(job_dir).history
-    history = json.loads(history_path.read_text())["val"] if history_path.exists() else []
+    history = json.loads(job.history.read_text())["val"] if job.history.exists() else []
     n_heads, d_model = cfg.model.n_heads, cfg.model.d_model
     ok = results.get("status") == "ok"
     return {
@@ -57,7 +55,7 @@ def read_job(job_dir: Path) -> dict:
         "head_dim": d_model // n_heads if isinstance(n_heads, int) and n_heads > 0 and d_model % n_heads == 0 else None,
         "n_params": results.get("n_params"),
         "attention_params": results.get("attention_params"),
-        "steps_to_99": steps_to(history, 0.99),
+        "steps_to_99": steps_to(history, MILESTONE),
         "test_exact_match": results.get("test_exact_match"),
         "train_seconds": results.get("train_seconds"),
         "prunable_fraction": results.get("prunable_fraction"),
@@ -68,10 +66,10 @@ def read_job(job_dir: Path) -> dict:
     }
 
 
-def job_dirs(sweep_dir: Path) -> list[Path]:
-    """Job directories of a sweep, in job order."""
-    jobs = [p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")]
-    return sorted(jobs, key=lambda p: (int(p.name.split("_")[0]) if p.name.split("_")[0].isdigit() else 0, p.name))
+def summarise(sweep: SweepDir) -> list[dict]:
+    """One row per job, each named by what sets it apart."""
+    jobs = sweep.jobs()
+    return name_runs([read_job(job) for job in jobs], [job.path for job in jobs])
 
 
 def name_runs(rows: list[dict], jobs: list[Path]) -> list[dict]:
@@ -110,16 +108,8 @@ def grouped_over_seeds(rows: list[dict]) -> list[dict]:
     return out
 
 
-def write_summary(sweep_dir: Path) -> list[dict]:
-    """Write sweep_summary.csv/.md/.png into ``sweep_dir``; return the rows."""
-    from analysis.plots import sweep_figure  # matplotlib only when a sweep ends
-
-    jobs = job_dirs(sweep_dir)
-    rows = name_runs([read_job(job) for job in jobs], jobs)
-    with (sweep_dir / "sweep_summary.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+def markdown(rows: list[dict]) -> str:
+    """The summary as a Markdown table, then the mean (min..max) over seeds where a setting ran several."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_fmt(row[c]) for c in COLUMNS) + " |" for row in rows]
     grouped = grouped_over_seeds(rows)
@@ -137,42 +127,11 @@ def write_summary(sweep_dir: Path) -> list[dict]:
                 for m in (g["test_exact_match"], g["steps_to_99"], g["train_seconds"], g["prunable_fraction"])
             ]
             lines.append(f"| {g['setting']} | {g['runs']} | " + " | ".join(cells) + " |")
-    (sweep_dir / "sweep_summary.md").write_text("\n".join(lines) + "\n")
-    sweep_figure(rows, sweep_dir / "sweep_summary.png")
-    return rows
+    return "\n".join(lines) + "\n"
 
 
-def log_to_wandb(sweep_dir: Path, rows: list[dict], group: str) -> None:
-    """The summary as its own wandb run in the sweep's group (offline unless WANDB_MODE says otherwise)."""
-    import wandb
+def record_summary(sweep: SweepDir, rows: list[dict]) -> None:
+    """sweep_summary.csv/.md/.png, and the same table and figure to wandb when the sweep used it."""
+    from analysis.plots import sweep_figure  # matplotlib only when a sweep ends
 
-    run = wandb.init(
-        project="tinycalc",
-        group=group,
-        name="sweep-summary",
-        job_type="summary",
-        dir=str(sweep_dir),
-        mode=os.environ.get("WANDB_MODE", "offline"),
-    )
-    run.log(
-        {
-            "sweep/summary": wandb.Table(columns=COLUMNS, data=[[row[c] for c in COLUMNS] for row in rows]),
-            "sweep/figure": wandb.Image(str(sweep_dir / "sweep_summary.png")),
-        }
-    )
-    run.finish()
-
-
-class SweepSummary(Callback):
-    """Hydra callback: when a multirun ends, compare its runs side by side."""
-
-    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        sweep_dir = Path(config.hydra.sweep.dir)
-        rows = write_summary(sweep_dir)
-        failed = sum(row["status"] != "ok" for row in rows)
-        print(f"sweep summary: {sweep_dir / 'sweep_summary.md'} ({len(rows)} runs, {failed} failed)")
-        if any(row["wandb"] for row in rows):
-            log_to_wandb(sweep_dir, rows, group=sweep_dir.name)
-        from analysis.html_report import write_sweep_report
-
-        print(f"sweep report: {write_sweep_report(sweep_dir)}")
+    record_sweep(sweep, COLUMNS, rows, markdown(rows), sweep_figure(rows), wandb=any(row["wandb"] for row in rows))

@@ -9,7 +9,8 @@
 Two ways to compute the middle three lines, with the same result: the lesson's own steps (``attend``, used
 whenever someone needs the weights) and PyTorch's fused ``F.scaled_dot_product_attention`` (training).
 Names follow the lessons: ``W_q``, ``W_k``, ``W_v``, ``W_o``, ``n_heads``, ``head_dim = d_model // n_heads``.
-Two hook points, named and shaped as in TransformerLens, let analysis code read or replace values:
+Two hook points, named and shaped as in TransformerLens, let analysis code read or replace values (ablation
+and patching go through them only: see ``model/hooks.py``):
   * ``hook_pattern`` -- the attention weights ``(B, n_heads, T_q, T_k)``; registering a hook on it switches
                         the block to the explicit path, so it fires on every call;
   * ``hook_z``       -- every head's output ``(B, T_q, n_heads, head_dim)``, before ``W_o`` mixes the heads.
@@ -115,7 +116,6 @@ class MultiHeadAttention(nn.Module):
         context: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
-        head_mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``x`` (B, T_q, d_model) to itself, or to ``context`` (B, T_k, d_model).
@@ -124,8 +124,6 @@ class MultiHeadAttention(nn.Module):
             mask: boolean, True = may attend, broadcastable to (B, n_heads, T_q, T_k); combined with
                 the causal mask.
             need_weights: also return the attention weights (B, n_heads, T_q, T_k).
-            head_mask: (n_heads,) or (B, n_heads); multiplies each head's output before ``W_o``
-                (1 keeps a head, 0 ablates it).
             cache: a :class:`KVCache` for incremental self-attention decoding; the new keys and
                 values are appended to it and ``x`` holds only the new positions.
 
@@ -152,10 +150,7 @@ class MultiHeadAttention(nn.Module):
         else:
             weights = None
             z = self.fused_attention(q, k, v, causal, mask)
-        z = z.transpose(1, 2)  # (B, T_q, n_heads, head_dim)
-        if head_mask is not None:  # (n_heads,) or (B, n_heads) -> broadcast over positions and head_dim
-            z = z * head_mask.to(z.dtype).reshape(*head_mask.shape[:-1], 1, self.n_heads, 1)
-        z = self.hook_z(z)
+        z = self.hook_z(z.transpose(1, 2))  # (B, T_q, n_heads, head_dim)
         out = self.W_o(z.reshape(B, T_q, self.n_heads * self.head_dim))  # concatenate the heads, then mix
         return out, (weights if need_weights else None)
 

@@ -93,21 +93,21 @@ class CalculatorModule(L.LightningModule):
         self.training_loss = self.teacher_forced_loss  # compiled in setup("fit") when asked
 
     # ---- the two ways of reading a batch ------------------------------------------------------------
-    def forced_scores(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None):
+    def forced_scores(self, seq: torch.Tensor):
         """One teacher-forced pass -> (loss on the answer and [EOS] tokens, (B,) whole answer is argmax).
 
         A greedy decoder writes the whole answer right exactly when every answer token is the argmax
         given the true tokens before it, so the second value is greedy exact-match at the cost of one pass.
         """
-        return self.answer_scores(self.answer_logits(seq, head_mask), seq)
+        return self.answer_scores(self.answer_logits(seq), seq)
 
     def teacher_forced_loss(self, seq: torch.Tensor) -> torch.Tensor:
         """The training loss: cross-entropy on seq's answer and [EOS] tokens, teacher-forced."""
         return self.forced_scores(seq)[0]
 
-    def answer_logits(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def answer_logits(self, seq: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, answer_len + 1, vocab) predicting seq's answer and [EOS] tokens."""
-        return self.net(seq[:, :-1], head_mask=head_mask, logits_from=self.answer_logits_from)[0]
+        return self.net(seq[:, :-1], logits_from=self.answer_logits_from)[0]
 
     @property
     def answer_logits_from(self) -> int:
@@ -122,9 +122,9 @@ class CalculatorModule(L.LightningModule):
         loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
         return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
 
-    def decode_answers(self, seq: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def decode_answers(self, seq: torch.Tensor) -> torch.Tensor:
         """Greedy answers (B, answer_len) for the prompts in ``seq``, decoded with the KV cache."""
-        return self.net.generate(seq[:, : self.fmt.prompt_len], self.fmt.answer_len, head_mask=head_mask)
+        return self.net.generate(seq[:, : self.fmt.prompt_len], self.fmt.answer_len)
 
     def score(self, seq: torch.Tensor, greedy: bool = True) -> dict[str, torch.Tensor]:
         """loss, exact_match (whole answer right) and digit_accuracy (per answer position); the answer is every

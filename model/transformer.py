@@ -71,11 +71,13 @@ class Block(nn.Module):
         self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.dropout, cfg.bias)
         self.ln_mlp = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.mlp = MLP(cfg)
+        self.hook_resid_pre = nn.Identity()  # the residual stream entering the block, (B, T, d_model)
 
-    def forward(self, x, need_weights=False, head_mask=None, cache=None, keep_from: int = 0):
+    def forward(self, x, need_weights=False, cache=None, keep_from: int = 0):
         """x (B, T, d_model) -> (B, T - keep_from, d_model): every position attends, but only positions
         keep_from.. go on through the MLP (the others served as keys and values; nothing reads them later)."""
-        attn_out, weights = self.attn(self.ln_attn(x), need_weights=need_weights, head_mask=head_mask, cache=cache)
+        x = self.hook_resid_pre(x)
+        attn_out, weights = self.attn(self.ln_attn(x), need_weights=need_weights, cache=cache)
         x = (x + attn_out)[:, keep_from:]
         x = x + self.mlp(self.ln_mlp(x))
         return x, weights
@@ -99,6 +101,7 @@ class Transformer(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.hook_resid_final = nn.Identity()  # the residual stream entering ln_f, (B, T, d_model)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
             self.lm_head.weight = self.tok_emb.weight
@@ -123,13 +126,12 @@ class Transformer(nn.Module):
         self,
         idx: torch.Tensor,
         need_weights: bool = False,
-        head_mask: torch.Tensor | None = None,
         caches: list[KVCache] | None = None,
         logits_from: int = 0,
     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
         """idx (B, T) token ids -> logits (B, T - logits_from, vocab_size), and each layer's weights when asked.
 
-        head_mask: (n_layers, n_heads), 1 keeps a head and 0 ablates it.
+        Heads are ablated or patched through the hook points (``model/hooks.py``), never through arguments.
         caches: one :class:`KVCache` per layer for incremental decoding (idx then holds new tokens only).
         logits_from: the first position whose next-token logits are wanted. Training only needs the
             answer's; the last layer then skips the MLP on earlier positions (~18% of a default step).
@@ -137,9 +139,7 @@ class Transformer(nn.Module):
         if caches and logits_from:
             raise ValueError("logits_from is for whole sequences; with caches idx holds only the new tokens")
         x = self.embed(idx, start=caches[0].length if caches else 0)
-        x, weights = self.run_blocks(
-            x, need_weights=need_weights, head_mask=head_mask, caches=caches, keep_from=logits_from
-        )
+        x, weights = self.run_blocks(x, need_weights=need_weights, caches=caches, keep_from=logits_from)
         return self.unembed(x), weights
 
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -161,7 +161,6 @@ class Transformer(nn.Module):
         x: torch.Tensor,
         start_layer: int = 0,
         need_weights: bool = False,
-        head_mask: torch.Tensor | None = None,
         caches: list[KVCache] | None = None,
         keep_from: int = 0,
     ):
@@ -174,7 +173,6 @@ class Transformer(nn.Module):
             x, weights = self.blocks[i](
                 x,
                 need_weights=need_weights,
-                head_mask=None if head_mask is None else head_mask[i],
                 cache=None if caches is None else caches[i],
                 keep_from=keep_from if i == last else 0,
             )
@@ -184,12 +182,10 @@ class Transformer(nn.Module):
 
     def unembed(self, x: torch.Tensor) -> torch.Tensor:
         """Residual stream (B, T, d_model) -> next-token logits (B, T, vocab_size)."""
-        return self.lm_head(self.ln_f(x))
+        return self.lm_head(self.ln_f(self.hook_resid_final(x)))
 
     @torch.no_grad()
-    def generate(
-        self, prompt: torch.Tensor, n_new: int, head_mask: torch.Tensor | None = None, use_cache: bool = True
-    ) -> torch.Tensor:
+    def generate(self, prompt: torch.Tensor, n_new: int, use_cache: bool = True) -> torch.Tensor:
         """Greedy decoding. prompt (B, T) -> the n_new tokens that follow it, (B, n_new).
 
         With ``use_cache`` every layer keeps its keys/values, so each new token costs one position
@@ -198,7 +194,7 @@ class Transformer(nn.Module):
         caches = [KVCache() for _ in self.blocks] if use_cache else None
         seq, step_input, new = prompt, prompt, []
         for _ in range(n_new):
-            logits, _ = self(step_input if use_cache else seq, head_mask=head_mask, caches=caches)
+            logits, _ = self(step_input if use_cache else seq, caches=caches)
             next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
             new.append(next_token)
             step_input = next_token

@@ -14,12 +14,13 @@ from analysis.ablation import (
     head_means,
     prunable_fraction,
     prune_heads,
-    replaced_heads,
 )
-from analysis.roles import describe_head
+from analysis.cache import run_with_cache
+from analysis.roles import describe_head, mean_patterns
 from data.datamodule import ArithmeticDataModule
 from data.positions import positions
 from data.problems import ProblemFormat
+from model.hooks import ablated, zero_ablated
 from model.module import CalculatorModule
 
 
@@ -58,7 +59,7 @@ def test_ablating_the_heads_the_model_relies_on_breaks_it(trained):
     assert len(rows) == 1 * 4 * 2  # layers x heads x (zero, mean)
     worst = min(r.delta_exact_match for r in rows if r.ablation == "zero")
     assert worst <= -0.3  # removing its most important head costs it dearly...
-    everything = evaluate(module, test, torch.zeros(1, 4))
+    everything = evaluate(module, test, dict.fromkeys([(0, h) for h in range(4)], 0.0))
     assert everything.exact_match <= 0.2 and everything.loss > intact.loss  # ...and with no heads it is lost
     for r in rows:  # deltas are against the intact model
         assert r.delta_exact_match == pytest.approx(r.exact_match - intact.exact_match)
@@ -69,9 +70,9 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
     greedy = module.score(test)["exact_match"].item()
     assert evaluate(module, test).exact_match == pytest.approx(greedy)
     assert module.score(test, greedy=False)["exact_match"].item() == pytest.approx(greedy)  # validation's way
-    mask = torch.tensor([[1.0, 0.0, 1.0, 1.0]])
-    _, forced = module.forced_scores(test, mask)
-    decoded = module.decode_answers(test, mask)
+    with zero_ablated(module.net, [(0, 1)]):  # also with a head switched off, through its hook
+        _, forced = module.forced_scores(test)
+        decoded = module.decode_answers(test)
     P, A = module.fmt.prompt_len, module.fmt.answer_len
     assert torch.equal(forced, (decoded == test[:, P : P + A]).all(dim=1))
 
@@ -79,15 +80,30 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
 def test_mean_ablation_over_a_single_problem_changes_nothing(trained):
     module, test = trained
     one = test[:1]
-    means = head_means(module, one)  # the mean of one problem's head outputs is that problem's output
+    means = head_means(run_with_cache(module.net, one[:, :-1]))  # one problem's mean is that problem's output
     before, _ = module.net(one[:, :-1])
-    with replaced_heads(module, {(0, h): means[0, h] for h in range(4)}):
+    with ablated(module.net, {(0, h): means[0, h] for h in range(4)}):
         after, _ = module.net(one[:, :-1])
     torch.testing.assert_close(before, after)
-    with replaced_heads(module, {(0, 1): torch.zeros_like(means[0, 1])}):
+    with ablated(module.net, {(0, 1): torch.zeros_like(means[0, 1])}):
         zeroed, _ = module.net(one[:, :-1])
-    torch.testing.assert_close(zeroed, module.net(one[:, :-1], head_mask=torch.tensor([[1.0, 0.0, 1.0, 1.0]]))[0])
+    with zero_ablated(module.net, [(0, 1)]):
+        torch.testing.assert_close(zeroed, module.net(one[:, :-1])[0])
+    assert not torch.allclose(zeroed, before)
     torch.testing.assert_close(module.net(one[:, :-1])[0], before)  # the hook is gone after the block
+
+
+def test_the_cache_gives_what_separate_passes_gave(trained):
+    """Mean patterns and head means read from the one cached pass equal those of passes of their own."""
+    module, test = trained
+    cache = run_with_cache(module.net, test[:, :-1], batch_size=150)
+    _, weights = module.net(test[:, :-1], need_weights=True)
+    torch.testing.assert_close(mean_patterns(cache), torch.stack([w.mean(dim=0) for w in weights]))
+    z = []
+    handle = module.net.blocks[0].attn.hook_z.register_forward_hook(lambda _m, _i, out: z.append(out))
+    module.net(test[:, :-1])
+    handle.remove()
+    torch.testing.assert_close(head_means(cache)[0], z[0].mean(dim=0).transpose(0, 1))
 
 
 @pytest.mark.parametrize("order", ["ranked", "greedy"])
@@ -97,17 +113,11 @@ def test_pruning_curve(trained, order):
     assert [len(s.removed) for s in curve] == [0, 1, 2, 3, 4]
     assert curve[0].exact_match == pytest.approx(evaluate(module, test).exact_match)
     for step in curve[1:]:  # every point is a real measurement of the model with those heads zeroed
-        mask = torch.ones(1, 4)
-        for head in step.removed:
-            mask[head] = 0
-        assert step.exact_match == pytest.approx(evaluate(module, test, mask).exact_match)
+        with zero_ablated(module.net, step.removed):
+            assert step.exact_match == pytest.approx(module.score(test)["exact_match"].item())
     assert sorted(curve[-1].removed) == [(0, 0), (0, 1), (0, 2), (0, 3)]
     # the head removed first is the one whose removal alone hurts least
-    alone = []
-    for h in range(4):
-        mask = torch.ones(1, 4)
-        mask[0, h] = 0
-        alone.append(evaluate(module, test, mask))
+    alone = [evaluate(module, test, {(0, h): 0.0}) for h in range(4)]
     assert curve[1].removed[0] == (0, max(range(4), key=lambda h: (alone[h].exact_match, -alone[h].loss)))
 
 
@@ -122,10 +132,11 @@ def test_scores_that_start_at_a_later_layer_equal_full_passes():
     test = dm.held_out_set("test")
     evaluator = Evaluator(module, test, batch_size=128)  # several chunks
     for layer, head in [(0, 1), (1, 2), (2, 3)]:
-        mask = torch.ones(3, 4)
-        mask[layer, head] = 0
-        cached, full = evaluator.score(mask), evaluate(module, test, mask)
-        assert cached.exact_match == full.exact_match and cached.loss == pytest.approx(full.loss, rel=1e-5)
+        cached = evaluator.score({(layer, head): 0.0})  # starts at `layer`, from the cached residual stream
+        with zero_ablated(module.net, [(layer, head)]):  # a whole pass, as the model is used
+            full = module.score(test, greedy=False)
+        assert cached.exact_match == full["exact_match"].item()
+        assert cached.loss == pytest.approx(full["loss"].item(), rel=1e-5)
 
 
 def test_prunable_fraction_stops_at_the_first_step_losing_more_than_the_tolerance():

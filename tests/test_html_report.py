@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from analysis.html_report import MAX_MISTAKES, write_run_report
+from analysis.registry import ANALYSES
 from tests.conftest import ROOT, run_sweep
 
 MISTAKES = {
@@ -82,7 +83,24 @@ def test_a_long_mistakes_list_is_trimmed_but_counted(tmp_path, run_dir):
     (tmp_path / "test_mistakes.json").write_text(json.dumps({"n_test": 200, "n_mistakes": len(many), "mistakes": many}))
     data = inlined_data(write_run_report(tmp_path).read_text())
     assert data["mistakes"]["n_mistakes"] == MAX_MISTAKES + 20 and len(data["mistakes"]["mistakes"]) == MAX_MISTAKES
-    assert data["attention"] == [] and data["ablation"] is None  # missing files: sections say "not recorded"
+    assert data["attention"] == []  # missing files: sections say "not recorded"
+    assert [a["name"] for a in data["analyses"]] == [a.name for a in ANALYSES]  # registered, none recorded here
+    assert all(a["rows"] is None for a in data["analyses"])
+
+
+def test_data_is_never_read_as_a_placeholder(tmp_path, run_dir):
+    """A setting or a directory name that spells the template's placeholders is shown as written."""
+    for name in ("results.json", "history.json"):
+        shutil.copy(run_dir / name, tmp_path / name)
+    (tmp_path / "config.yaml").write_text("logger:\n  notes: '{{SCRIPT}} {{DATA}} {{TITLE}}'\n")
+    named = tmp_path / "{{DATA}}"
+    shutil.copytree(tmp_path, named)
+    for directory in (tmp_path, named):
+        html = write_run_report(directory).read_text()
+        data = inlined_data(html)
+        assert "{{SCRIPT}} {{DATA}} {{TITLE}}" in data["config"]
+        assert html.count("DATA = JSON.parse") == 1  # the script inlined once, where the template has it
+    assert "<title>tinycalc run {{DATA}}</title>" in html
 
 
 def test_the_command_rewrites_a_directory_and_refuses_anything_else(tmp_path, sweep_dir):
@@ -186,7 +204,8 @@ def test_run_report_renders_every_section_offline(browser, run_dir, tmp_path):
 
     pruning_rows = (run_dir / "pruning.csv").read_text().strip().splitlines()[1:]
     assert page.locator("#pruning svg circle").count() == len(pruning_rows)
-    assert page.locator("#roles .cell").count() == n_layers * n_heads
+    roles = page.eval_on_selector_all("#roles table.heat td", "els => els.map(e => e.textContent)")
+    assert roles == [results["head_roles"][f"L{layer}h{head}"] for layer in range(n_layers) for head in range(n_heads)]
     assert "2 of 200 held-out test problems answered wrong" in view.text("#mistakes")
     assert page.locator("#mistakes tbody tr").count() == 3 + 2  # 3 answer places, then the 2 mistakes
     view.offline_and_clean()

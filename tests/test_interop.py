@@ -369,10 +369,10 @@ def test_lens_logits_and_every_pattern_equal_ours(lens_add, calc_add, problems):
 
 @needs_extra
 def test_lens_hook_z_is_per_head_like_ours(lens_add, calc_add, problems):
-    """Zeroing head (1, 0) through hook_z [batch, pos, head, d_head] = our head_mask ablation of that head."""
+    """Zeroing head (1, 0) through TransformerLens's hook_z [batch, pos, head, d_head] = our hook ablation of it."""
+    from model.hooks import zero_ablated
+
     tokens = calc_add.encode(problems[:200])[:, :-1]
-    mask = torch.ones(calc_add.net.cfg.n_layers, calc_add.net.cfg.n_heads)
-    mask[1, 0] = 0
 
     def zero_head(z, hook):
         z[:, :, 0] = 0.0
@@ -380,7 +380,8 @@ def test_lens_hook_z_is_per_head_like_ours(lens_add, calc_add, problems):
 
     with torch.inference_mode():
         ablated = lens_add.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", zero_head)])
-        ours, _ = calc_add.net(tokens, head_mask=mask)
+        with zero_ablated(calc_add.net, [(1, 0)]):
+            ours, _ = calc_add.net(tokens)
         intact, _ = calc_add.net(tokens)
     assert (ablated - ours).abs().max() <= 1e-4 < (ours - intact).abs().max()
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
+from analysis.cache import run_with_cache
 from model.attention import KVCache
+from model.hooks import hook_names, zero_ablated
 from model.transformer import Transformer, TransformerConfig
 
 
@@ -59,14 +63,35 @@ def test_logits_from_skips_earlier_positions_without_changing_the_rest(n_layers)
     assert (model.pos_emb.weight.grad[:7].abs().sum(dim=1) > 0).all()
 
 
-def test_head_mask_per_layer_and_head():
-    model = tiny(n_layers=2)
+def test_zero_ablated_switches_off_exactly_the_heads_named():
+    model = tiny(n_layers=2).eval()
     idx = torch.randint(17, (2, 8))
-    keep_all = torch.ones(2, 4)
-    torch.testing.assert_close(model(idx, head_mask=keep_all)[0], model(idx)[0])
-    drop_one = keep_all.clone()
-    drop_one[1, 2] = 0
-    assert not torch.allclose(model(idx, head_mask=drop_one)[0], model(idx)[0])
+    intact = model(idx)[0]
+    with zero_ablated(model, []):
+        torch.testing.assert_close(model(idx)[0], intact)
+    with zero_ablated(model, [(1, 2)]):
+        dropped = model(idx)[0]
+    assert not torch.allclose(dropped, intact)
+    with torch.no_grad():  # the same as zeroing layer 1's W_o columns of head 2 (head_dim 8)
+        manual = copy.deepcopy(model)
+        manual.blocks[1].attn.W_o.weight[:, 16:24] = 0
+    torch.testing.assert_close(dropped, manual(idx)[0], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(model(idx)[0], intact)  # the hooks are removed on leaving
+
+
+def test_run_with_cache_holds_every_hook_point_of_one_pass():
+    model = tiny(n_layers=2).eval()
+    idx = torch.randint(17, (5, 8))
+    cache = run_with_cache(model, idx, batch_size=2)  # three chunks, stitched back together
+    assert sorted(cache) == sorted(hook_names(model))
+    torch.testing.assert_close(cache.logits, model(idx)[0])
+    _, weights = model(idx, need_weights=True)
+    torch.testing.assert_close(cache.stack("attn.hook_pattern"), torch.stack(weights))
+    torch.testing.assert_close(cache["blocks.0.hook_resid_pre"], model.embed(idx))
+    x, _ = model.run_blocks(cache["blocks.1.hook_resid_pre"], start_layer=1)  # the cache restarts the pass mid-way
+    torch.testing.assert_close(model.unembed(x), cache.logits)
+    torch.testing.assert_close(cache[1:3].logits, cache.logits[1:3])
+    assert cache[1:3]["blocks.1.attn.hook_z"].shape == (2, 8, 4, 8)
 
 
 def test_weight_tying_is_an_option():

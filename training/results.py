@@ -80,7 +80,19 @@ def test_mistakes(module: CalculatorModule, test_set: torch.Tensor, limit: int =
                     "truth_text": truth_text,  # as the model should have written it (working included)
                 }
             )
-    return {"n_test": len(test_set), "n_mistakes": n_wrong, "mistakes": wrong}
+    by_place = wrong_digits_by_place(fmt, wrong)
+    return {"n_test": len(test_set), "n_mistakes": n_wrong, "mistakes": wrong, "wrong_digits_by_place": by_place}
+
+
+def wrong_digits_by_place(fmt, mistakes: list[dict]) -> list[int]:
+    """How many of the recorded mistakes got each answer place wrong, in the order the model writes them."""
+    by_place = [0] * fmt.answer_len
+    for m in mistakes:
+        truth = m.get("truth_text") or fmt.answer_text(m["truth"])  # recorded before show_work: no truth_text
+        written = (m.get("model_text") or "").ljust(len(truth))
+        for i, (got, want) in enumerate(zip(written, truth, strict=False)):
+            by_place[i] += got != want
+    return by_place
 
 
 def _natural(padded: str) -> str:

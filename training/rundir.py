@@ -6,9 +6,15 @@
         run.lock            the pid of the process writing here (O_EXCL: one run at a time)
         config.yaml  tokenizer.json  history.json  test_mistakes.json  error.log
         checkpoints/best.ckpt  interrupted.ckpt  last-good.ckpt
-        attention/  ablation.csv/.png  pruning.csv/.png  report.html  wandb/  .hydra/
+        attention/<tag>_layer<i>.png  attention/<tag>.json     (tag: step000300 during training, final at the end)
+        <analysis>.csv  <analysis>.png     one pair per registered analysis (ablation, pruning, ...)
+        analysis.json       what the page needs to render the analyses (their columns, labels, units, ...)
+        report.html  wandb/  .hydra/
 
-Every other file asks a :class:`RunDir` for these paths.
+    multirun/<date>/<time>/        (a sweep: :class:`SweepDir`)
+        <n>_<overrides>/  multirun.yaml  sweep_summary.csv/.md/.png  sweep_report.html  why_multi_head.png/.md
+
+Every other file asks a :class:`RunDir` or :class:`SweepDir` for these paths.
 """
 
 from __future__ import annotations
@@ -16,10 +22,24 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 HYDRA_FILES = (".hydra", ".hydra-resume")  # what Hydra writes before the run starts
+
+
+def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
+    """``write(tmp)`` beside ``path``, then rename over it: a kill or a full disk leaves the old file, never half
+    a new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
 
 
 class RunDirError(ValueError):
@@ -57,9 +77,30 @@ class RunDir:
     interrupted_checkpoint = property(lambda self: self.checkpoints / "interrupted.ckpt")
     last_good_checkpoint = property(lambda self: self.checkpoints / "last-good.ckpt")
     attention = property(lambda self: self.path / "attention")
-    ablation = property(lambda self: self.path / "ablation.csv")
-    pruning = property(lambda self: self.path / "pruning.csv")
+    analysis = property(lambda self: self.path / "analysis.json")
     report = property(lambda self: self.path / "report.html")
+    hydra_config = property(lambda self: self.path / ".hydra" / "config.yaml")
+    hydra_overrides = property(lambda self: self.path / ".hydra" / "overrides.yaml")
+
+    def table(self, analysis: str) -> Path:
+        """An analysis's rows: ablation.csv, pruning.csv, ..."""
+        return self.path / f"{analysis}.csv"
+
+    def figure(self, analysis: str) -> Path:
+        return self.path / f"{analysis}.png"
+
+    def attention_image(self, tag: str, layer: int) -> Path:
+        return self.attention / f"{tag}_layer{layer}.png"
+
+    def attention_data(self, tag: str) -> Path:
+        return self.attention / f"{tag}.json"
+
+    def attention_snapshots(self) -> list[Path]:
+        """The maps drawn during training, oldest first (final.json is the end-of-run one)."""
+        return sorted(self.attention.glob("step*.json"))
+
+    ablation = property(lambda self: self.table("ablation"))
+    pruning = property(lambda self: self.table("pruning"))
 
     @classmethod
     def of_checkpoint(cls, ckpt: str | Path) -> RunDir | None:
@@ -181,11 +222,14 @@ class RunDir:
             shutil.rmtree(self.path, ignore_errors=True)
 
     # ---- writing -------------------------------------------------------------------------------------------
-    def write_json(self, path: Path, data: dict) -> None:
+    @staticmethod
+    def write_json(path: Path, data, indent: int | None = 2) -> Path:
         """Write atomically (a full disk or a kill leaves the old file, never half a new one)."""
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, path)
+        return RunDir.write_text(path, json.dumps(data, indent=indent) + "\n")
+
+    @staticmethod
+    def write_text(path: Path, text: str) -> Path:
+        return write_atomically(path, lambda tmp: tmp.write_text(text))
 
     def write_results(self, data: dict) -> None:
         self.write_json(self.results, data)
@@ -266,3 +310,24 @@ def run_dir_for(resume: str | None) -> str:
         if path.is_file() and owner is not None:
             return str(owner.path)
     return RunDir.new_path()
+
+
+class SweepDir:
+    """A Hydra multirun's directory: one job directory (a :class:`RunDir`) per run, and the sweep's own files."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    multirun = property(lambda self: self.path / "multirun.yaml")
+    summary_csv = property(lambda self: self.path / "sweep_summary.csv")
+    summary_md = property(lambda self: self.path / "sweep_summary.md")
+    summary_figure = property(lambda self: self.path / "sweep_summary.png")
+    report = property(lambda self: self.path / "sweep_report.html")
+    comparison_figure = property(lambda self: self.path / "why_multi_head.png")
+    comparison_md = property(lambda self: self.path / "why_multi_head.md")
+
+    def jobs(self) -> list[RunDir]:
+        """Job directories, in job order."""
+        paths = [p.parent.parent for p in self.path.glob("*/.hydra/overrides.yaml")]
+        order = lambda p: (int(p.name.split("_")[0]) if p.name.split("_")[0].isdigit() else 0, p.name)  # noqa: E731
+        return [RunDir(p) for p in sorted(paths, key=order)]

@@ -1,0 +1,36 @@
+"""Hydra callbacks run when a multirun ends: they only call the sweep pipeline (analysis/sweep.py, compare.py)."""
+
+from __future__ import annotations
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from training.rundir import SweepDir
+
+
+class SweepSummary(Callback):
+    """When a multirun ends: its runs side by side (sweep_summary.*) and its page (sweep_report.html)."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        from analysis.html_report import write_sweep_report
+        from analysis.sweep import record_summary, summarise
+
+        sweep = SweepDir(config.hydra.sweep.dir)
+        rows = summarise(sweep)
+        record_summary(sweep, rows)
+        failed = sum(row["status"] != "ok" for row in rows)
+        print(f"sweep summary: {sweep.summary_md} ({len(rows)} runs, {failed} failed)")
+        print(f"sweep report: {write_sweep_report(sweep.path)}")
+
+
+class HeadCountComparison(Callback):
+    """experiment=why_multi_head: one head against four, learning curves and final maps side by side."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        from analysis.compare import compare
+
+        sweep = SweepDir(config.hydra.sweep.dir)
+        print("why multiple heads?")
+        for line in compare(sweep):
+            print(f"  {line}")
+        print(f"  figure: {sweep.comparison_figure}")

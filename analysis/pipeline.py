@@ -1,0 +1,159 @@
+"""The end-of-run look inside, as one pipeline: one cached forward pass -> every registered analysis -> one recorder.
+
+cache = run_with_cache(net, probes + problems)       one pass; every analysis reads it
+for analysis in ANALYSES:                            analysis/registry.py
+    rows = analysis.compute(ctx)                     pure
+    recorder.record(analysis, rows, analysis.figure(rows, ctx))
+analysis.json                                        what the page needs to render them (written, not rebuilt)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from analysis.ablation import Evaluator
+from analysis.cache import run_with_cache
+from analysis.maps import attention_maps, default_probes, probe_sequences
+from analysis.metric import MILESTONE, Context, HeadMetric
+from analysis.record import Recorder
+from data.positions import positions
+from training.rundir import RunDir
+
+ANALYSIS_SCHEMA = 1  # analysis.json's layout
+
+
+@dataclass
+class HeadAnalysis:
+    """What the end-of-run look inside the heads does (configs/analysis/default.yaml builds one).
+
+    Args:
+        probes: problems whose attention is drawn, e.g. ["999+1", "456+789"]; None = chosen for the task.
+        n_problems: test problems the analyses are measured on (None = the whole test set).
+        ablation: "zero" (head output x 0 before W_o) and/or "mean" (replaced by its test-set average).
+        prune: "ranked", "greedy" (see ``analysis.ablation.prune_heads``) or None for no pruning curve.
+        tolerance: prunable_fraction counts heads removable losing at most this much exact-match.
+        enabled: False skips it all (``analysis=none`` does the same).
+    """
+
+    probes: list[str] | None = None
+    n_problems: int | None = 1000
+    ablation: tuple[str, ...] = ("zero", "mean")
+    prune: str | None = "ranked"
+    tolerance: float = 0.01
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        if self.probes is not None:
+            if isinstance(self.probes, str) or not self.probes:
+                raise ValueError(
+                    f"probes={self.probes!r}: give a list of problems such as [456+789] (null for the task's own)"
+                )
+            self.probes = [str(p) for p in self.probes]
+        if self.n_problems is not None and (
+            not isinstance(self.n_problems, int) or isinstance(self.n_problems, bool) or self.n_problems < 1
+        ):
+            raise ValueError(f"n_problems={self.n_problems!r}: must be a whole number >= 1, or null for all")
+        kinds = self.ablation
+        if isinstance(kinds, str) or not all(k in ("zero", "mean") for k in kinds):
+            raise ValueError(f"ablation={kinds!r}: must be a list of zero and/or mean")
+        self.ablation = tuple(kinds)
+        if self.prune not in ("ranked", "greedy", None):
+            raise ValueError(f"prune={self.prune!r}: must be ranked, greedy or null")
+        if (
+            isinstance(self.tolerance, bool)
+            or not isinstance(self.tolerance, (int, float))
+            or not 0 <= self.tolerance < 1
+        ):
+            raise ValueError(f"tolerance={self.tolerance!r}: must be a number in [0, 1)")
+        if not isinstance(self.enabled, bool):
+            raise ValueError(f"enabled={self.enabled!r}: must be true or false")
+
+    def probes_for(self, module) -> list[str]:
+        """The probe problems, checked against the model's format (ValueError naming the bad one)."""
+        probes = self.probes or default_probes(module.fmt)
+        try:
+            probe_sequences(module, probes)
+        except ValueError as e:
+            raise ValueError(f"probes: {e}") from None
+        return probes
+
+    @torch.no_grad()
+    def run(self, module, test_set: torch.Tensor, run_dir: RunDir, loggers=()) -> dict:
+        """Every registered analysis on the first n_problems of ``test_set``, recorded in ``run_dir``; returns
+        the entries for results.json (the terminal summary's rows under "analysis_summary")."""
+        from analysis.plots import map_figures
+        from analysis.registry import ANALYSES
+
+        started = time.perf_counter()
+        module.eval()
+        probes = self.probes_for(module)
+        probe_seqs = probe_sequences(module, probes).to(module.device)
+        problems = test_set[: self.n_problems].to(module.device)
+        both = run_with_cache(module.net, torch.cat([probe_seqs, problems])[:, :-1])  # the one forward pass
+        probe_cache, cache = both[: len(probes)], both[len(probes) :]
+
+        recorder = Recorder(run_dir, loggers)
+        maps = attention_maps(module.fmt, probes, probe_seqs, probe_cache)
+        images = {"attention": [str(p) for p in recorder.attention_maps(maps, map_figures(maps, "final"), "final")]}
+        ctx = Context(
+            module, problems, cache, Evaluator(module, problems, cache), self.tolerance, self.ablation, self.prune
+        )
+        results, summary, described = {}, [], []
+        for analysis in ANALYSES:
+            rows = ctx.done[analysis.name] = analysis.compute(ctx)
+            if not rows:
+                continue
+            written = recorder.record(analysis, rows, analysis.figure(rows, ctx))
+            if "figure" in written:
+                images[analysis.name] = str(written["figure"])
+            results |= analysis.results(rows, ctx)
+            summary += analysis.summary(rows, ctx)
+            described.append(analysis.describe() | {"notes": head_notes(analysis, rows)})
+        if "prunable_fraction" in results:
+            recorder.summary({"prunable_fraction": results["prunable_fraction"]})
+        run_dir.write_json(run_dir.analysis, page_facts(module.fmt, self.tolerance, described))
+        seconds = round(time.perf_counter() - started, 2)
+        return results | {
+            "images": images,
+            "analysis_summary": summary,
+            "tolerance": self.tolerance,
+            "analysis_seconds": seconds,
+        }
+
+
+def head_notes(analysis, rows: list) -> dict[str, str]:
+    """{"L0h1": the line the page writes under that head}, from a head metric's rows (the first per head)."""
+    notes: dict[str, str] = {}
+    if isinstance(analysis, HeadMetric):
+        for row in rows:
+            notes.setdefault(f"L{row.layer}h{row.head}", analysis.note(row))
+    return notes
+
+
+def page_facts(fmt, tolerance: float, analyses: list[dict]) -> dict:
+    """Everything the page needs besides the rows, recorded when the run writes them (analysis.json)."""
+    where = positions(fmt)[:-1]  # model inputs stop before [EOS]
+    return {
+        "schema": ANALYSIS_SCHEMA,
+        "tolerance": tolerance,
+        "milestone": MILESTONE,
+        "key_labels": [p.short for p in where],
+        "key_names": [p.label for p in where],
+        "answer_places": [p.short for p in where[fmt.prompt_len :]],
+        "analyses": analyses,
+    }
+
+
+def legacy_facts(data: dict | None, tolerance: float) -> dict:
+    """The page's facts for a run recorded before analysis.json: its format from results.json, every analysis as
+    registered now (the page shows those whose CSV the run has), no notes under the heads."""
+    from analysis.registry import ANALYSES
+    from data.problems import ProblemFormat
+
+    analyses = [a.describe() | {"notes": {}} for a in ANALYSES]
+    if not data:
+        return {"schema": ANALYSIS_SCHEMA, "tolerance": tolerance, "milestone": MILESTONE, "analyses": analyses}
+    return page_facts(ProblemFormat(**data), tolerance, analyses)

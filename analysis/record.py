@@ -1,0 +1,95 @@
+"""The one writer of what analyses found: files through RunDir/SweepDir, the same artefacts logged to wandb.
+
+Figures are closed once written; tables go to CSV (and a wandb Table); maps to PNG + JSON (and wandb images).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+
+from analysis.metric import Analysis
+from training.loggers import wandb_loggers
+from training.rundir import RunDir, SweepDir, write_atomically
+
+DPI = 90
+
+
+def save_figure(figure, path: Path) -> Path:
+    """A matplotlib Figure -> PNG at ``path`` (written beside, then renamed)."""
+    return write_atomically(path, lambda tmp: figure.savefig(tmp, dpi=DPI, format="png"))
+
+
+def write_csv(path: Path, columns: list[str], rows: list[dict]) -> Path:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return RunDir.write_text(path, text.getvalue())
+
+
+class Recorder:
+    """Writes into one run directory and logs to that run's wandb loggers (if any)."""
+
+    def __init__(self, run_dir: RunDir, loggers=()):
+        self.run_dir, self.wandb = run_dir, wandb_loggers(loggers)
+
+    def record(self, analysis: Analysis, rows: list, figure=None) -> dict[str, Path]:
+        """An analysis's rows as <name>.csv and its figure as <name>.png; the same to wandb. Returns the paths."""
+        written = {}
+        table = analysis.table(rows)
+        if table:
+            columns = [c.key for c in analysis.columns]
+            written["table"] = write_csv(self.run_dir.table(analysis.name), columns, table)
+            for logger in self.wandb:
+                logger.log_table(key=f"{analysis.name}/table", columns=columns, data=[list(r.values()) for r in table])
+        if figure is not None:
+            written["figure"] = save_figure(figure, self.run_dir.figure(analysis.name))
+            for logger in self.wandb:
+                logger.log_image(key=f"{analysis.name}/{analysis.figure_key}", images=[str(written["figure"])])
+        return written
+
+    def attention_maps(self, maps: dict, figures: list, tag: str, step: int | None = None) -> list[Path]:
+        """One layer's grid per PNG (attention/<tag>_layer<i>.png), the weights as attention/<tag>.json."""
+        paths = [save_figure(fig, self.run_dir.attention_image(tag, i)) for i, fig in enumerate(figures)]
+        data = self.run_dir.write_json(self.run_dir.attention_data(tag), {"tag": tag, "step": step, **maps}, None)
+        for logger in self.wandb:
+            for layer, path in enumerate(paths):
+                logger.log_image(key=f"attention/layer{layer}", images=[str(path)], caption=[tag], step=step)
+            logger.experiment.save(str(data), base_path=str(self.run_dir.path), policy="now")
+        return paths
+
+    def summary(self, values: dict) -> None:
+        """Headline numbers in each wandb run's summary."""
+        for logger in self.wandb:
+            for key, value in values.items():
+                logger.experiment.summary[key] = value
+
+
+def record_sweep(sweep: SweepDir, columns: list[str], rows: list[dict], markdown: str, figure, wandb: bool) -> None:
+    """A sweep's summary: CSV, Markdown and figure in the sweep directory; with ``wandb``, the same table and
+    figure as a wandb run of its own in the sweep's group (offline unless WANDB_MODE says otherwise)."""
+    write_csv(sweep.summary_csv, columns, rows)
+    RunDir.write_text(sweep.summary_md, markdown)
+    save_figure(figure, sweep.summary_figure)
+    if not wandb:
+        return
+    import wandb as wb
+
+    run = wb.init(
+        project="tinycalc",
+        group=sweep.path.name,
+        name="sweep-summary",
+        job_type="summary",
+        dir=str(sweep.path),
+        mode=os.environ.get("WANDB_MODE", "offline"),
+    )
+    run.log(
+        {
+            "sweep/summary": wb.Table(columns=columns, data=[[row[c] for c in columns] for row in rows]),
+            "sweep/figure": wb.Image(str(sweep.summary_figure)),
+        }
+    )
+    run.finish()

@@ -1,0 +1,74 @@
+"""Hook points by name: read, replace or ablate what a head computes, the way TransformerLens does it.
+
+Every hook point is an ``nn.Identity`` named by what it holds (``blocks.1.attn.hook_z``: layer 1's head
+outputs before ``W_o``). Analyses never pass extra arguments to ``forward``: they run the model under
+:func:`hooks`, and ablation and patching are hooks that return a replacement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+# the points of one block, then the model's own
+BLOCK_POINTS = ("hook_resid_pre", "attn.hook_pattern", "attn.hook_z")
+FINAL_POINT = "hook_resid_final"
+
+HookFn = Callable[[torch.Tensor], torch.Tensor | None]  # the point's value -> a replacement, or None to keep it
+
+
+def hook_name(layer: int, point: str) -> str:
+    """(1, 'attn.hook_z') -> 'blocks.1.attn.hook_z'."""
+    return f"blocks.{layer}.{point}"
+
+
+def hook_names(net: nn.Module) -> list[str]:
+    """Every hook point of ``net``, in the order a forward pass reaches them."""
+    return [hook_name(i, p) for i in range(len(net.blocks)) for p in BLOCK_POINTS] + [FINAL_POINT]
+
+
+@contextmanager
+def hooks(net: nn.Module, fns: dict[str, HookFn]) -> Iterator[None]:
+    """Within the block, each named point's value goes through its function (a returned tensor replaces it)."""
+    handles = [
+        net.get_submodule(name).register_forward_hook(lambda _m, _i, out, fn=fn: fn(out)) for name, fn in fns.items()
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def head_replacements(replacements: dict[tuple[int, int], torch.Tensor | float]) -> dict[str, HookFn]:
+    """{(layer, head): value} -> hooks that set that head's z to ``value`` (0.0 zero-ablates it; a (T, head_dim)
+    mean ablates it by its mean; a (B, T, head_dim) tensor patches in another run's output)."""
+    by_layer: dict[int, dict[int, torch.Tensor | float]] = {}
+    for (layer, head), value in replacements.items():
+        by_layer.setdefault(layer, {})[head] = value
+
+    def replace(heads):
+        def fn(z: torch.Tensor) -> torch.Tensor:  # z: (B, T, n_heads, head_dim)
+            z = z.clone()
+            for head, value in heads.items():
+                z[:, :, head] = value
+            return z
+
+        return fn
+
+    return {hook_name(layer, "attn.hook_z"): replace(heads) for layer, heads in by_layer.items()}
+
+
+@contextmanager
+def ablated(net: nn.Module, heads: dict[tuple[int, int], torch.Tensor | float]) -> Iterator[None]:
+    """Run ``net`` with the given heads' outputs replaced (see :func:`head_replacements`)."""
+    with hooks(net, head_replacements(heads)):
+        yield
+
+
+def zero_ablated(net: nn.Module, heads) -> contextmanager:
+    """Run ``net`` with the given (layer, head) pairs switched off (their output x 0 before ``W_o``)."""
+    return ablated(net, dict.fromkeys(heads, 0.0))
