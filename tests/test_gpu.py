@@ -78,7 +78,7 @@ class CountReads(L.Callback):
 def train_200_steps(tmp_path, watcher: L.Callback, *overrides: str) -> None:
     """200 training steps of train.py's own objects in this process, ``watcher`` the first callback; validation
     (and with it the end of the watch) only after the last step."""
-    from train import assemble
+    from training.assemble import assemble
     from training.config import effective_config
 
     overrides = [

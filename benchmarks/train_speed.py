@@ -4,11 +4,12 @@ device's matrix-multiply peak, to turn tokens/s into MFU.
 
 Used by ``python bench.py train [--device D] [--batch-sizes 256,4096] [--compile] [--digits N]``. The paths:
 
-lightning  ``train.assemble`` on the real composed config (``trainer=gpu`` on CUDA) with the per-step callbacks a
-           user's run has -- the non-finite loss guard, the Ctrl-C/SIGTERM handler, the best checkpoint and early
-           stopping (both act at validation), a CSV logger in the place of wandb (each reads the loss every
-           ``log_every_n_steps``) -- plus a timing callback. Left out: the progress bar, attention maps and the
-           end-of-run analysis; the one validation (and the checkpoint it writes) comes after the timed steps.
+lightning  ``assemble`` (training/assemble.py) on the real composed config (``trainer=gpu`` on CUDA) with the
+           per-step callbacks a user's run has -- the non-finite loss guard, the Ctrl-C/SIGTERM handler, the best
+           checkpoint and early stopping (both act at validation), a CSV logger in the place of wandb (each reads
+           the loss every ``log_every_n_steps``) -- plus a timing callback. Left out: the progress bar, attention
+           maps and the end-of-run analysis; the one validation (and the checkpoint it writes) comes after the
+           timed steps.
            On CUDA it runs at the config's precision (``trainer.precision``, ``matmul_precision``) and at the other
            two of 32-true + full fp32 matmuls, 32-true + TF32 matmuls, bf16-mixed, so the choice is measured.
 bare       the same model and loss (``CalculatorModule.teacher_forced_loss``) in a plain PyTorch loop: fused AdamW,
@@ -52,6 +53,8 @@ from data.problems import ProblemFormat
 from model.device import device_name
 from model.module import CUDA_GRAPH_MODES, AdamWSchedule, adamw
 from model.reference import RefGPT
+from training.assemble import assemble
+from training.cli import compose_train_config, with_run_dir
 
 OPTIM = AdamWSchedule().to_dict()  # the training default
 DEFAULT_STEPS = {"cpu": (60, 10)}  # device type -> (timed steps, warm-up steps) per round; others: GPU_STEPS
@@ -79,7 +82,7 @@ def described(device: torch.device) -> str:
 @contextlib.contextmanager
 def matmul_precision(device: torch.device, precision: str | None):
     """fp32 matrix multiplies at ``precision`` (highest, high = TF32, medium) on CUDA for the block; a CPU's
-    arithmetic is never changed (as train.py's assemble), and None leaves the setting alone."""
+    arithmetic is never changed (as :func:`training.assemble.assemble`), and None leaves the setting alone."""
     if device.type != "cuda" or precision is None:
         yield
         return
@@ -262,8 +265,6 @@ def _clock_callback(clock: Clock):
 
 def compose(overrides: list[str], run_dir: Path):
     """configs/train.yaml composed with ``overrides`` as train.py composes it, with its run directory."""
-    from training.cli import compose_train_config, with_run_dir
-
     return with_run_dir(compose_train_config(overrides), run_dir)
 
 
@@ -295,15 +296,13 @@ def run_overrides(device: torch.device, variant: Variant, batch_size: int, digit
 
 
 class LightningRun:
-    """Our training path: the objects ``train.assemble`` builds from the real config. The data module and the model
+    """Our training path: the objects :func:`assemble` builds from the real config. The data module and the model
     of the first round are kept (a compiled loss compiles once); each round gets a fresh Trainer and callbacks."""
 
     def __init__(self, overrides: list[str], workdir: Path):
         self.overrides, self.workdir, self.kept, self.rounds = overrides, workdir, None, 0
 
     def run(self, clock: Clock, steps: int) -> None:
-        from train import assemble
-
         cfg = compose(self.overrides, self.workdir / f"round{self.rounds}")
         datamodule, module, _, _, _, trainer = assemble(cfg)
         if cfg.trainer.max_steps != steps:
@@ -320,8 +319,6 @@ class LightningRun:
 
 def assembled(overrides: list[str], run_dir: Path):
     """(datamodule, module) as train.py builds them for ``overrides``."""
-    from train import assemble
-
     datamodule, module, *_ = assemble(compose(overrides, run_dir))
     return datamodule, module
 
