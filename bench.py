@@ -64,6 +64,7 @@ from model.calculator import Calculator
 from model.checkpoint import CheckpointError, load_calculator
 from model.device import DeviceError, remedy, resolve_device
 from model.transformer import Transformer, TransformerConfig
+from training import TARGET_ACCURACY
 
 
 def fresh_calculator() -> Calculator:
@@ -191,7 +192,7 @@ def bench_converge(
     seeds: list[int],
     overrides: tuple[str, ...] | list[str] = (),
     experiment: str = "add10",
-    target: float = 0.999,
+    target: float = TARGET_ACCURACY,
 ) -> dict:
     """``python train.py experiment=... target_accuracy=... seed=S`` on ``device`` per seed, one after another:
     the whole command's wall seconds, and from its results.json the steps, train seconds and test exact-match."""

@@ -22,6 +22,7 @@ from model.module import CalculatorModule
 from model.reference import RefGPT
 from model.transformer import Transformer
 from tests.conftest import ROOT, SMALL_TASK, compose_config
+from training import TARGET_ACCURACY
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
 TINY = ["--repeat", "1", "--steps", "4", "--warmup", "2"]  # a few steps a variant: the figures, not their values
@@ -192,11 +193,11 @@ def test_converge_runs_train_py_per_seed_and_reads_its_results(capsys):
              "callbacks.attention_maps=null"]  # fmt: skip
     out = bench_json(capsys, "converge", "--seeds", "3", *(f"--override={o}" for o in small))
     r = out["converge"]
-    assert r["command"].startswith("python train.py experiment=add10 target_accuracy=0.999 logger=none ")
+    assert r["command"].startswith(f"python train.py experiment=add10 target_accuracy={TARGET_ACCURACY} logger=none ")
     assert r["seeds"] == [3] and r["errors"] == {} and r["device"] == "cpu"
     (run,) = r["runs"]
     assert run["seed"] == 3 and run["steps"] == 20 and run["wall_seconds"] > run["train_seconds"] > 0
-    assert 0 <= run["test_exact_match"] <= 1 and run["reached"] == (run["test_exact_match"] >= 0.999)
+    assert 0 <= run["test_exact_match"] <= 1 and run["reached"] == (run["test_exact_match"] >= TARGET_ACCURACY)
     assert r["median_wall_seconds"] == run["wall_seconds"] and r["reached"] == int(run["reached"])
     assert "whole command: median" in render(bench.print_converge, r)
 

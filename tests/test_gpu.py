@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, SMALL_TASK, compose_config, run_train, with_run_dir
+from training import TARGET_ACCURACY
 
 SMALL = [
     *SMALL_TASK,
@@ -153,7 +154,7 @@ def test_the_documented_gpu_commands_learn_their_task(tmp_path, experiment):
     done = run_train(tmp_path, "trainer=gpu", *([f"experiment={experiment}"] if experiment else []), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["test_exact_match"] >= 0.999 and results["device"].startswith("cuda"), results
+    assert results["test_exact_match"] >= TARGET_ACCURACY and results["device"].startswith("cuda"), results
 
 
 @pytest.mark.gpu
