@@ -4,7 +4,7 @@ sections (with none named: decode and train; on CUDA decode, train and converge)
 decode    -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
              lines, encode, decode greedily with the KV cache, score; (2) greedy decoding throughput of the
              same prompts with and without the KV cache (``Transformer.generate(use_cache=...)``).
-train     -- training throughput side by side (training/speed.py): our Lightning path as train.py builds it
+train     -- training throughput side by side (benchmarks/train_speed.py): our Lightning path as train.py builds it
              (its per-step callbacks included; no progress bar, attention maps or analysis), the same model in a
              bare loop, a nanoGPT-style reference in a bare loop; each eager and, with --compile, compiled
              (torch.compile; "reduce-overhead" = CUDA graphs on CUDA, "default" elsewhere), the first steps
@@ -64,6 +64,7 @@ from model.calculator import Calculator
 from model.checkpoint import CheckpointError, load_calculator
 from model.device import DeviceError, remedy, resolve_device
 from model.transformer import Transformer, TransformerConfig
+from training import TARGET_ACCURACY
 
 
 def fresh_calculator() -> Calculator:
@@ -134,7 +135,7 @@ def timed_train(overrides: list[str], run_dir: Path) -> tuple[float, subprocess.
 
 def bench_analysis(repeat: int, device: torch.device) -> dict:
     """Whole ``python train.py`` runs, with and without analysis, alternating so both see the same machine."""
-    from training.speed import device_overrides
+    from benchmarks.train_speed import device_overrides
 
     on_device = device_overrides(device)
     variants = {
@@ -170,7 +171,7 @@ def progress(line: str) -> None:
 
 
 def bench_training(args, device: torch.device) -> dict:
-    from training.speed import bench_train
+    from benchmarks.train_speed import bench_train
 
     cuda = device.type == "cuda"
     compiled = args.compile if args.compile is not None else cuda or args.compile_mode is not None
@@ -191,11 +192,11 @@ def bench_converge(
     seeds: list[int],
     overrides: tuple[str, ...] | list[str] = (),
     experiment: str = "add10",
-    target: float = 0.999,
+    target: float = TARGET_ACCURACY,
 ) -> dict:
     """``python train.py experiment=... target_accuracy=... seed=S`` on ``device`` per seed, one after another:
     the whole command's wall seconds, and from its results.json the steps, train seconds and test exact-match."""
-    from training.speed import device_overrides
+    from benchmarks.train_speed import device_overrides
 
     base = [f"experiment={experiment}", f"target_accuracy={target}", "logger=none", *device_overrides(device)]
     base += list(overrides)

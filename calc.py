@@ -302,8 +302,18 @@ def print_report(r: dict) -> None:
 
 
 # ---- entry point ---------------------------------------------------------------------------------------
+def unfinished_warning(ckpt: Path) -> str | None:
+    """A warning line when ``ckpt`` belongs to a run that never finished (killed, or still training)."""
+    from training.rundir import RunDir
+
+    run = RunDir.of_checkpoint(ckpt)
+    if run is None or not run.unfinished:
+        return None
+    return f"warning: {run.describe_unfinished()}; its best.ckpt may be an early one"
+
+
 def load(ckpt: str | None, device):
-    from model.checkpoint import find_checkpoints, load_calculator, newest_checkpoint, unfinished_warning
+    from model.checkpoint import find_checkpoints, load_calculator, newest_checkpoint
 
     if ckpt is not None:
         calc = load_calculator(ckpt, device)

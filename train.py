@@ -15,50 +15,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from analysis.html_report import write_run_report
 from analysis.summary import print_summary
+from training.assemble import assemble
 from training.cli import check_command_line
-from training.config import ConfigError, build, check, effective_config, register_resolvers
+from training.config import effective_config, register_resolvers
 from training.failures import Interrupted, handle_failure
-from training.loggers import build_loggers, finish_wandb, quiet_known_noise, wandb_run_id
+from training.loggers import finish_wandb, quiet_known_noise, wandb_run_id
 from training.rundir import RunDir
 
 register_resolvers()
-
-
-def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resume_id: str | None = None):
-    """Every object of the run, each checking its own settings: a mistake is a ConfigError before any training."""
-    check(cfg)  # the keys no object owns; each object checks its own arguments as it is built
-    import lightning as L
-    import torch
-
-    from analysis.callbacks import AttentionMaps
-    from model.module import CalculatorModule
-
-    if cfg.threads is not None:
-        torch.set_num_threads(cfg.threads)
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = build(cfg.data, "data")
-    model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=datamodule.fmt.seq_len)
-    optim = build(cfg.optim, "optim")
-    try:
-        module = CalculatorModule(model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict(), cfg.compile)
-    except ValueError as e:  # the one setting of its own: compile
-        raise ConfigError(str(e)) from None
-    analysis = build(cfg.analysis, "analysis") if cfg.get("analysis") else None
-    callbacks = [build(node, f"callbacks.{name}") for name, node in (cfg.get("callbacks") or {}).items() if node]
-    probe_checks = [("analysis", analysis.probes_for)] if analysis else []
-    probe_checks += [("callbacks.attention_maps", c.probes_for) for c in callbacks if isinstance(c, AttentionMaps)]
-    for key, probes_for in probe_checks:
-        try:
-            probes_for(module)  # a bad probe is a config mistake, found before training
-        except ValueError as e:
-            raise ConfigError(f"{key}.{e}") from None
-    # a run shorter than the validation interval still validates (and checkpoints) once, at its end
-    cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
-    loggers = build_loggers(cfg, run_name, group, resume_id)
-    trainer = build(cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False)
-    if trainer.strategy.root_device.type == "cuda":  # never changes a CPU's arithmetic
-        torch.set_float32_matmul_precision(cfg.matmul_precision)
-    return datamodule, module, analysis, callbacks, loggers, trainer
 
 
 def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) -> dict:

@@ -8,6 +8,7 @@ there is a :class:`~model.device.DeviceError`, raised before the checkpoint is r
 
 from __future__ import annotations
 
+import json
 import pickle
 import warnings
 from pathlib import Path
@@ -17,9 +18,11 @@ import torch
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 from model.device import resolve_device
-from training.rundir import RunDir
 
-CHECKPOINT_PATTERNS = ("runs/*/checkpoints/best.ckpt", "multirun/*/*/checkpoints/best.ckpt")
+# What this module reads of a run directory (training/rundir.py's RunDir writes it and names the same files;
+# model/ imports nothing of training/): <run>/checkpoints/best.ckpt, <run>/tokenizer.json, <run>/results.json.
+BEST_CHECKPOINT = "checkpoints/best.ckpt"
+CHECKPOINT_PATTERNS = (f"runs/*/{BEST_CHECKPOINT}", f"multirun/*/*/{BEST_CHECKPOINT}")
 
 
 class CheckpointError(Exception):
@@ -39,12 +42,19 @@ def find_checkpoints(root: str | Path = ".") -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
-def unfinished_warning(ckpt: Path) -> str | None:
-    """A warning line when ``ckpt`` belongs to a run that never finished (killed, or still training)."""
-    run = RunDir.of_checkpoint(ckpt)
-    if run is None or not run.unfinished:
-        return None
-    return f"warning: {run.describe_unfinished()}; its best.ckpt may be an early one"
+def run_directory(ckpt: str | Path) -> Path | None:
+    """runs/<stamp>/checkpoints/x.ckpt -> runs/<stamp>; None for a checkpoint outside a run."""
+    ckpt = Path(ckpt)
+    return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else None
+
+
+def _run_results(run: Path) -> dict:
+    """The run's results.json, or {} when it has none (or an unreadable one)."""
+    try:
+        data = json.loads((run / "results.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def newest_checkpoint(root: str | Path = ".") -> Path:
@@ -62,11 +72,11 @@ def resolve_checkpoint(path: str | Path) -> Path:
     """A .ckpt file, a run directory (its checkpoints/best.ckpt) or a checkpoints/ directory."""
     path = Path(path)
     if path.is_dir():
-        for candidate in (RunDir(path).best_checkpoint, path / "best.ckpt"):
+        for candidate in (path / BEST_CHECKPOINT, path / "best.ckpt"):
             if candidate.is_file():
                 return candidate
         why = "not a run directory, or its run has saved no checkpoint yet"
-        results = RunDir(path).read_results()
+        results = _run_results(path)
         if results.get("status") == "failed":
             why = f"the run failed: {results.get('error')}"
         raise CheckpointError(f"no checkpoints/best.ckpt in {path} ({why})")
@@ -76,8 +86,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 
 def load_tokenizer(ckpt: Path) -> CharTokenizer:
-    run_dir = RunDir.of_checkpoint(ckpt)
-    path = run_dir.tokenizer if run_dir else None
+    run_dir = run_directory(ckpt)
+    path = run_dir / "tokenizer.json" if run_dir else None
     if path is None or not path.is_file():
         return CharTokenizer()  # the vocabulary is fixed: every run's tokenizer.json holds this one
     try:

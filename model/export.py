@@ -286,7 +286,7 @@ tags: [tinycalc, arithmetic, gpt2, interpretability]
 # tinycalc: {fmt.digits}-digit {task}
 
 A {n_params:,}-parameter decoder-only transformer ({cfg.n_layers} layers x {cfg.n_heads} heads of \
-{cfg.d_model // cfg.n_heads} dims, d_model {cfg.d_model}) trained from scratch with tinycalc to do {fmt.digits}-digit \
+{cfg.head_dim} dims, d_model {cfg.d_model}) trained from scratch with tinycalc to do {fmt.digits}-digit \
 {task}, exported as a `GPT2LMHeadModel`: pre-LN, learned absolute positions, \
 {"tied" if cfg.tie_weights else "untied"} embeddings, exact GELU (`activation_function="gelu"`). A model to \
 take apart, not a language model: its vocabulary is `[PAD] [BOS] [EOS] 0-9 + - * =`, one token per character.

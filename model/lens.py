@@ -32,7 +32,7 @@ def bridge_config(calc: Calculator):
     cfg = calc.net.cfg
     return TransformerBridgeConfig(
         d_model=cfg.d_model,
-        d_head=cfg.d_model // cfg.n_heads,
+        d_head=cfg.head_dim,
         n_heads=cfg.n_heads,
         n_key_value_heads=cfg.n_kv_heads if (cfg.n_kv_heads or cfg.n_heads) != cfg.n_heads else None,
         n_layers=cfg.n_layers,

@@ -46,6 +46,11 @@ class TransformerConfig:
         if not (self.position_embedding or self.place_embedding):
             raise ValueError("position_embedding=false: needs place_embedding=true, or the model has no positions")
 
+    @property
+    def head_dim(self) -> int:
+        """Each head's width: d_model split evenly across the query heads (the lessons' d_k)."""
+        return self.d_model // self.n_heads
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -24,7 +24,8 @@ import torch  # noqa: E402
 from lightning.pytorch.callbacks import EarlyStopping  # noqa: E402
 
 from data.datamodule import ArithmeticDataModule  # noqa: E402
-from model.module import CalculatorModule  # noqa: E402
+from model.module import AdamWSchedule, CalculatorModule  # noqa: E402
+from training import TARGET_ACCURACY  # noqa: E402
 
 # Lightning's start-up lines (GPU available: False, ...) and its hints would bury the lesson's own output.
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
@@ -57,7 +58,7 @@ def train_calculator(
     n_kv_heads: int | None = None,
     n_layers: int = 2,
     max_steps: int = 1500,
-    stop_at: float | None = 0.999,
+    stop_at: float | None = TARGET_ACCURACY,
     val_every: int = 100,
     seed: int = 0,
     n_val: int = 1000,
@@ -80,7 +81,7 @@ def train_calculator(
             n_layers=n_layers,
         ),
         fmt=data.fmt.to_dict(),
-        optim=dict(lr=3e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=100, min_lr_ratio=0.1),
+        optim=AdamWSchedule().to_dict(),  # the project's recipe: configs/optim/adamw.yaml, the same values
     )
     callbacks = (
         []

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.conftest import compose_config, run_train, with_run_dir
-from train import assemble
+from training.assemble import assemble
 from training.cli import check_command_line
 from training.config import ConfigError, effective_config
 

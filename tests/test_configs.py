@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
+
 import hydra
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from tests.conftest import CONFIGS, compose_config, with_run_dir
 from training.config import check
@@ -41,6 +44,22 @@ BUILT = {  # group -> the class its options build (what "each file builds the ob
     "trainer": "Trainer",
     "analysis": "HeadAnalysis",
 }
+
+
+@pytest.mark.parametrize("group,option", [("data", "addition"), ("model", "calculator"), ("optim", "adamw")])
+def test_a_default_option_and_its_class_hold_the_same_defaults(group, option):
+    """What a run uses (the YAML) and what the code does unconfigured (notebooks, tests) are the same recipe: a
+    value changed in one place and not the other fails here."""
+    node = OmegaConf.load(CONFIGS / group / f"{option}.yaml")
+    target = hydra.utils.get_class(node._target_)
+    defaults = {name: p.default for name, p in inspect.signature(target).parameters.items()}
+    values = OmegaConf.to_container(node, resolve=False)  # data.seed: ${seed} stays a string, and is skipped
+    checked = [key for key, value in values.items() if key != "_target_" and not str(value).startswith("${")]
+    assert len(checked) >= 5
+    for key in checked:
+        default = defaults[key]
+        assert default is not inspect.Parameter.empty, f"{group}.{key} has no default in {target.__name__}"
+        assert values[key] == (list(default) if isinstance(default, tuple) else default), key
 
 
 @pytest.mark.parametrize("group,option", GROUP_OPTIONS)

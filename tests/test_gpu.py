@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, SMALL_TASK, compose_config, run_train, with_run_dir
+from training import TARGET_ACCURACY
 
 SMALL = [
     *SMALL_TASK,
@@ -78,7 +79,7 @@ class CountReads(L.Callback):
 def train_200_steps(tmp_path, watcher: L.Callback, *overrides: str) -> None:
     """200 training steps of train.py's own objects in this process, ``watcher`` the first callback; validation
     (and with it the end of the watch) only after the last step."""
-    from train import assemble
+    from training.assemble import assemble
     from training.config import effective_config
 
     overrides = [
@@ -153,7 +154,7 @@ def test_the_documented_gpu_commands_learn_their_task(tmp_path, experiment):
     done = run_train(tmp_path, "trainer=gpu", *([f"experiment={experiment}"] if experiment else []), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["test_exact_match"] >= 0.999 and results["device"].startswith("cuda"), results
+    assert results["test_exact_match"] >= TARGET_ACCURACY and results["device"].startswith("cuda"), results
 
 
 @pytest.mark.gpu

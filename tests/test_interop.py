@@ -327,7 +327,7 @@ def test_lens_model_has_our_dims_tokens_and_no_weight_processing(lens_add, calc_
     assert (tl.d_model, tl.n_heads, tl.d_head, tl.n_layers, tl.d_mlp, tl.d_vocab, tl.n_ctx, tl.act_fn) == (
         cfg.d_model,
         cfg.n_heads,
-        cfg.d_model // cfg.n_heads,
+        cfg.head_dim,
         cfg.n_layers,
         cfg.mlp_ratio * cfg.d_model,
         cfg.vocab_size,

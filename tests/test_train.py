@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.conftest import run_train
+from training import TARGET_ACCURACY
 
 SMALL = [
     "data.digits=2",
@@ -74,4 +75,4 @@ def test_the_default_run_reaches_the_published_accuracy(tmp_path):
     done = run_train(tmp_path, "logger=none")
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["test_exact_match"] >= 0.999 and results["n_test"] == 10_000
+    assert results["test_exact_match"] >= TARGET_ACCURACY and results["n_test"] == 10_000

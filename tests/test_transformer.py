@@ -26,6 +26,16 @@ def test_logits_and_per_layer_weights():
     assert model(torch.randint(17, (2, 10)))[1] is None
 
 
+@pytest.mark.parametrize("n_heads, n_kv_heads", [(1, None), (4, None), (8, 2)])
+def test_the_config_head_dim_is_each_attention_heads_width(n_heads, n_kv_heads):
+    model = Transformer(
+        TransformerConfig(vocab_size=17, block_size=16, d_model=32, n_heads=n_heads, n_kv_heads=n_kv_heads)
+    )
+    assert model.cfg.head_dim == 32 // n_heads
+    assert {block.attn.head_dim for block in model.blocks} == {model.cfg.head_dim}
+    assert model.blocks[0].attn.W_q.out_features == n_heads * model.cfg.head_dim
+
+
 def test_changing_a_future_token_changes_no_earlier_logit():
     model = tiny()
     idx = torch.randint(17, (1, 12))

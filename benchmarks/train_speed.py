@@ -4,15 +4,17 @@ device's matrix-multiply peak, to turn tokens/s into MFU.
 
 Used by ``python bench.py train [--device D] [--batch-sizes 256,4096] [--compile] [--digits N]``. The paths:
 
-lightning  ``train.assemble`` on the real composed config (``trainer=gpu`` on CUDA) with the per-step callbacks a
-           user's run has -- the non-finite loss guard, the Ctrl-C/SIGTERM handler, the best checkpoint and early
-           stopping (both act at validation), a CSV logger in the place of wandb (each reads the loss every
-           ``log_every_n_steps``) -- plus a timing callback. Left out: the progress bar, attention maps and the
-           end-of-run analysis; the one validation (and the checkpoint it writes) comes after the timed steps.
+lightning  ``assemble`` (training/assemble.py) on the real composed config (``trainer=gpu`` on CUDA) with the
+           per-step callbacks a user's run has -- the non-finite loss guard, the Ctrl-C/SIGTERM handler, the best
+           checkpoint and early stopping (both act at validation), a CSV logger in the place of wandb (each reads
+           the loss every ``log_every_n_steps``) -- plus a timing callback. Left out: the progress bar, attention
+           maps and the end-of-run analysis; the one validation (and the checkpoint it writes) comes after the
+           timed steps.
            On CUDA it runs at the config's precision (``trainer.precision``, ``matmul_precision``) and at the other
            two of 32-true + full fp32 matmuls, 32-true + TF32 matmuls, bf16-mixed, so the choice is measured.
 bare       the same model and loss (``CalculatorModule.teacher_forced_loss``) in a plain PyTorch loop: fused AdamW,
-           gradient clipping at 1.0, no schedule, batches drawn as the training path draws them on that device.
+           gradient clipping at the config's ``trainer.gradient_clip_val``, no schedule, batches drawn as the
+           training path draws them on that device.
 nanogpt    :class:`RefGPT` (fused ``c_attn``, SDPA; logits at every position) in the same plain loop.
 
 Compiled variants (``compile_mode``) wrap the loss in ``torch.compile`` -- the Lightning path through
@@ -52,8 +54,9 @@ from data.problems import ProblemFormat
 from model.device import device_name
 from model.module import CUDA_GRAPH_MODES, AdamWSchedule, adamw
 from model.reference import RefGPT
+from training.assemble import assemble
+from training.cli import compose_train_config, with_run_dir
 
-OPTIM = AdamWSchedule().to_dict()  # the training default
 DEFAULT_STEPS = {"cpu": (60, 10)}  # device type -> (timed steps, warm-up steps) per round; others: GPU_STEPS
 GPU_STEPS = (300, 20)  # 320 steps a round: 5 draws of 64 batches, 3 checks of the loss guard (every 100 steps)
 LEFT_OUT = (
@@ -79,7 +82,7 @@ def described(device: torch.device) -> str:
 @contextlib.contextmanager
 def matmul_precision(device: torch.device, precision: str | None):
     """fp32 matrix multiplies at ``precision`` (highest, high = TF32, medium) on CUDA for the block; a CPU's
-    arithmetic is never changed (as train.py's assemble), and None leaves the setting alone."""
+    arithmetic is never changed (as :func:`training.assemble.assemble`), and None leaves the setting alone."""
     if device.type != "cuda" or precision is None:
         yield
         return
@@ -211,11 +214,14 @@ def device_batches(dm: ArithmeticDataModule, device: torch.device):
 
 
 class BareLoop:
-    """A plain PyTorch loop: ``loss_of(seq)``, backward, clip, fused AdamW step. The model, optimizer, stream and
-    (compiled) loss live across rounds, so a compiled loss compiles once."""
+    """A plain PyTorch loop: ``loss_of(seq)``, backward, clip (the gradient norm at ``clip``, as Lightning's
+    ``gradient_clip_val``; None: not clipped), fused AdamW step. The model, optimizer, stream and (compiled) loss
+    live across rounds, so a compiled loss compiles once."""
 
-    def __init__(self, model: nn.Module, loss_of, stream, schedule: AdamWSchedule, variant: Variant, device):
-        self.model, self.stream, self.variant, self.device = model, stream, variant, device
+    def __init__(
+        self, model: nn.Module, loss_of, stream, schedule: AdamWSchedule, clip: float | None, variant: Variant, device
+    ):
+        self.model, self.stream, self.variant, self.device, self.clip = model, stream, variant, device, clip
         self.optimizer = adamw(model, schedule.lr, schedule.weight_decay, schedule.betas)  # as in training
         self.loss_of = loss_of
         if variant.compile:
@@ -238,7 +244,8 @@ class BareLoop:
                 loss = self.loss_of(next(self.stream))
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                if self.clip is not None:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
                 self.optimizer.step()
                 if clock is not None:
                     clock.tick()
@@ -262,8 +269,6 @@ def _clock_callback(clock: Clock):
 
 def compose(overrides: list[str], run_dir: Path):
     """configs/train.yaml composed with ``overrides`` as train.py composes it, with its run directory."""
-    from training.cli import compose_train_config, with_run_dir
-
     return with_run_dir(compose_train_config(overrides), run_dir)
 
 
@@ -295,15 +300,13 @@ def run_overrides(device: torch.device, variant: Variant, batch_size: int, digit
 
 
 class LightningRun:
-    """Our training path: the objects ``train.assemble`` builds from the real config. The data module and the model
+    """Our training path: the objects :func:`assemble` builds from the real config. The data module and the model
     of the first round are kept (a compiled loss compiles once); each round gets a fresh Trainer and callbacks."""
 
     def __init__(self, overrides: list[str], workdir: Path):
         self.overrides, self.workdir, self.kept, self.rounds = overrides, workdir, None, 0
 
     def run(self, clock: Clock, steps: int) -> None:
-        from train import assemble
-
         cfg = compose(self.overrides, self.workdir / f"round{self.rounds}")
         datamodule, module, _, _, _, trainer = assemble(cfg)
         if cfg.trainer.max_steps != steps:
@@ -319,20 +322,19 @@ class LightningRun:
 
 
 def assembled(overrides: list[str], run_dir: Path):
-    """(datamodule, module) as train.py builds them for ``overrides``."""
-    from train import assemble
-
-    datamodule, module, *_ = assemble(compose(overrides, run_dir))
-    return datamodule, module
+    """(datamodule, module) as train.py builds them for ``overrides``, and the gradient clip its trainer uses."""
+    cfg = compose(overrides, run_dir)
+    datamodule, module, *_ = assemble(cfg)
+    return datamodule, module, cfg.trainer.gradient_clip_val
 
 
 def build_bare(variant: Variant, overrides: list[str], run_dir: Path, device: torch.device) -> BareLoop:
     """The model (ours, or the reference of the same size) and data of ``overrides``, in a bare loop on ``device``."""
-    dm, module = assembled(overrides, run_dir)
+    dm, module, clip = assembled(overrides, run_dir)
     module.to(device)
     if variant.path == "bare":
         return BareLoop(
-            module, module.teacher_forced_loss, device_batches(dm, device), module.schedule, variant, device
+            module, module.teacher_forced_loss, device_batches(dm, device), module.schedule, clip, variant, device
         )
     c, P = module.net.cfg, dm.fmt.prompt_len
     reference = RefGPT(dm.vocab_size, dm.fmt.seq_len, c.d_model, c.n_heads, c.n_layers).to(device)
@@ -340,7 +342,7 @@ def build_bare(variant: Variant, overrides: list[str], run_dir: Path, device: to
     def loss_of(seq: torch.Tensor) -> torch.Tensor:
         return reference_loss(reference, seq, P)
 
-    return BareLoop(reference, loss_of, device_batches(dm, device), module.schedule, variant, device)
+    return BareLoop(reference, loss_of, device_batches(dm, device), module.schedule, clip, variant, device)
 
 
 # ---- FLOPs, the device's peak, and where a step's time goes -------------------------------------------------

@@ -1,0 +1,47 @@
+"""Every object of a run, built from its composed config: what train.py trains, and what the benchmark and the
+tests build in-process from the same config."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from training.config import ConfigError, build, check
+from training.loggers import build_loggers
+
+
+def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resume_id: str | None = None):
+    """Every object of the run, each checking its own settings: a mistake is a ConfigError before any training."""
+    check(cfg)  # the keys no object owns; each object checks its own arguments as it is built
+    import lightning as L
+    import torch
+
+    from model.module import CalculatorModule
+
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule = build(cfg.data, "data")
+    model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=datamodule.fmt.seq_len)
+    optim = build(cfg.optim, "optim")
+    try:
+        module = CalculatorModule(model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict(), cfg.compile)
+    except ValueError as e:  # the one setting of its own: compile
+        raise ConfigError(str(e)) from None
+    analysis = build(cfg.analysis, "analysis") if cfg.get("analysis") else None
+    named = [(name, build(node, f"callbacks.{name}")) for name, node in (cfg.get("callbacks") or {}).items() if node]
+    callbacks = [callback for _, callback in named]
+    # the objects that draw probe problems (the analysis, the attention-map callback) say which they would draw
+    probe_checks = [("analysis", analysis.probes_for)] if analysis else []
+    probe_checks += [(f"callbacks.{name}", c.probes_for) for name, c in named if hasattr(c, "probes_for")]
+    for key, probes_for in probe_checks:
+        try:
+            probes_for(module)  # a bad probe is a config mistake, found before training
+        except ValueError as e:
+            raise ConfigError(f"{key}.{e}") from None
+    # a run shorter than the validation interval still validates (and checkpoints) once, at its end
+    cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
+    loggers = build_loggers(cfg, run_name, group, resume_id)
+    trainer = build(cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False)
+    if trainer.strategy.root_device.type == "cuda":  # never changes a CPU's arithmetic
+        torch.set_float32_matmul_precision(cfg.matmul_precision)
+    return datamodule, module, analysis, callbacks, loggers, trainer
