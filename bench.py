@@ -64,6 +64,7 @@ from model.calculator import Calculator
 from model.checkpoint import CheckpointError, load_calculator
 from model.device import DeviceError, remedy, resolve_device
 from model.transformer import Transformer, TransformerConfig
+from storage.rundir import RunDir
 from training import TARGET_ACCURACY
 
 
@@ -129,7 +130,7 @@ def timed_train(overrides: list[str], run_dir: Path) -> tuple[float, subprocess.
     started = time.perf_counter()
     done = subprocess.run(argv, cwd=root, capture_output=True, text=True)
     seconds = time.perf_counter() - started
-    results = run_dir / "results.json"
+    results = RunDir(run_dir).results
     return seconds, done, json.loads(results.read_text()) if results.exists() else None
 
 

@@ -304,7 +304,7 @@ def print_report(r: dict) -> None:
 # ---- entry point ---------------------------------------------------------------------------------------
 def unfinished_warning(ckpt: Path) -> str | None:
     """A warning line when ``ckpt`` belongs to a run that never finished (killed, or still training)."""
-    from training.rundir import RunDir
+    from storage.rundir import RunDir
 
     run = RunDir.of_checkpoint(ckpt)
     if run is None or not run.unfinished:

@@ -15,12 +15,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from analysis.html_report import write_run_report
 from analysis.summary import print_summary
+from storage.rundir import RunDir
 from training.assemble import assemble
 from training.cli import check_command_line
 from training.config import effective_config, register_resolvers
 from training.failures import Interrupted, handle_failure
 from training.loggers import finish_wandb, quiet_known_noise, wandb_run_id
-from training.rundir import RunDir
 
 register_resolvers()
 

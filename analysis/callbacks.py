@@ -9,7 +9,7 @@ import lightning as L
 
 from analysis.maps import default_probes, probe_maps, probe_sequences
 from analysis.record import Recorder
-from training.rundir import RunDir
+from storage.rundir import RunDir
 
 
 class AttentionMaps(L.Callback):

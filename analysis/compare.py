@@ -14,7 +14,7 @@ import numpy as np
 from analysis.metric import MILESTONE
 from analysis.record import save_figure
 from analysis.sweep import read_job
-from training.rundir import RunDir, SweepDir
+from storage.rundir import RunDir, SweepDir
 
 TARGET = f"{MILESTONE:.0%}"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from analysis.metric import MILESTONE
 from analysis.sweep import grouped_over_seeds, summarise
-from training.rundir import RunDir, SweepDir
+from storage.rundir import RunDir, SweepDir
 
 HERE = Path(__file__).parent
 MAX_MISTAKES = 100  # mistakes listed on the page; the counts cover all of them

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from training.rundir import SweepDir
+from storage.rundir import SweepDir
 
 
 class SweepSummary(Callback):

@@ -20,7 +20,7 @@ from analysis.maps import attention_maps, default_probes, probe_sequences
 from analysis.metric import MILESTONE, Context, HeadMetric
 from analysis.record import Recorder
 from data.positions import positions
-from training.rundir import RunDir
+from storage.rundir import RunDir
 
 ANALYSIS_SCHEMA = 1  # analysis.json's layout
 

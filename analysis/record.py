@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from analysis.metric import Analysis
+from storage.rundir import RunDir, SweepDir, write_atomically
 from training.loggers import wandb_loggers
-from training.rundir import RunDir, SweepDir, write_atomically
 
 DPI = 90
 

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from analysis.metric import MILESTONE
 from analysis.record import record_sweep
-from training.rundir import RunDir, SweepDir
+from storage.rundir import RunDir, SweepDir
 
 COLUMNS = [
     "run",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
@@ -182,11 +180,6 @@ class ArithmeticDataModule(L.LightningDataModule):
             problems = self.sampler.sample(split, self.sizes[split], generator)
             self.held_out[split] = self.encoder.encode(*problems)
         return self.held_out[split]
-
-    def save_tokenizer(self, run_dir: str | Path) -> Path:
-        path = Path(run_dir) / "tokenizer.json"
-        self.tokenizer.save(path)
-        return path
 
     def training_stream(
         self, device: torch.device | str = "cpu", start: int = 0, rank: int = 0, world_size: int = 1

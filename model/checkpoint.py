@@ -8,7 +8,6 @@ there is a :class:`~model.device.DeviceError`, raised before the checkpoint is r
 
 from __future__ import annotations
 
-import json
 import pickle
 import warnings
 from pathlib import Path
@@ -18,11 +17,7 @@ import torch
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 from model.device import resolve_device
-
-# What this module reads of a run directory (training/rundir.py's RunDir writes it and names the same files;
-# model/ imports nothing of training/): <run>/checkpoints/best.ckpt, <run>/tokenizer.json, <run>/results.json.
-BEST_CHECKPOINT = "checkpoints/best.ckpt"
-CHECKPOINT_PATTERNS = (f"runs/*/{BEST_CHECKPOINT}", f"multirun/*/*/{BEST_CHECKPOINT}")
+from storage.rundir import RUN_PATTERNS, RunDir
 
 
 class CheckpointError(Exception):
@@ -37,32 +32,17 @@ def _first_line(error: BaseException, limit: int = 120) -> str:
 
 def find_checkpoints(root: str | Path = ".") -> list[Path]:
     """Every run's best checkpoint under ``root`` (runs/ and multirun/), newest first by modification time."""
-    root = Path(root)
-    found = {p for pattern in CHECKPOINT_PATTERNS for p in root.glob(pattern) if p.is_file()}
+    found = {run.best_checkpoint for run in RunDir.under(root) if run.best_checkpoint.is_file()}
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
-
-
-def run_directory(ckpt: str | Path) -> Path | None:
-    """runs/<stamp>/checkpoints/x.ckpt -> runs/<stamp>; None for a checkpoint outside a run."""
-    ckpt = Path(ckpt)
-    return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else None
-
-
-def _run_results(run: Path) -> dict:
-    """The run's results.json, or {} when it has none (or an unreadable one)."""
-    try:
-        data = json.loads((run / "results.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def newest_checkpoint(root: str | Path = ".") -> Path:
     found = find_checkpoints(root)
     if not found:
+        looked = " and ".join(f"{pattern}/{RunDir('').best_checkpoint}" for pattern in RUN_PATTERNS)
         raise CheckpointError(
-            f"no checkpoint found under {Path(root).resolve()} (looked for "
-            f"{' and '.join(CHECKPOINT_PATTERNS)}); train one with  python train.py  "
+            f"no checkpoint found under {Path(root).resolve()} (looked for {looked}); train one with  "
+            "python train.py  "
             "or pass --ckpt PATH"
         )
     return found[0]
@@ -72,22 +52,23 @@ def resolve_checkpoint(path: str | Path) -> Path:
     """A .ckpt file, a run directory (its checkpoints/best.ckpt) or a checkpoints/ directory."""
     path = Path(path)
     if path.is_dir():
-        for candidate in (path / BEST_CHECKPOINT, path / "best.ckpt"):
+        run = RunDir(path)
+        for candidate in (run.best_checkpoint, path / run.best_checkpoint.name):  # a run, or its checkpoints/
             if candidate.is_file():
                 return candidate
         why = "not a run directory, or its run has saved no checkpoint yet"
-        results = _run_results(path)
+        results = run.read_results()
         if results.get("status") == "failed":
             why = f"the run failed: {results.get('error')}"
-        raise CheckpointError(f"no checkpoints/best.ckpt in {path} ({why})")
+        raise CheckpointError(f"no {run.best_checkpoint.relative_to(path)} in {path} ({why})")
     if not path.exists():
         raise CheckpointError(f"{path}: no such checkpoint file or run directory")
     return path
 
 
 def load_tokenizer(ckpt: Path) -> CharTokenizer:
-    run_dir = run_directory(ckpt)
-    path = run_dir / "tokenizer.json" if run_dir else None
+    run = RunDir.of_checkpoint(ckpt)
+    path = run.tokenizer if run else None
     if path is None or not path.is_file():
         return CharTokenizer()  # the vocabulary is fixed: every run's tokenizer.json holds this one
     try:

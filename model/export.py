@@ -35,6 +35,7 @@ import torch
 from data.expressions import Problem
 from model.calculator import Calculator
 from model.optional import MissingExtraError, require
+from storage.rundir import RunDir
 
 N_CHECK = 1000  # problems the export is checked on
 MAX_LOGIT_DIFF = 1e-4  # an export whose logits differ more than this from ours is not written
@@ -232,13 +233,8 @@ def compare(calc: Calculator, model, tokenizer, problems: list[Problem]) -> Expo
 
 def run_results(calc: Calculator) -> dict:
     """The training run's results.json next to the checkpoint, when there is one."""
-    if calc.path is None:
-        return {}
-    try:
-        results = json.loads((Path(calc.path).parent.parent / "results.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return results if isinstance(results, dict) else {}
+    run = RunDir.of_checkpoint(calc.path) if calc.path is not None else None
+    return run.read_results() if run else {}
 
 
 def model_card(calc: Calculator, check: ExportCheck, out_dir: Path) -> str:

@@ -27,6 +27,7 @@ from model.checkpoint import CheckpointError, find_checkpoints, load_calculator,
 from model.device import DeviceError, resolve_device
 from model.module import AdamWSchedule, CalculatorModule
 from model.transformer import TransformerConfig
+from storage.rundir import RunDir
 from tests.conftest import ROOT, run_train
 
 
@@ -52,7 +53,7 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
         warnings.filterwarnings("ignore", message=".*no `val_dataloader`")
         trainer.fit(module, train_dataloaders=dm.train_dataloader())
     trainer.save_checkpoint(run_dir / "checkpoints" / "best.ckpt")
-    dm.save_tokenizer(run_dir)
+    dm.tokenizer.save(RunDir(run_dir).tokenizer)
     return run_dir
 
 

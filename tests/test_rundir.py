@@ -15,9 +15,9 @@ import time
 
 import pytest
 
+from storage.rundir import RunDir, RunDirError
 from tests.conftest import ROOT, SMALL_TASK, run_train
 from training.loggers import wandb_problem
-from training.rundir import RunDir, RunDirError
 
 SMALL = [
     *SMALL_TASK,
@@ -74,7 +74,7 @@ def test_a_directory_in_use_by_a_live_process_is_refused_even_when_resuming(tmp_
 def test_of_runs_started_together_exactly_one_claims_the_directory(tmp_path):
     run = tmp_path / "run"
     claim = (
-        "import sys, time; from training.rundir import RunDir, RunDirError\n"
+        "import sys, time; from storage.rundir import RunDir, RunDirError\n"
         "r = RunDir(sys.argv[1])\n"
         "time.sleep(max(0.0, float(sys.argv[2]) - time.time()))\n"
         "try:\n    r.claim(resuming=False); print('claimed', flush=True); time.sleep(3)\n"

@@ -16,8 +16,8 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
+from storage.rundir import RunDir
 from training.failures import NonFiniteLossError
-from training.rundir import RunDir
 
 
 class GracefulStop(L.Callback):

@@ -19,8 +19,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from storage.rundir import RunDir, RunDirError
 from training.config import ConfigError, register_resolvers
-from training.rundir import RunDir, RunDirError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 HYDRA_FLAGS_WE_CHECK = ("-m", "--multirun")

@@ -16,7 +16,7 @@ import hydra
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
-from training.rundir import RunDir, RunDirError, resume_target, run_dir_for
+from storage.rundir import HYDRA_FILES, RunDir, RunDirError, resume_target, run_dir_for
 
 
 class ConfigError(ValueError):
@@ -135,7 +135,7 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("run_dir"):
         OmegaConf.register_new_resolver("run_dir", run_dir_for, use_cache=True)
         # a resumed run keeps the .hydra/ of the run it continues; this invocation's goes beside it
-        OmegaConf.register_new_resolver("hydra_subdir", lambda resume: ".hydra" if resume is None else ".hydra-resume")
+        OmegaConf.register_new_resolver("hydra_subdir", lambda resume: HYDRA_FILES[resume is not None])
 
 
 def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> DictConfig:

@@ -17,8 +17,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from storage.rundir import RunDir, RunDirError
 from training.config import ConfigError
-from training.rundir import RunDir, RunDirError
 
 
 class NonFiniteLossError(RuntimeError):

@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 HYDRA_FILES = (".hydra", ".hydra-resume")  # what Hydra writes before the run starts
+RUN_PATTERNS = ("runs/*", "multirun/*/*")  # where runs are: single runs, and the jobs of sweeps
 
 
 def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
@@ -107,6 +108,11 @@ class RunDir:
         """runs/<stamp>/checkpoints/x.ckpt -> RunDir(runs/<stamp>); None for a checkpoint outside a run."""
         ckpt = Path(ckpt)
         return cls(ckpt.parent.parent) if ckpt.parent.name == "checkpoints" else None
+
+    @classmethod
+    def under(cls, root: str | Path = ".") -> list[RunDir]:
+        """Every run directory under ``root``: runs/<stamp> and multirun/<date>/<job>."""
+        return [cls(p) for pattern in RUN_PATTERNS for p in sorted(Path(root).glob(pattern)) if p.is_dir()]
 
     @staticmethod
     def new_path(root: str = "runs") -> str:
