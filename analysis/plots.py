@@ -71,34 +71,56 @@ def map_figures(maps: dict, tag: str) -> list[Figure]:
     ]
 
 
-def ablation_heatmap(rows: list[AblationRow], n_layers: int, n_heads: int) -> Figure:
-    """Layer x head grid of the exact-match change when each head is ablated, zero and mean side by side."""
-    kinds = sorted({r.ablation for r in rows}, key=["zero", "mean"].index)
-    fig = Figure(figsize=(1.1 * n_heads * len(kinds) + 2, 0.9 * n_layers + 1.4))
-    axes = fig.subplots(1, len(kinds), squeeze=False)[0]
-    for ax, kind in zip(axes, kinds, strict=True):
-        grid = [[0.0] * n_heads for _ in range(n_layers)]
-        for r in rows:
-            if r.ablation == kind:
-                grid[r.layer][r.head] = 100 * r.delta_exact_match
-        image = ax.imshow(grid, cmap="Reds_r", vmin=-100, vmax=0)
+def head_heatmaps(
+    grids: dict[str, np.ndarray],
+    title: str,
+    label: str,
+    limits: tuple[float, float] | None = None,
+    cmap: str = "RdBu_r",
+) -> Figure:
+    """One layer x head heatmap per entry of ``grids`` ({panel title: (n_layers, n_heads) values}), side by side on
+    one colour scale, each cell written out. limits: the scale's (low, high); None = symmetric around 0."""
+    n_layers, n_heads = next(iter(grids.values())).shape
+    if limits is None:
+        most = max(float(np.abs(g).max()) for g in grids.values()) or 1.0
+        limits = (-most, most)
+    fig = Figure(figsize=(1.1 * n_heads * len(grids) + 2, 0.9 * n_layers + 1.4))
+    axes = fig.subplots(1, len(grids), squeeze=False)[0]
+    for ax, (name, grid) in zip(axes, grids.items(), strict=True):
+        image = ax.imshow(grid, cmap=cmap, vmin=limits[0], vmax=limits[1])
         for layer in range(n_layers):
             for head in range(n_heads):
-                ax.text(
-                    head,
-                    layer,
-                    f"{grid[layer][head]:+.1f}",
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="white" if grid[layer][head] < -50 else "black",
-                )
+                red, green, blue, _ = image.cmap(image.norm(grid[layer, head]))
+                dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # white text on a dark cell
+                text = f"{grid[layer, head]:+.1f}"
+                ax.text(head, layer, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
         ax.set_xticks(range(n_heads), [f"h{h}" for h in range(n_heads)], fontsize=7)
         ax.set_yticks(range(n_layers), [f"L{layer}" for layer in range(n_layers)], fontsize=7)
-        ax.set_title(f"{kind}-ablation", fontsize=9)
-    fig.colorbar(image, ax=axes, shrink=0.8, label="Δ exact-match (points)")
-    fig.suptitle("what each head is worth: test exact-match change when it is ablated", fontsize=10)
+        ax.set_title(name, fontsize=9)
+    fig.colorbar(image, ax=axes, shrink=0.8, label=label)
+    fig.suptitle(title, fontsize=10)
     return fig
+
+
+def head_grids(rows, value: str, variant: str | None, n_layers: int, n_heads: int, scale: float = 1.0) -> dict:
+    """Rows with layer, head (and a variant) -> {variant: (n_layers, n_heads) grid of ``value`` x scale}."""
+    grids: dict = {}
+    for r in rows:
+        key = getattr(r, variant) if variant else ""
+        grids.setdefault(key, np.zeros((n_layers, n_heads)))[r.layer, r.head] = scale * getattr(r, value)
+    return grids
+
+
+def ablation_heatmap(rows: list[AblationRow], n_layers: int, n_heads: int) -> Figure:
+    """Layer x head grid of the exact-match change when each head is ablated, zero and mean side by side."""
+    grids = head_grids(rows, "delta_exact_match", "ablation", n_layers, n_heads, scale=100)
+    return head_heatmaps(
+        {f"{kind}-ablation": grid for kind, grid in grids.items()},
+        "what each head is worth: test exact-match change when it is ablated",
+        "Δ exact-match (points)",
+        limits=(-100, 0),
+        cmap="Reds_r",
+    )
 
 
 PRUNING_ORDERS = {
