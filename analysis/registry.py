@@ -1,14 +1,21 @@
 """Every analysis a run records, in the order they run (a later one may read an earlier one's rows).
 
-Adding a metric: one file in analysis/metrics/ and one line here (docs/architecture.md shows an example).
+Adding a metric is one file in analysis/metrics/ and one line here, "<file>:<class>" as in Python's entry points
+(docs/architecture.md shows one).
 """
 
-from analysis.metrics.ablation import Ablation
-from analysis.metrics.pruning import Pruning
-from analysis.metrics.roles import Roles
+from importlib import import_module
 
-ANALYSES = [
-    Roles(),
-    Ablation(),
-    Pruning(),
-]
+REGISTERED = (
+    "roles:Roles",
+    "ablation:Ablation",
+    "pruning:Pruning",
+)
+
+
+def _build(entry: str):
+    module, name = entry.split(":")
+    return getattr(import_module(f"analysis.metrics.{module}"), name)()
+
+
+ANALYSES = [_build(entry) for entry in REGISTERED]
