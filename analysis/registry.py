@@ -10,6 +10,7 @@ REGISTERED = (
     "roles:Roles",
     "ablation:Ablation",
     "pruning:Pruning",
+    "dla:DirectLogitAttribution",
 )
 
 
