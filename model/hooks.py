@@ -69,6 +69,17 @@ def ablated(net: nn.Module, heads: dict[tuple[int, int], torch.Tensor | float]) 
         yield
 
 
-def zero_ablated(net: nn.Module, heads) -> contextmanager:
+def zero_ablated(net: nn.Module, heads):
     """Run ``net`` with the given (layer, head) pairs switched off (their output x 0 before ``W_o``)."""
     return ablated(net, dict.fromkeys(heads, 0.0))
+
+
+def zero_ablated_heads(attn: nn.Module, heads):
+    """Run one attention block on its own with the given heads switched off at its ``hook_z``."""
+
+    def zero(z: torch.Tensor) -> torch.Tensor:  # (B, T, n_heads, head_dim)
+        z = z.clone()
+        z[:, :, list(heads)] = 0
+        return z
+
+    return hooks(attn, {"hook_z": zero})

@@ -107,8 +107,12 @@ def train_calculator(
     return Trained(module.eval(), data, time.perf_counter() - started, trainer.global_step)
 
 
-def show(path: str | Path):
-    """A PNG written by analysis.plots, shown inline in the notebook."""
+def show(figure):
+    """A figure drawn by analysis.plots (a matplotlib Figure), shown inline in the notebook as a PNG."""
+    import io
+
     from IPython.display import Image
 
-    return Image(filename=str(path))
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=90)
+    return Image(data=png.getvalue())
