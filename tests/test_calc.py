@@ -598,10 +598,11 @@ def test_bench_decode_reports_json(capsys):
     assert len(runs) == 2 and result["eval_seconds"] == min(runs) and 0 < sum(runs) <= elapsed
     decode = result["decode"]
     for name in ("kv_cache", "no_cache"):  # each rate is its problems' answer tokens over its own time
-        seconds = decode[name]["seconds"]
+        seconds = decode[name]["seconds"]  # rounded to 0.1 ms: the rates come from the unrounded time
         assert 0 < seconds <= elapsed, name
-        assert decode[name]["tokens_per_second"] == pytest.approx(300 * 4 / seconds, rel=1e-3), name
-        assert decode[name]["problems_per_second"] == pytest.approx(300 / seconds, rel=1e-3), name
+        for key, amount in (("tokens_per_second", 300 * 4), ("problems_per_second", 300)):
+            low, high = amount / (seconds + 5e-5) - 0.5, amount / (seconds - 5e-5) + 0.5
+            assert low <= decode[name][key] <= high, (name, key, decode[name], seconds)
     speedup = decode["no_cache"]["seconds"] / decode["kv_cache"]["seconds"]
     assert result["kv_cache_speedup"] == pytest.approx(speedup, abs=0.01)
 
