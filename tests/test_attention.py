@@ -84,9 +84,18 @@ def test_grouped_and_multi_query_attention_share_key_value_heads(n_kv_heads):
     attn = MultiHeadAttention(64, 8, n_kv_heads)
     assert attn.W_k.out_features == attn.W_v.out_features == n_kv_heads * 8
     assert attn.W_q.out_features == 64
-    _, w = attn(torch.randn(1, 5, 64), need_weights=True)
-    # with one kv head, heads still differ (their queries differ) -- the sharing is of K and V only
+    x = torch.randn(1, 5, 64)
+    seen = {}
+    attn.hook_z.register_forward_hook(lambda m, i, o: seen.setdefault("z", o))
+    _, w = attn(x, need_weights=True)
     assert w.shape == (1, 8, 5, 5)
+    # the query heads of one group read the same values: head i's output is its pattern times V of group i // size
+    V, hd = attn.W_v(x), attn.head_dim
+    for i in range(8):
+        kv = i // attn.group_size
+        torch.testing.assert_close(seen["z"][:, :, i], w[:, i] @ V[..., kv * hd : (kv + 1) * hd])
+    # and within a group the heads still differ (their queries differ): the sharing is of K and V only
+    assert attn.group_size == 8 // n_kv_heads and not torch.allclose(w[:, 0], w[:, 1])
     n_params = sum(p.numel() for p in attn.parameters())
     assert n_params == 2 * (64 * 64 + 64) + 2 * (64 * n_kv_heads * 8 + n_kv_heads * 8)
 

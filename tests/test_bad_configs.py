@@ -125,8 +125,54 @@ def test_a_bad_config_is_one_line_naming_the_key(overrides, needle, tmp_path, ca
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], text
 
 
-def test_there_are_forty_kinds_and_more():
-    assert len(BAD_CONFIGS) >= 40
+GOOD_VALUES = {  # an allowed value for keys the table above gets wrong, and where the built run holds it
+    "model.n_heads=8": lambda run: run["module"].net.cfg.n_heads == 8,
+    "model.n_kv_heads=2": lambda run: run["module"].net.cfg.n_kv_heads == 2,
+    "model.d_model=32": lambda run: run["module"].net.cfg.d_model == 32,
+    "model.n_layers=1": lambda run: len(run["module"].net.blocks) == 1,
+    "model.dropout=0.1": lambda run: run["module"].net.cfg.dropout == 0.1,
+    "model.bias=false": lambda run: run["module"].net.blocks[0].attn.W_q.bias is None,
+    "data.digits=2": lambda run: run["data"].fmt.digits == 2,
+    "data.operators=+-*": lambda run: run["data"].fmt.operators == "+-*",
+    "data.show_work=true": lambda run: run["data"].fmt.show_work,
+    "data.batch_size=64": lambda run: run["data"].batch_size == 64,
+    "data.streaming=false": lambda run: not run["data"].streaming,
+    "data.n_train=5000": lambda run: run["data"].n_train == 5000,
+    "data.n_test=100": lambda run: len(run["data"].held_out_set("test")) == 100,
+    "data.val_fraction=0.1": lambda run: run["data"].sampler.fractions["val"] == 0.1,
+    "optim.lr=1e-3": lambda run: run["module"].schedule.lr == 1e-3,
+    "optim.weight_decay=0": lambda run: run["module"].schedule.weight_decay == 0,
+    "optim.warmup_steps=10": lambda run: run["module"].schedule.warmup_steps == 10,
+    "trainer.max_steps=7": lambda run: run["trainer"].max_steps == 7,
+    "trainer.precision=bf16-mixed": lambda run: run["trainer"].precision == "bf16-mixed",
+    "trainer.gradient_clip_val=0.5": lambda run: run["trainer"].gradient_clip_val == 0.5,
+    "seed=4294967295": lambda run: True,  # the largest seed Lightning takes: no error is what is checked
+    "threads=1": lambda run: torch.get_num_threads() == 1,
+    "target_accuracy=1": lambda run: True,
+    "analysis.probes=[12*4]": lambda run: run["analysis"].probes == ["12*4"],
+    "analysis.prune=greedy": lambda run: run["analysis"].prune == "greedy",
+    "analysis.tolerance=0.5": lambda run: run["analysis"].tolerance == 0.5,
+    "logger.wandb.mode=disabled": lambda run: run["loggers"][0]._wandb_init["mode"] == "disabled",
+    "callbacks.attention_maps.every_n_val=1": lambda run: run["maps"].every_n_val == 1,
+}
+
+
+def test_allowed_values_of_the_same_keys_pass_the_same_checks_and_reach_the_run(tmp_path, capsys):
+    """The checks refuse values, not keys: allowed values of the keys above go through the same command-line
+    check and assemble() (which raise for every line of BAD_CONFIGS) and end up in the objects built."""
+    threads = torch.get_num_threads()
+    overrides = list(GOOD_VALUES)
+    argv = [f"hydra.run.dir={tmp_path / 'run'}", *overrides]
+    check_command_line(argv)  # exits 2 on a refusal
+    cfg = with_run_dir(compose_config(argv), tmp_path / "run")
+    try:
+        data, module, analysis, callbacks, loggers, trainer = assemble(effective_config(cfg, overrides, False))
+        maps = next(c for c in callbacks if type(c).__name__ == "AttentionMaps")
+        run = dict(data=data, module=module, analysis=analysis, loggers=loggers, trainer=trainer, maps=maps)
+        assert [o for o, holds in GOOD_VALUES.items() if not holds(run)] == []
+    finally:
+        torch.set_num_threads(threads)
+    assert "error:" not in capsys.readouterr().err
 
 
 CLI_SAMPLE = ["model.n_heads=3", "model.n_head=8", "data.streaming=false data.n_train=10", "seed=5000000000"]

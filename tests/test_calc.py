@@ -10,6 +10,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -142,8 +143,15 @@ MALFORMED = [  # (input, what the error line must mention) for a 2-digit '+' mod
 ]
 
 
-def test_at_least_twenty_kinds_of_malformed_input_are_covered():
-    assert len(MALFORMED) >= 20
+def test_the_parser_tells_at_least_twenty_kinds_of_malformed_input_apart():
+    """Each malformed line is refused by the parser itself (no model needed), and its messages say what is wrong
+    in at least 20 different ways: a parser with one generic complaint for everything would fail here."""
+    kinds = set()
+    for text, needle in MALFORMED:
+        with pytest.raises(ExpressionError, match=re.escape(needle)) as refused:
+            parse_expression(text, FMT)
+        kinds.add(re.sub(r"'[^']*'|\d+", "_", str(refused.value)))  # the same complaint about other numbers is one kind
+    assert len(kinds) >= 20, sorted(kinds)
 
 
 @pytest.mark.parametrize("text,needle", MALFORMED, ids=[repr(t[:12]) for t, _ in MALFORMED])
@@ -290,7 +298,16 @@ def test_eval_agrees_with_check_on_many_problems_and_lists_mistakes(capsys, tmp_
     first = report["mistakes"][0]
     assert first["problem"] == texts[first["line"] - 1] and first["truth"] == eval(first["problem"])
     assert checked[first["line"] - 1] == f"{first['model']} ✗ (truth {first['truth']})"
-    assert 0 < report["digit_accuracy"] < 1 and report["digit_accuracy"] >= report["exact_match"]
+    # digit accuracy, counted here: the share of answer characters the model wrote right, as its own text
+    c = load_calculator(run_add)
+    problems = [parse_expression(text, c.fmt) for text in texts]
+    written = c.generate(c.encode(problems)[:, : c.fmt.prompt_len]).tolist()
+    right_chars = [
+        sum(x == y for x, y in zip(row, c.tokenizer.encode(c.fmt.answer_text(p.truth)), strict=True))
+        for p, row in zip(problems, written, strict=True)
+    ]
+    assert report["digit_accuracy"] == pytest.approx(sum(right_chars) / (300 * c.fmt.answer_len))
+    assert report["exact_match"] < report["digit_accuracy"] < 1  # a wrong answer is rarely wrong in every digit
 
 
 def test_eval_by_operator_and_borrows(capsys, tmp_path, run_mixed):
@@ -424,11 +441,14 @@ def fp32_matmuls():
 
 def eval_report(capsys, run: Path, path: Path, *options: str) -> dict:
     """--eval --json of ``path``, without the parts that depend on the machine (time, device)."""
+    started = time.perf_counter()
     status, lines, _ = call(
         capsys, "--ckpt", str(run), *options, "--eval", str(path), "--json", "--show-mistakes", "50"
     )
+    elapsed = time.perf_counter() - started
     report = json.loads("\n".join(lines))
-    assert status == 0 and report.pop("seconds") >= 0
+    # the evaluation's own time: measured (not 0), in seconds, and within the whole call's wall time
+    assert status == 0 and 0 < report.pop("seconds") <= elapsed
     return report
 
 
@@ -569,10 +589,23 @@ def test_attention_goes_to_stderr_and_stdout_keeps_one_line_per_input(capsys, ru
 
 # ---- bench ------------------------------------------------------------------------------------------------
 def test_bench_decode_reports_json(capsys):
-    assert bench.main(["decode", "--n", "300", "--repeat", "1", "--json"]) == 0
+    started = time.perf_counter()
+    assert bench.main(["decode", "--n", "300", "--repeat", "2", "--json"]) == 0
+    elapsed = time.perf_counter() - started
     result = json.loads(capsys.readouterr().out)["decode"]
-    assert result["n"] == 300 and result["eval_seconds"] > 0
-    assert result["decode"]["kv_cache"]["tokens_per_second"] > 0 and result["decode"]["no_cache"]["seconds"] > 0
+    assert result["n"] == 300 and result["answer_tokens"] == 4  # 3-digit sums: 4 answer digits
+    # the reported time is the fastest of the repeats, each measured within the command's wall time
+    runs = result["eval_seconds_runs"]
+    assert len(runs) == 2 and result["eval_seconds"] == min(runs) and 0 < sum(runs) <= elapsed
+    decode = result["decode"]
+    for name in ("kv_cache", "no_cache"):  # each rate is its problems' answer tokens over its own time
+        seconds = decode[name]["seconds"]  # rounded to 0.1 ms: the rates come from the unrounded time
+        assert 0 < seconds <= elapsed, name
+        for key, amount in (("tokens_per_second", 300 * 4), ("problems_per_second", 300)):
+            low, high = amount / (seconds + 5e-5) - 0.5, amount / (seconds - 5e-5) + 0.5
+            assert low <= decode[name][key] <= high, (name, key, decode[name], seconds)
+    speedup = decode["no_cache"]["seconds"] / decode["kv_cache"]["seconds"]
+    assert result["kv_cache_speedup"] == pytest.approx(speedup, abs=0.01)
 
 
 # ---- the real thing ---------------------------------------------------------------------------------------

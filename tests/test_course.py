@@ -18,12 +18,17 @@ import sys
 import hydra
 import pytest
 import torch
+import yaml
+from omegaconf import OmegaConf
 from torch.utils import flop_counter
 
 from model.attention import KVCache, MultiHeadAttention
 from model.transformer import Transformer, TransformerConfig
 from model.walkthrough import walkthrough
-from tests.conftest import ROOT, compose_config
+from tests.conftest import CONFIGS, ROOT, compose_config, with_run_dir
+from train import assemble
+from training.cli import check_command_line
+from training.config import effective_config
 
 torch.manual_seed(0)
 
@@ -55,7 +60,15 @@ def test_exercise_1_and_quiz_2_head_dim(d_model, n_heads, expected_head_dim):
     _, weights, z = captured(attn, torch.randn(1, 3, d_model), need_weights=True)
     assert z.shape == (1, 3, n_heads, expected_head_dim)
     assert weights.shape == (1, n_heads, 3, 3)
-    assert attn.W_q.weight.view(n_heads, -1, d_model).shape[1] == expected_head_dim
+    # head 0 owns exactly the first head_dim rows of W_q: changing them changes head 0's output and no other's
+    # (were the heads cut another size, those rows would reach into a neighbour, or leave some of head 0's out)
+    x = torch.randn(1, 3, d_model)
+    _, _, before = captured(attn, x)
+    with torch.no_grad():
+        attn.W_q.weight[:expected_head_dim] += torch.randn(expected_head_dim, d_model)
+    _, _, after = captured(attn, x)
+    assert not torch.allclose(after[:, :, 0], before[:, :, 0])
+    torch.testing.assert_close(after[:, :, 1:], before[:, :, 1:])
 
 
 # The lessons' tables of real models, plus their row for our calculator. Built on the meta device: the
@@ -358,7 +371,7 @@ def module_functions(path) -> dict[str, ast.FunctionDef]:
     return {node.name: node for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)}
 
 
-def test_course_md_names_only_what_exists(capsys, monkeypatch):
+def test_course_md_names_only_what_exists(capsys, monkeypatch, tmp_path):
     """Every `file.py: name`, test id, file and command that docs/course.md quotes is real."""
     spans = set(re.findall(r"`([^`\n]+)`", COURSE_MD.read_text()))
     code_refs, node_ids, paths, commands = set(), set(), set(), set()
@@ -384,25 +397,47 @@ def test_course_md_names_only_what_exists(capsys, monkeypatch):
     for path in sorted(paths):
         assert (ROOT / path).exists(), path
 
-    ran = 0
-    for command in sorted(commands):
+    for i, command in enumerate(sorted(commands)):
         program, *args = shlex.split(command)[1:]
         try:
-            check_command(program, args, capsys, monkeypatch)
-        except SystemExit as e:  # argparse rejected the options
+            check_command(program, args, capsys, monkeypatch, tmp_path / str(i))
+        except SystemExit as e:  # argparse or train.py's command-line check rejected it
             pytest.fail(f"docs/course.md: {command!r} exits with {e.code}: {capsys.readouterr().err}")
-        ran += 1
-    assert ran == len(commands)
 
 
-def check_command(program: str, args: list[str], capsys, monkeypatch) -> None:
-    """Run or parse one quoted command as far as is cheap: overrides compose, options parse, walk-throughs run."""
+def check_train_command(args: list[str], run_dir) -> None:
+    """``python train.py ARGS`` up to the first training step: its command line passes train.py's own check,
+    every ``key=value`` and ``group=option`` it gives is in the composed config, a ``-m`` really sweeps, and the
+    run's objects build (training itself is test_train.py's job), the model with the values the command set."""
+    command = " ".join(["python train.py", *args])
+    multirun = any(a in ("-m", "--multirun") for a in args)
+    overrides = [a for a in args if a not in ("-m", "--multirun")]
+    check_command_line([*args, f"hydra.run.dir={run_dir}"])  # a typo exits 2 here, as in train.py
+    cfg = with_run_dir(compose_config(overrides), run_dir)
+    given = {}
+    for override in overrides:
+        key, value = override.split("=", 1)
+        if (CONFIGS / key).is_dir():
+            assert cfg.hydra.runtime.choices[key] == value, command
+        else:
+            given[key] = yaml.safe_load(value)
+            assert OmegaConf.select(cfg, key) == given[key], (command, key)
+    if multirun:
+        assert cfg.hydra.sweeper.params, f"{command}: -m with nothing to sweep"
+    _, module, analysis, *_ = assemble(effective_config(cfg, overrides, multirun))
+    built = {"model": module.net.cfg, "analysis": analysis}
+    for key, value in given.items():
+        group, _, name = key.partition(".")
+        assert getattr(built[group], name) == value, (command, key)
+
+
+def check_command(program: str, args: list[str], capsys, monkeypatch, run_dir) -> None:
+    """Run or parse one quoted command as far as is cheap: train.py builds its run, options parse, walk-throughs run."""
     import calc
 
     command = " ".join(["python", program, *args])
-    if program == "train.py":  # the overrides compose into a config (training itself is test_train.py's job)
-        overrides = [a for a in args if a not in ("-m", "--multirun")]
-        assert compose_config(overrides) is not None, command
+    if program == "train.py":
+        check_train_command(args, run_dir)
     elif program == "calc.py":
         calc.parse_args(args)  # argparse exits on an unknown option
     elif [program, *args[:1]] == ["-m", "model.walkthrough"]:

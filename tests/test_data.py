@@ -198,12 +198,19 @@ def test_draws_of_several_steps_hold_only_training_problems_and_each_step_its_ow
     )  # fmt: skip
     stream = iter(FreshBatches(dm.sampler, dm.encoder, 100, seed=0, hard=dm.hard, draw_steps=4))
     digits = lambda batch, columns: sum((batch[:, c] - 3) * 10 ** (1 - i) for i, c in enumerate(columns))  # noqa: E731
-    for step in range(8):  # step 0: all hard, step 2: half, from step 4 on uniform
+    mean_carries = []
+    for _ in range(8):  # step 0: all hard, step 2: half, from step 4 on uniform
         batch = next(stream)
         a, b = digits(batch, (1, 2)), digits(batch, (4, 5))
         assert (dm.fmt.split_of(a, torch.zeros_like(a), b, 0.2, 0.3) == 0).all()  # never a val or test problem
-        mean_carries = carries(a, b).float().mean().item()  # ~0.9 for uniform 2-digit additions
-        assert mean_carries > 1.5 if step == 0 else mean_carries < 1.2 if step >= 4 else True, (step, mean_carries)
+        mean_carries.append(carries(a, b).float().mean().item())  # ~0.9 for uniform 2-digit additions
+    hard, uniform = mean_carries[0], sum(mean_carries[4:]) / 4
+    assert hard > 1.5 and max(mean_carries[4:]) < 1.2, mean_carries
+    # in between, each step of the draw has its own hard share (3/4, 1/2, 1/4), not the draw's first step's
+    assert mean_carries[:5] == sorted(mean_carries[:5], reverse=True), mean_carries
+    for step, share in ((1, 0.75), (2, 0.5), (3, 0.25)):
+        expected = uniform + share * (hard - uniform)
+        assert abs(mean_carries[step] - expected) < 0.25, (step, mean_carries[step], expected)
 
 
 def test_consecutive_training_batches_are_independent_draws():

@@ -8,6 +8,7 @@ Set TINYCALC_NOTEBOOKS_OUT=<dir> to keep the executed copies, outputs and figure
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import os
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -49,8 +51,53 @@ def require(module: str):
 # ---- committed clean ------------------------------------------------------------------------------------
 
 
-def test_the_lesson_notebooks_are_all_there():
-    assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == LESSONS
+PROJECT_PACKAGES = {"model", "data", "analysis", "training"}
+
+
+@pytest.mark.parametrize("stem", LESSONS)
+def test_notebook_code_is_python_that_uses_the_projects_real_code(stem):
+    """docs/course.md: the notebooks "import the code named above rather than re-implement it". Every code cell
+    parses, the notebook imports from the project's packages, and every name it imports from them, and every
+    ``lessons.<name>`` it uses, exists there."""
+    assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == LESSONS  # none is left out of these tests
+    lessons = importlib.import_module("notebooks.lessons")
+    imported = []
+    for cell in read(stem)["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        tree = ast.parse(source(cell), filename=f"{stem}#{cell['id']}")  # a SyntaxError fails the test here
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module.split(".")[0] in PROJECT_PACKAGES:
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    assert hasattr(module, alias.name), f"{stem}#{cell['id']}: {node.module} has no {alias.name}"
+                    imported.append(f"{node.module}.{alias.name}")
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "lessons":
+                assert hasattr(lessons, node.attr), f"{stem}#{cell['id']}: notebooks/lessons.py has no {node.attr}"
+    assert imported, f"{stem} imports nothing from {sorted(PROJECT_PACKAGES)}"
+
+
+def test_the_attention_block_notebook_runs_and_its_exercises_are_right(monkeypatch, capsys):
+    """Notebook 01 (no training) run in this process, cell by cell from its folder, without the notebooks
+    extra: no cell raises, every exercise's assert passes and it prints "right", and the cells docs/course.md
+    cites for a fact print that fact, measured on our MultiHeadAttention."""
+    monkeypatch.chdir(NOTEBOOKS)
+    monkeypatch.syspath_prepend(str(NOTEBOOKS))
+    namespace = {"__name__": "__main__"}
+    printed = {}
+    with torch.random.fork_rng():
+        for cell in read("01_attention_block")["cells"]:
+            if cell["cell_type"] == "code":
+                exec(compile(source(cell), f"01_attention_block#{cell['id']}", "exec"), namespace)
+                printed[cell["id"]] = capsys.readouterr().out
+    for cell in exercise_cells(read("01_attention_block")):
+        assert printed[cell["id"]].startswith("right"), (cell["id"], printed[cell["id"]])
+    assert "our calculator: d_model=64, n_heads=4, head_dim=16" in printed["calculator-row-1"]
+    assert "same shape: True   same numbers: False" in printed["wrong-view-1"]  # the view without the transpose
+    assert "head 0 and head 1 differ: True" in printed["softmax-1"]
+    assert re.search(r"\[1\.0, 1\.0, 1\.0, 1\.0\]", printed["w-o-1"])  # every head reaches every feature
+    counts = re.findall(r"^\s+(\d+)\s+(\d+)\s+([\d,]+)\s", printed["cost-1"], re.M)  # heads, head_dim, params
+    assert [int(h) for h, _, _ in counts] == [1, 2, 4, 8, 16] and {p for _, _, p in counts} == {"16,640"}
 
 
 @pytest.mark.parametrize("stem", LESSONS)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 
 import pytest
 
+from model.module import CalculatorModule
 from tests.conftest import run_train
 from training import TARGET_ACCURACY
 
@@ -22,6 +24,7 @@ SMALL = [
 
 
 def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path):
+    started = time.perf_counter()
     done = run_train(
         tmp_path,
         *SMALL,
@@ -29,17 +32,22 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
         "target_accuracy=null",  # all 500 steps
         "callbacks.attention_maps.every_n_val=4",
     )
+    elapsed = time.perf_counter() - started
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((tmp_path / "results.json").read_text())
     # 2-digit sums have 3 answer digits: guessing gets ~0.1% right
     assert results["test_exact_match"] >= 0.9, results
     assert results["n_test"] >= 400 and results["steps"] == 500
-    for key in ("val_exact_match", "n_params", "steps", "train_seconds", "tokens_per_second"):
-        assert results[key] > 0
     assert (tmp_path / "tokenizer.json").exists() and (tmp_path / "config.yaml").exists()
-    assert (tmp_path / "checkpoints" / "best.ckpt").exists()
+    module = CalculatorModule.load_from_checkpoint(tmp_path / "checkpoints" / "best.ckpt", map_location="cpu")
+    assert results["n_params"] == sum(p.numel() for p in module.net.parameters())  # the saved model's own count
     history = json.loads((tmp_path / "history.json").read_text())["val"]
     assert history[-1]["step"] == results["steps"]  # the whole curve, not the best checkpoint's part of it
+    assert results["val_exact_match"] == pytest.approx(max(h["exact_match"] for h in history))  # the best one's
+    # the training time is within the command's, and the speed is the tokens trained (256 a step) over it
+    assert 0 < results["train_seconds"] < elapsed
+    tokens = results["steps"] * 256 * (module.fmt.seq_len - 1)
+    assert results["tokens_per_second"] == pytest.approx(tokens / results["train_seconds"], rel=0.01)
     assert f"run directory: {tmp_path}" in done.stdout
 
     # attention maps: every layer, during training (every 4th validation) and at the end, plus raw weights
@@ -56,7 +64,24 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
     assert len(rows) == 2 * 4 * 2 and {r["ablation"] for r in rows} == {"zero", "mean"}
     assert all(r["role"] for r in rows)
     assert (tmp_path / "ablation.png").exists() and (tmp_path / "pruning.png").exists()
-    assert 0.0 <= results["prunable_fraction"] <= 1.0 and len(results["most_important_heads"]) == 3
+    # the headline numbers are what the written tables say: the three zero-ablations that cost the most, and the
+    # largest fraction of the pruning curve before it first loses more than the tolerance (0.01)
+    zeroed = sorted(
+        (r for r in rows if r["ablation"] == "zero"),
+        key=lambda r: (float(r["delta_exact_match"]), -float(r["delta_loss"])),
+    )
+    assert [(h["layer"], h["head"]) for h in results["most_important_heads"]] == [
+        (int(r["layer"]), int(r["head"])) for r in zeroed[:3]
+    ]
+    with (tmp_path / "pruning.csv").open() as f:
+        curve = [(float(r["fraction_removed"]), float(r["exact_match"])) for r in csv.DictReader(f)]
+    assert [c[0] for c in curve] == [n / 8 for n in range(len(curve))]  # one more of the 8 heads removed each step
+    kept = 0.0
+    for fraction, exact_match in curve:
+        if exact_match < curve[0][1] - 0.01:
+            break
+        kept = fraction
+    assert results["prunable_fraction"] == kept
     assert "most important heads" in done.stdout  # the end-of-run summary
     # the offline wandb run holds the images and tables
     (run,) = (tmp_path / "wandb").glob("offline-run-*")
