@@ -109,14 +109,19 @@ class HeadAnalysis:
             written = recorder.record(analysis, rows, analysis.figure(rows, ctx))
             if "figure" in written:
                 images[analysis.name] = str(written["figure"])
-            results |= analysis.results(rows, ctx)
+            entries = analysis.results(rows, ctx)
+            results |= entries
             summary += analysis.summary(rows, ctx)
-            described.append(analysis.describe() | {"notes": head_notes(analysis, rows)})
+            described.append(
+                analysis.describe() | {"notes": head_notes(analysis, rows), "results_keys": sorted(entries)}
+            )
         if "prunable_fraction" in results:
             recorder.summary({"prunable_fraction": results["prunable_fraction"]})
         run_dir.write_json(run_dir.analysis, page_facts(module.fmt, self.tolerance, described))
         seconds = round(time.perf_counter() - started, 2)
         return results | {
+            "analysis_problems": len(problems),
+            "intact_exact_match": ctx.evaluator.intact.exact_match,
             "images": images,
             "analysis_summary": summary,
             "tolerance": self.tolerance,

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from storage.results import SCHEMA, Results
+
 HYDRA_FILES = (".hydra", ".hydra-resume")  # what Hydra writes before the run starts
 RUN_PATTERNS = ("runs/*", "multirun/*/*")  # where runs are: single runs, and the jobs of sweeps
 
@@ -125,7 +127,8 @@ class RunDir:
         return path
 
     # ---- what state the run is in ---------------------------------------------------------------------------
-    def read_results(self) -> dict:
+    def read_results(self) -> Results:
+        """results.json as written (storage/results.py: the schema), or {} when it is missing or unreadable."""
         try:
             data = json.loads(self.results.read_text())
         except (OSError, ValueError):
@@ -237,8 +240,8 @@ class RunDir:
     def write_text(path: Path, text: str) -> Path:
         return write_atomically(path, lambda tmp: tmp.write_text(text))
 
-    def write_results(self, data: dict) -> None:
-        self.write_json(self.results, data)
+    def write_results(self, data: Results) -> None:
+        self.write_json(self.results, {"schema": SCHEMA} | data)
 
     def mark_running(self, resumed_from: str | None, previous: dict) -> None:
         """From the first write on, a run that stops without saying so is seen as unfinished."""

@@ -41,7 +41,8 @@ def documented_metric(monkeypatch) -> tuple[types.ModuleType, str]:
     """docs/architecture.md's "Add a metric" example, as a module, and its registration line."""
     doc = (ROOT / "docs" / "architecture.md").read_text()
     section = doc[doc.index("## Add a metric") :]
-    code, line = re.findall(r"```python\n(.*?)```", section, re.S)[:2]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    line = re.search(r"```text\n(.*?)```", section, re.S).group(1)
     module = types.ModuleType("analysis.metrics.entropy")
     monkeypatch.setitem(sys.modules, module.__name__, module)  # as if it were analysis/metrics/entropy.py
     exec(compile(code, "docs/architecture.md", "exec"), module.__dict__)

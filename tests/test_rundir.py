@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from storage.results import SCHEMA
 from storage.rundir import RunDir, RunDirError
 from tests.conftest import ROOT, SMALL_TASK, run_train
 from training.loggers import wandb_problem
@@ -100,7 +101,7 @@ def test_a_failure_never_overwrites_finished_or_resumable_results(tmp_path):
     assert run.read_results()["status"] == "interrupted"
     run.write_results({"status": "running"})
     run.mark_failed("boom")
-    assert run.read_results() == {"status": "failed", "error": "boom"}
+    assert run.read_results() == {"schema": SCHEMA, "status": "failed", "error": "boom"}
 
 
 @pytest.mark.parametrize(

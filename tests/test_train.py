@@ -49,6 +49,14 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
     tokens = results["steps"] * 256 * (module.fmt.seq_len - 1)
     assert results["tokens_per_second"] == pytest.approx(tokens / results["train_seconds"], rel=0.01)
     assert f"run directory: {tmp_path}" in done.stdout
+    # every key is the schema's (storage/results.py), with its type, or one a registered analysis says it wrote
+    from storage.results import SCHEMA, Results, wrong_types
+
+    assert results["schema"] == SCHEMA and wrong_types(results) == []
+    facts = json.loads((tmp_path / "analysis.json").read_text())
+    analysis_keys = {key for a in facts["analyses"] for key in a["results_keys"]}
+    assert set(results) - set(Results.__annotations__) == analysis_keys
+    assert {"head_roles", "most_important_heads", "prunable_fraction", "direct_logit_attribution"} <= analysis_keys
 
     # attention maps: every layer, during training (every 4th validation) and at the end, plus raw weights
     for tag in ("step000200", "step000400", "final"):

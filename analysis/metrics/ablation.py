@@ -46,8 +46,6 @@ class Ablation(HeadMetric):
 
     def results(self, rows: list[AblationRow], ctx: Context) -> dict:
         return {
-            "analysis_problems": len(ctx.problems),
-            "intact_exact_match": ctx.evaluator.intact.exact_match,
             "most_important_heads": [
                 {"layer": r.layer, "head": r.head, "delta_exact_match": r.delta_exact_match, "role": r.role}
                 for r in self.most_important(rows)
