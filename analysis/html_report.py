@@ -138,13 +138,28 @@ def sweep_data(sweep: SweepDir, rows: list[dict], rewrite_runs: bool = False) ->
                 write_run_report(job.path)
             row["report"] = f"{job.path.name}/{job.report.name}"
         row["error_log"] = f"{job.path.name}/{job.error_log.name}" if job.error_log.exists() else None
+    finished = [(row["run"], job) for row, job in zip(rows, sweep.jobs(), strict=True) if row["report"]]
     return {
         "kind": "sweep",
         "name": sweep.path.name,
         "rows": rows,
         "grouped": grouped_over_seeds(rows),
         "milestone": MILESTONE,
+        "heads": heads_across_runs(finished),
     }
+
+
+def heads_across_runs(runs: list[tuple[str, RunDir]]) -> list[dict]:
+    """Every per-head analysis the finished runs recorded, each with its rows per run (the sweep page draws one
+    heatmap per run, side by side)."""
+    heads: dict[str, dict] = {}
+    for name, job in runs:
+        for analysis in _facts(job, job.read_results()).get("analyses", []):
+            rows = _csv(job.table(analysis["name"])) if analysis.get("view") == "heads" else None
+            if rows:
+                entry = heads.setdefault(analysis["name"], analysis | {"runs": []})
+                entry["runs"].append({"run": name, "rows": rows})
+    return list(heads.values())
 
 
 def _finite(value):

@@ -17,7 +17,7 @@ import torch
 from analysis.ablation import Evaluator
 from analysis.cache import run_with_cache
 from analysis.maps import attention_maps, default_probes, probe_sequences
-from analysis.metric import MILESTONE, Context, HeadMetric
+from analysis.metric import MILESTONE, Context, HeadMetric, points
 from analysis.record import Recorder
 from data.positions import positions
 from storage.rundir import RunDir
@@ -139,17 +139,21 @@ def head_notes(analysis, rows: list) -> dict[str, str]:
 
 
 def page_facts(fmt, tolerance: float, analyses: list[dict]) -> dict:
-    """Everything the page needs besides the rows, recorded when the run writes them (analysis.json)."""
-    where = positions(fmt)[:-1]  # model inputs stop before [EOS]
-    return {
+    """Everything the page needs besides the rows, recorded when the run writes them (analysis.json); ``fmt``
+    (the problem format) labels the positions, None for none."""
+    facts = {
         "schema": ANALYSIS_SCHEMA,
         "tolerance": tolerance,
+        "tolerance_text": points(tolerance),  # "1 point": the page's words for it
         "milestone": MILESTONE,
-        "key_labels": [p.short for p in where],
-        "key_names": [p.label for p in where],
-        "answer_places": [p.short for p in where[fmt.prompt_len :]],
         "analyses": analyses,
     }
+    if fmt is not None:
+        where = positions(fmt)[:-1]  # model inputs stop before [EOS]
+        facts["key_labels"] = [p.short for p in where]
+        facts["key_names"] = [p.label for p in where]
+        facts["answer_places"] = [p.short for p in where[fmt.prompt_len :]]
+    return facts
 
 
 def legacy_facts(data: dict | None, tolerance: float) -> dict:
@@ -159,6 +163,4 @@ def legacy_facts(data: dict | None, tolerance: float) -> dict:
     from data.problems import ProblemFormat
 
     analyses = [a.describe() | {"notes": {}} for a in ANALYSES]
-    if not data:
-        return {"schema": ANALYSIS_SCHEMA, "tolerance": tolerance, "milestone": MILESTONE, "analyses": analyses}
-    return page_facts(ProblemFormat(**data), tolerance, analyses)
+    return page_facts(ProblemFormat(**data) if data else None, tolerance, analyses)

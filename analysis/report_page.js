@@ -38,7 +38,6 @@
   const points = (x, d = 1) => (isNum(x) ? (x >= 0 ? "+" : "−") + Math.abs(100 * x).toFixed(d) : "—");
   const num = (x) => (isNum(x) ? x.toLocaleString("en-US") : "—");
   const fixed = (x, d) => (isNum(x) ? x.toFixed(d) : "—");
-  const pointText = (fraction) => { const p = +(100 * fraction).toPrecision(6); return `${p} point${p === 1 ? "" : "s"}`; };
 
   function viridis(t) {
     t = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
@@ -170,7 +169,7 @@
       card(m ? num(m.n_mistakes) : "—", m ? "test mistakes" : "test mistakes: not recorded"),
       card(num(r.n_params), `parameters (${r.n_layers} layers × ${r.n_heads} heads of ${r.head_dim} dims)`),
       card(`${num(r.steps)} steps`, `training, ${fixed(r.train_seconds, 1)} s (${num(r.tokens_per_second)} tokens/s)`),
-      card(isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—", `of heads prunable losing ≤ ${pointText(d.tolerance)}`));
+      card(isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—", `of heads prunable losing ≤ ${d.tolerance_text}`));
     root.append(cards);
   }
 
@@ -437,7 +436,7 @@
   function curveView(s, a, rows, d) {
     const x = column(a, a.x), y = column(a, a.y), scale = (c) => (c.unit === "fraction" ? 100 : 1);
     const r = d.results, tol = d.tolerance;
-    const hlines = isNum(tol) && rows.length ? [{ y: scale(y) * (rows[0][a.y] - tol), label: `intact − ${pointText(tol)}`, below: true }] : [];
+    const hlines = isNum(tol) && rows.length ? [{ y: scale(y) * (rows[0][a.y] - tol), label: `intact − ${d.tolerance_text}`, below: true }] : [];
     const vlines = isNum(r.prunable_fraction) ? [{ x: 100 * r.prunable_fraction, label: `prunable ${pct(r.prunable_fraction, 0)}`, colour: "#1f7a3d", bottom: true }] : [];
     const chart = lineChart([{ label: y.label, colour: PALETTE[0],
       points: rows.map((p) => [scale(x) * p[a.x], scale(y) * p[a.y], a.columns.map((c) => `${c.label} ${show(c, p[c.key])}`).join(", "), p[a.point_label]]) }],
@@ -445,7 +444,7 @@
         yDomain: y.unit === "fraction" ? [-2, 108] : null, xDomain: x.unit === "fraction" ? [0, 100] : null, title: a.title, hlines, vlines });
     s.append(el("div", { class: "row" }, chart, sortableTable(a, rows)));
     if (isNum(r.prunable_fraction) && a.x === "fraction_removed") {
-      s.append(el("p", { class: "muted", text: `${pct(r.prunable_fraction, 0)} of the heads can go losing at most ${pointText(tol)} of exact-match` +
+      s.append(el("p", { class: "muted", text: `${pct(r.prunable_fraction, 0)} of the heads can go losing at most ${d.tolerance_text} of exact-match` +
                                               (r.pruning_order ? ` (${r.pruning_order} order).` : ".") }));
     }
   }
@@ -544,6 +543,17 @@
       c.append(lineChart(series, { xLabel: "training step", yLabel: "val exact-match (%)", yDomain: [-2, 102], width: 760, height: 320,
                                    hlines: [{ y: 100 * d.milestone, label: pct(d.milestone, 0) }], title: "learning curves" }), legend(series));
     } else c.append(el("p", { class: "muted", text: "No run recorded a validation history." }));
+
+    for (const a of d.heads || []) {  // every per-head analysis, one heatmap per run (the first variant's)
+      const h = section(a.name, a.title, a.intro);
+      const grids = el("div", { class: "row" });
+      for (const run of a.runs) {
+        const first = a.variant ? run.rows.filter((r) => r[a.variant] === run.rows[0][a.variant]) : run.rows;
+        const label = run.run + (a.variant ? ` — ${first[0][a.variant]}` : "");
+        grids.append(el("div", {}, el("h3", { class: "mono", text: label }), headGrid(a, first, () => {})));
+      }
+      h.append(grids);
+    }
 
     const f = section("failed", "Failed jobs");
     if (!failed.length) f.append(el("p", { class: "muted", text: "None: every job finished." }));

@@ -59,7 +59,9 @@ READ_BACK = {
 MISSING = object()
 
 
-@pytest.mark.parametrize("group,option", [("data", "addition"), ("model", "calculator"), ("optim", "adamw")])
+@pytest.mark.parametrize(
+    "group,option", [("data", "addition"), ("model", "calculator"), ("optim", "adamw"), ("analysis", "default")]
+)
 def test_a_default_option_and_its_class_hold_the_same_defaults(group, option):
     """What a run uses (the YAML) and what the code does unconfigured (notebooks, tests) are the same recipe: a
     value changed in one place and not the other fails here."""

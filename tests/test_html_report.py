@@ -256,6 +256,12 @@ def test_sweep_report_renders_offline_and_links_each_run(browser, sweep_dir, run
     assert "model.n_heads=2" in view.text("#curves .legend")
     failed = view.text("#failed table")
     assert "model.n_heads=3" in failed and "does not divide d_model=64" in failed
+    for name in ("roles", "ablation", "dla"):  # every per-head analysis, a heatmap per finished run (one here)
+        cells = page.eval_on_selector_all(f"#{name} table.heat td", "els => els.map(e => e.textContent)")
+        assert len(cells) == 2 * 2, name  # 2 layers x 2 heads
+    zero = [line.split(",") for line in (run_dir / "ablation.csv").read_text().splitlines()[1:]]
+    shown = page.eval_on_selector_all("#ablation table.heat td", "els => els.map(e => e.textContent)")
+    assert shown == [f"{100 * float(r[4]):+.1f}".replace("-", "−") for r in zero if r[2] == "zero"]
     view.offline_and_clean()
     page.screenshot(path=tmp_path / "sweep_report.png", full_page=True)
     assert (tmp_path / "sweep_report.png").stat().st_size > 20_000
