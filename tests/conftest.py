@@ -61,3 +61,18 @@ def run_sweep(tmp_path: Path, *overrides: str, timeout: int = 600) -> subprocess
         text=True,
         timeout=timeout,
     )
+
+
+def untrained_calculator(n_layers: int = 2, seed: int = 0, n_test: int = 300):
+    """An untrained 4-head, d_model 32 calculator on 2-digit addition and ``n_test`` held-out problems: (module in
+    eval mode, test set). Shapes and bookkeeping, fast; what needs a model that learned trains one."""
+    import lightning as L
+
+    from data.datamodule import ArithmeticDataModule
+    from model.module import CalculatorModule
+
+    L.seed_everything(seed, verbose=False)
+    dm = ArithmeticDataModule(digits=2, n_val=10, n_test=n_test, val_fraction=0.05, test_fraction=0.05)
+    model = dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=n_layers)
+    module = CalculatorModule(model=model, fmt=dm.fmt.to_dict(), optim={})
+    return module.eval(), dm.held_out_set("test")

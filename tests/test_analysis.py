@@ -22,6 +22,7 @@ from data.positions import positions
 from data.problems import ProblemFormat
 from model.hooks import ablated, zero_ablated
 from model.module import CalculatorModule
+from tests.conftest import untrained_calculator
 
 
 @pytest.fixture(scope="module")
@@ -122,14 +123,7 @@ def test_pruning_curve(trained, order):
 
 
 def test_scores_that_start_at_a_later_layer_equal_full_passes():
-    L.seed_everything(1, verbose=False)
-    dm = ArithmeticDataModule(digits=2, n_val=10, n_test=300, val_fraction=0.05, test_fraction=0.05)
-    module = CalculatorModule(
-        model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=3),
-        fmt=dm.fmt.to_dict(),
-        optim=dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.98], warmup_steps=0, min_lr_ratio=0.1),
-    ).eval()
-    test = dm.held_out_set("test")
+    module, test = untrained_calculator(n_layers=3, seed=1)
     evaluator = Evaluator(module, test, batch_size=128)  # several chunks
     for layer, head in [(0, 1), (1, 2), (2, 3)]:
         cached = evaluator.score({(layer, head): 0.0})  # starts at `layer`, from the cached residual stream

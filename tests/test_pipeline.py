@@ -8,7 +8,6 @@ import sys
 import types
 from pathlib import Path
 
-import lightning as L
 import pytest
 import torch
 
@@ -17,9 +16,8 @@ from analysis.cache import run_with_cache
 from analysis.html_report import run_data
 from analysis.metrics.dla import head_logit_contributions
 from analysis.pipeline import HeadAnalysis
-from data.datamodule import ArithmeticDataModule
-from model.module import CalculatorModule
 from storage.rundir import RunDir
+from tests.conftest import untrained_calculator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,14 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def small():
     """An untrained 2-layer model on 2-digit addition and 300 test problems: the pipeline's shape, fast."""
-    L.seed_everything(0, verbose=False)
-    dm = ArithmeticDataModule(digits=2, n_val=100, n_test=300, val_fraction=0.05, test_fraction=0.05)
-    module = CalculatorModule(
-        model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=2),
-        fmt=dm.fmt.to_dict(),
-        optim={},
-    ).eval()
-    return module, dm.held_out_set("test")
+    return untrained_calculator(n_layers=2)
 
 
 def documented_metric(monkeypatch) -> tuple[types.ModuleType, str]:
