@@ -146,8 +146,9 @@ def register_resolvers() -> None:
 
 
 def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> DictConfig:
-    """The config this invocation runs: the composed one, or -- for resume= -- the saved config of the run
-    it continues (only trainer.max_steps may change, to train for longer)."""
+    """The config this invocation runs: the composed one, or -- for resume= -- the config of the run it
+    continues, rebuilt from the project's configs with the values of its config.yaml and checked against its
+    checkpoint (training/resume.py); only trainer.max_steps may change, to train for longer."""
     if cfg.resume is None:
         return cfg
     if multirun:
@@ -170,11 +171,12 @@ def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> D
     from model.checkpoint import CheckpointError, load_calculator
 
     try:
-        load_calculator(checkpoint)  # a missing, corrupt or foreign checkpoint is one clear line, here
+        calc = load_calculator(checkpoint)  # a missing, corrupt or foreign checkpoint is one clear line, here
     except CheckpointError as e:
         raise ConfigError(f"resume={cfg.resume}: {e}") from None
-    resumed = OmegaConf.load(owner.config)
-    resumed.resume = str(checkpoint)
+    from training.resume import rebuild_config
+
+    resumed = rebuild_config(cfg, owner, checkpoint, calc)  # values from the run, code only from the project
     if any(o.startswith("trainer.max_steps=") for o in overrides):
         resumed.trainer.max_steps = cfg.trainer.max_steps
     return resumed
