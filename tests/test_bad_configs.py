@@ -15,6 +15,7 @@ from tests.conftest import compose_config, run_train, with_run_dir
 from training.assemble import assemble
 from training.cli import check_command_line
 from training.config import ConfigError, effective_config
+from training.limits import Sizes, check_sizes, machine_cores, memory_estimate, sizes_of
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -72,6 +73,15 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("logger.wandb.mode=sideways", "logger.wandb.mode='sideways'"),
     ("callbacks.attention_maps.every_n_val=0", "callbacks.attention_maps.every_n_val=0"),
     ("callbacks.attention_maps.probes=[1+2+3]", "callbacks.attention_maps.probes"),
+    # sizes this machine cannot hold, refused before anything is allocated (training/limits.py)
+    ("data.batch_size=100000000", "data.batch_size=100000000: the run would need about"),
+    ("data.eval_batch_size=100000000", "data.eval_batch_size=100000000: the run would need about"),
+    ("model.n_layers=100000", "model.n_layers=100000: the run would need about"),
+    ("model.d_model=100000", "model.d_model=100000: the run would need about"),
+    ("model.mlp_ratio=100000", "model.mlp_ratio=100000: the run would need about"),
+    ("data.batch_size=100000 model.n_layers=1000", "model.n_layers=1000: the run would need about"),
+    ("threads=100000", "threads=100000 is not allowed: use a whole number in [1, "),
+    (f"threads={machine_cores() + 1}", f"this machine has {machine_cores()} cores"),
     # keys and options mistyped: the nearest valid one is suggested
     ("model.n_head=8", "did you mean model.n_heads"),
     ("+model.n_head=8", "did you mean +model.n_heads"),
@@ -175,7 +185,14 @@ def test_allowed_values_of_the_same_keys_pass_the_same_checks_and_reach_the_run(
     assert "error:" not in capsys.readouterr().err
 
 
-CLI_SAMPLE = ["model.n_heads=3", "model.n_head=8", "data.streaming=false data.n_train=10", "seed=5000000000"]
+CLI_SAMPLE = [
+    "data.batch_size=100000000",
+    "threads=100000",
+    "model.n_heads=3",
+    "model.n_head=8",
+    "data.streaming=false data.n_train=10",
+    "seed=5000000000",
+]
 CLI_CASES = [pytest.param(*case, marks=() if case[0] in CLI_SAMPLE else pytest.mark.slow) for case in BAD_CONFIGS]
 
 
@@ -187,3 +204,26 @@ def test_through_the_command_line_one_line_exit_2_and_no_run_directory(overrides
     assert done.returncode == 2 and len(lines) == 1 and needle in lines[0], done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     assert not run_dir.exists()  # nothing began, so nothing is left behind
+
+
+def test_the_memory_estimate_counts_the_parameters_the_model_has(tmp_path):
+    """The estimate's parameter count is within 1% of the built model's, for the default and a wider, deeper
+    model with untied weights and grouped-query heads."""
+    for overrides in ([], ["model.d_model=128", "model.n_layers=3", "model.n_kv_heads=2", "model.tie_weights=false"]):
+        cfg = with_run_dir(compose_config(overrides), tmp_path / "run")
+        estimate = memory_estimate(sizes_of(cfg))
+        module = assemble(cfg)[1]
+        built = sum(p.numel() for p in module.net.parameters())
+        assert abs(estimate.parameters - built) <= 0.01 * built, (overrides, estimate.parameters, built)
+        assert estimate.total > 16 * built
+
+
+def test_the_size_check_refuses_just_over_the_memory_left_and_passes_just_under(tmp_path):
+    cfg = with_run_dir(compose_config([]), tmp_path / "run")
+    need = memory_estimate(sizes_of(cfg)).total
+    assert check_sizes(cfg, (need, "test")) is None
+    message = check_sizes(cfg, (need - 1, "test"))
+    assert message.startswith("the model and batch sizes: the run would need about") and "(test)" in message
+    assert check_sizes(cfg, (None, "unknown")) is None  # an OS that does not say: no check, no crash
+    cfg.model.d_model = "abc"  # an invalid value is its owner's to report, not the estimate's
+    assert sizes_of(cfg) is None and isinstance(Sizes, type)

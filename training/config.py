@@ -17,6 +17,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
 from storage.rundir import HYDRA_FILES, RunDir, RunDirError, resume_target, run_dir_for
+from training.limits import check_sizes, machine_cores
 
 
 class ConfigError(ValueError):
@@ -30,6 +31,7 @@ class Rule:
     high: float | None = None
     choices: tuple = ()
     nullable: bool = False
+    why: str = ""  # where a bound comes from, when it is not obvious
 
     def allowed(self) -> str:
         if self.kind == "choice":
@@ -40,7 +42,7 @@ class Rule:
                 text += f" in [{self.low}, {self.high}]"
             elif self.low is not None:
                 text += f" >= {self.low}"
-        return text + (", or null" if self.nullable else "")
+        return text + (", or null" if self.nullable else "") + (f" ({self.why})" if self.why else "")
 
     def accepts(self, value) -> bool:
         if value is None:
@@ -57,7 +59,9 @@ class Rule:
 PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "64")
 RULES: dict[str, Rule] = {
     "seed": Rule("whole", 0, 2**32 - 1),  # the range Lightning's seed_everything accepts
-    "threads": Rule("whole", 1, nullable=True),
+    # more threads than cores never makes a step faster (they take turns on the same cores); far more crash
+    # (threads=100000 segfaulted inside OpenMP), so the bound is the cores this process may use
+    "threads": Rule("whole", 1, machine_cores(), nullable=True, why=f"this machine has {machine_cores()} cores"),
     "matmul_precision": Rule("choice", choices=("highest", "high", "medium")),
     "target_accuracy": Rule("number", 0, 1, nullable=True),
     "trainer.max_steps": Rule("whole", 1),
@@ -90,6 +94,9 @@ def check(cfg: DictConfig) -> None:
     if not (devices == "auto" or (isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1)):
         raise ConfigError(f"trainer.devices={devices!r} is not allowed: use a whole number >= 1 or auto")
     check_device(cfg.trainer.accelerator)
+    too_big = check_sizes(cfg)  # before any object is built: nothing is allocated yet
+    if too_big:
+        raise ConfigError(too_big)
     if cfg.resume is not None:
         try:
             resume_target(cfg.resume)
@@ -139,8 +146,9 @@ def register_resolvers() -> None:
 
 
 def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> DictConfig:
-    """The config this invocation runs: the composed one, or -- for resume= -- the saved config of the run
-    it continues (only trainer.max_steps may change, to train for longer)."""
+    """The config this invocation runs: the composed one, or -- for resume= -- the config of the run it
+    continues, rebuilt from the project's configs with the values of its config.yaml and checked against its
+    checkpoint (training/resume.py); only trainer.max_steps may change, to train for longer."""
     if cfg.resume is None:
         return cfg
     if multirun:
@@ -163,11 +171,12 @@ def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> D
     from model.checkpoint import CheckpointError, load_calculator
 
     try:
-        load_calculator(checkpoint)  # a missing, corrupt or foreign checkpoint is one clear line, here
+        calc = load_calculator(checkpoint)  # a missing, corrupt or foreign checkpoint is one clear line, here
     except CheckpointError as e:
         raise ConfigError(f"resume={cfg.resume}: {e}") from None
-    resumed = OmegaConf.load(owner.config)
-    resumed.resume = str(checkpoint)
+    from training.resume import rebuild_config
+
+    resumed = rebuild_config(cfg, owner, checkpoint, calc)  # values from the run, code only from the project
     if any(o.startswith("trainer.max_steps=") for o in overrides):
         resumed.trainer.max_steps = cfg.trainer.max_steps
     return resumed

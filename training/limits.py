@@ -1,0 +1,203 @@
+"""What this machine can hold: a run's sizes checked against its memory and cores before anything is allocated.
+
+A setting with no upper bound can take the machine down (``data.batch_size=100000000`` grew to 23.8 GB before
+the kernel's OOM killer ended it; ``threads=100000`` segfaults). :func:`check_sizes` refuses such a run with one
+line naming the setting and the limit, from the config alone: nothing of the run has been built yet.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+FP32, INT64 = 4, 8  # bytes per weight/activation and per token id
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS says, else os.cpu_count())."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def _meminfo(field: str, path: str = "/proc/meminfo") -> int | None:
+    """A field of /proc/meminfo or /proc/self/status in bytes (Linux), else None."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024  # "MemAvailable:  5123456 kB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def available_memory() -> tuple[int | None, str]:
+    """(bytes this process can still allocate, what bounds it), or (None, ...) where the OS does not say.
+
+    Linux: MemAvailable (what can be allocated without swapping), or less under an address-space limit
+    (``ulimit -v``: the limit minus what this process has mapped already). Elsewhere: free physical pages
+    (os.sysconf), or None -- then no memory check is made."""
+    available, what = _meminfo("MemAvailable"), "MemAvailable of /proc/meminfo"
+    if available is None:
+        try:
+            available, what = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free memory"
+        except (AttributeError, ValueError, OSError):
+            available = None
+    try:
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (AttributeError, ValueError, OSError):
+        limit = resource.RLIM_INFINITY
+    if limit != resource.RLIM_INFINITY:
+        left = max(0, limit - (_meminfo("VmSize", "/proc/self/status") or 0))
+        if available is None or left < available:
+            available, what = left, "under this process's address-space limit, ulimit -v"
+    return available, what
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The settings the estimate reads (config keys in comments)."""
+
+    d_model: int  # model.d_model
+    n_layers: int  # model.n_layers
+    n_heads: int  # model.n_heads
+    n_kv_heads: int  # model.n_kv_heads (null = n_heads)
+    mlp_ratio: int  # model.mlp_ratio
+    tie_weights: bool  # model.tie_weights
+    batch_size: int  # data.batch_size
+    eval_batch_size: int  # data.eval_batch_size
+    draw_steps: int  # data.draw_steps (null = 1 on a CPU, 64 on a GPU)
+    held_out: int  # data.n_val + data.n_test, + data.n_train when data.streaming=false
+    seq_len: int  # from data.digits, data.operators, data.show_work
+    vocab: int  # the tokenizer's (fixed) vocabulary
+
+
+KEYS = {  # Sizes field -> the config key it comes from, as named in a refusal
+    "d_model": "model.d_model",
+    "n_layers": "model.n_layers",
+    "n_heads": "model.n_heads",
+    "mlp_ratio": "model.mlp_ratio",
+    "batch_size": "data.batch_size",
+    "eval_batch_size": "data.eval_batch_size",
+    "draw_steps": "data.draw_steps",
+}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    parameters: int  # how many
+    weights: int  # bytes: weights, gradients and AdamW's two moments
+    activations: int  # bytes: the larger of a training step's saved activations and an evaluation batch's
+    data: int  # bytes: the training batches drawn at once and the held-out sets
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.activations + self.data
+
+
+def memory_estimate(s: Sizes) -> Estimate:
+    """The memory a run of these sizes needs at its peak, in bytes (fp32 weights and activations, int64 ids).
+
+    With d = d_model, L = n_layers, H = n_heads, kv = n_kv_heads * d / H, r = mlp_ratio, V = vocab,
+    T = seq_len, B = batch_size, E = eval_batch_size:
+
+    - parameters P = V*d (tokens) + T*d (positions) + L * (2*d*d + 2*d*kv (attention) + 2*r*d*d (MLP)
+      + (9 + r)*d + 2*kv (biases, layer norms)) + 2*d + (V*d unless tied); weights = 16 * P bytes
+      (the weights, their gradients and AdamW's two moments, fp32 each);
+    - a training step keeps, per token and layer, about (9 + 2r)*d activations for the backward pass (layer
+      norms, q/k/v, attention output, the MLP's hidden layer before and after GELU, residuals) and 2*H*T
+      attention weights (scores and softmax), plus 3*V for the logits and the loss:
+      4 * B*T * (L*((9 + 2r)*d + 2*H*T) + 3*V) bytes; an evaluation batch keeps one layer's at a time:
+      4 * E*T * ((4 + r)*d + 2*H*T + 3*V); the larger of the two counts;
+    - data: 2 * 8 * B*T * draw_steps (the batches drawn at once, and the problems they are drawn from) and
+      8 * T * held_out (the validation and test sets, and a fixed training set when not streaming).
+
+    An estimate of the largest allocations, not a measurement: Python, torch and Lightning need some hundred
+    MB besides, which the available memory it is compared with already excludes (they are loaded by then)."""
+    d, L, H, r, V, T = s.d_model, s.n_layers, s.n_heads, s.mlp_ratio, s.vocab, s.seq_len
+    kv = s.n_kv_heads * (d // max(H, 1))
+    per_layer = 2 * d * d + 2 * d * kv + 2 * r * d * d + (9 + r) * d + 2 * kv
+    parameters = V * d + T * d + L * per_layer + 2 * d + (0 if s.tie_weights else V * d)
+    training = FP32 * s.batch_size * T * (L * ((9 + 2 * r) * d + 2 * H * T) + 3 * V)
+    evaluation = FP32 * s.eval_batch_size * T * ((4 + r) * d + 2 * H * T + 3 * V)
+    data = 2 * INT64 * s.batch_size * T * s.draw_steps + INT64 * T * s.held_out
+    return Estimate(parameters, 4 * FP32 * parameters, max(training, evaluation), data)
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def sizes_of(cfg: DictConfig) -> Sizes | None:
+    """The sizes a config asks for, or None when one is not a valid value (its owner then says so)."""
+    from data.problems import ProblemFormat
+    from data.tokenizer import CharTokenizer
+
+    model, data = cfg.get("model"), cfg.get("data")
+    if not isinstance(model, DictConfig) or not isinstance(data, DictConfig):
+        return None
+    m, t = OmegaConf.to_container(model, resolve=True), OmegaConf.to_container(data, resolve=True)
+    n_kv = m.get("n_kv_heads") if m.get("n_kv_heads") is not None else m.get("n_heads")
+    on_gpu = OmegaConf.select(cfg, "trainer.accelerator") in ("gpu", "cuda")
+    draw = t.get("draw_steps") if t.get("draw_steps") is not None else (64 if on_gpu else 1)  # the datamodule's
+    whole = [m.get(k) for k in ("d_model", "n_layers", "n_heads", "mlp_ratio")] + [n_kv, draw]
+    whole += [t.get(k) for k in ("batch_size", "eval_batch_size", "n_val", "n_test")]
+    if not all(_whole(v) for v in whole):
+        return None
+    try:
+        fmt = ProblemFormat(t.get("digits"), t.get("operators"), t.get("reverse_answer"), t.get("show_work"))
+    except (TypeError, ValueError):
+        return None
+    held_out = t["n_val"] + t["n_test"] + (0 if t.get("streaming", True) else int(t.get("n_train") or 0))
+    return Sizes(
+        m["d_model"], m["n_layers"], m["n_heads"], n_kv, m["mlp_ratio"], m.get("tie_weights") is not False,
+        t["batch_size"], t["eval_batch_size"], draw, held_out, fmt.seq_len, CharTokenizer().vocab_size,
+    )  # fmt: skip
+
+
+def _baseline() -> dict:
+    """The project's own sizes (configs/model/calculator.yaml, configs/data/addition.yaml)."""
+    model = OmegaConf.to_container(OmegaConf.load(CONFIGS / "model" / "calculator.yaml"))
+    data = OmegaConf.to_container(OmegaConf.load(CONFIGS / "data" / "addition.yaml"))
+    values = {**model, **data, "draw_steps": 1}
+    return {field: values[field] for field in KEYS}
+
+
+def human(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError  # unreachable
+
+
+def culprit(s: Sizes) -> str:
+    """The setting whose return to the project's default shrinks the estimate most, as ``key=value``."""
+    baseline = _baseline()
+    shrunk = {f: memory_estimate(replace(s, **{f: baseline[f]})).total for f in KEYS if getattr(s, f) != baseline[f]}
+    if not shrunk:
+        return "the model and batch sizes"
+    field = min(shrunk, key=shrunk.get)
+    return f"{KEYS[field]}={getattr(s, field)}"
+
+
+def check_sizes(cfg: DictConfig, available: tuple[int | None, str] | None = None) -> str | None:
+    """A one-line refusal when the run would not fit in the memory left, else None."""
+    s = sizes_of(cfg)
+    if s is None:
+        return None
+    need = memory_estimate(s)
+    free, what = available or available_memory()
+    if free is None or need.total <= free:
+        return None
+    return (
+        f"{culprit(s)}: the run would need about {human(need.total)} of memory (weights and optimizer "
+        f"{human(need.weights)} for {need.parameters:,} parameters, activations {human(need.activations)}, "
+        f"data {human(need.data)}) but only {human(free)} is available ({what}); make it smaller"
+    )

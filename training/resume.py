@@ -1,0 +1,213 @@
+"""resume=: a run directory is data, never code.
+
+A run directory is something people zip and share, so what it holds is read as values only. The config a run
+continues with is the project's own, composed from configs/ with the groups the run chose
+(``.hydra/hydra.yaml``: ``runtime.choices``, each checked to be an option in configs/), and the run's
+``config.yaml`` supplies the values of the settings that config has. Whatever names code -- a ``_target_``
+(or ``_partial_``, ``_args_``, ...) -- always comes from the project; one in the file that differs, a key the
+project does not have, a group where a value belongs, an interpolation, are each refused with one line. Where
+files go (``${hydra:runtime.output_dir}``) is the run directory being resumed, never a path from the file.
+The result is then checked against the checkpoint's own hyper-parameters (its model config and data format,
+read with ``weights_only=True``): a disagreement names the key and both values.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import re
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from storage.rundir import RunDir
+from training.config import ConfigError
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+OPTION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # a config option's file name, no path
+
+
+def _first_line(error: BaseException) -> str:
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return line if len(line) <= 120 else line[:120] + "..."
+
+
+def _names_code(key) -> bool:
+    return isinstance(key, str) and len(key) > 2 and key.startswith("_") and key.endswith("_")
+
+
+def _is_interpolation(value) -> bool:
+    return isinstance(value, str) and "${" in value
+
+
+def _plain(value) -> bool:
+    """A value that is data whatever reads it: a scalar, or a list of scalars."""
+    scalar = (str, int, float, bool, type(None))
+    return isinstance(value, scalar) or (isinstance(value, list) and all(isinstance(v, scalar) for v in value))
+
+
+def read_saved_config(owner: RunDir, label: str) -> dict:
+    """The run's config.yaml as plain values (YAML's safe loader: no tags, no objects), or one ConfigError line."""
+    try:
+        saved = OmegaConf.to_container(OmegaConf.load(owner.config), resolve=False)
+    except Exception as e:  # noqa: BLE001 -- yaml and omegaconf raise several kinds
+        raise ConfigError(f"{label}: {owner.config} is not readable YAML ({_first_line(e)})") from None
+    if not isinstance(saved, dict) or not saved:
+        raise ConfigError(f"{label}: {owner.config} is empty or not a mapping of settings; the run's config is unknown")
+    return saved
+
+
+def saved_choices(owner: RunDir, label: str) -> list[str]:
+    """``group=option`` for each config group the run chose, from its .hydra/hydra.yaml; each must name an
+    option file of this project. No file there: the project's defaults (a key they lack is then refused)."""
+    path = owner.path / ".hydra" / "hydra.yaml"
+    if not path.is_file():
+        return []
+    try:
+        choices = OmegaConf.to_container(OmegaConf.load(path), resolve=False)["hydra"]["runtime"]["choices"]
+    except Exception as e:  # noqa: BLE001 -- unreadable, or not the shape Hydra writes
+        raise ConfigError(
+            f"{label}: {path} is damaged ({_first_line(e)}); the run's config groups are unknown"
+        ) from None
+    if not isinstance(choices, dict):
+        raise ConfigError(f"{label}: {path} is damaged (runtime.choices is not a mapping)")
+    picked = []
+    for group, option in choices.items():
+        if not isinstance(group, str) or group.startswith("hydra") or option is None:
+            continue
+        if not (CONFIGS / group).is_dir():
+            raise ConfigError(f"{label}: {path} chooses {group}={option}, and {group} is not a config group here")
+        if (
+            not isinstance(option, str)
+            or not OPTION.match(option)
+            or not (CONFIGS / group / f"{option}.yaml").is_file()
+        ):
+            raise ConfigError(f"{label}: {path} chooses {group}={option!r}, which is not an option of {group} here")
+        picked.append(f"{group}={option}")
+    return picked
+
+
+def compose_project(overrides: list[str]) -> DictConfig:
+    """configs/train.yaml with these overrides, inside a running @hydra.main or outside it (the tests)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        from hydra import compose
+
+        cfg = compose(config_name="train", overrides=overrides)
+    else:
+        from training.cli import compose_train_config
+
+        cfg = compose_train_config(overrides)
+    with open_dict(cfg):
+        cfg.pop("hydra", None)
+    return cfg
+
+
+def _takes_argument(target: str, name: str) -> bool:
+    """Does the project's own ``_target_`` take ``name`` (a ``+trainer.num_nodes=2`` the run was given)?"""
+    module, _, attr = target.rpartition(".")
+    try:
+        params = inspect.signature(getattr(__import__(module, fromlist=[attr]), attr)).parameters
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def take_values(schema: dict, saved: dict, path: str = "") -> dict:
+    """The project's ``schema`` with the values of ``saved`` where it has the setting; ConfigError otherwise."""
+    out = dict(schema)
+    for key, value in saved.items():
+        where = f"{path}{key}"
+        if not isinstance(key, str):
+            raise ConfigError(f"{where!r} is not a setting of this project's config")
+        if _names_code(key):
+            if schema.get(key) != value:
+                ours = f"the project's is {schema[key]!r}" if key in schema else "the project names none there"
+                raise ConfigError(f"{where}={value!r} names code ({ours}); a run directory is data, never code")
+            continue
+        if key not in schema:
+            target = schema.get("_target_")
+            if target and _plain(value) and not _is_interpolation(value) and _takes_argument(target, key):
+                out[key] = value  # an argument of the project's own object, given with +key=value
+                continue
+            raise ConfigError(f"{where} is not a setting of this project's config")
+        mine = schema[key]
+        if isinstance(mine, dict):
+            if value is None and path == "callbacks.":
+                out[key] = None  # a callback switched off (callbacks.attention_maps=null)
+            elif isinstance(value, dict):
+                out[key] = take_values(mine, value, f"{where}.")
+            else:
+                raise ConfigError(f"{where}={value!r}: the project's {where} is a group of settings, not a value")
+        elif isinstance(mine, str) and mine.startswith("${hydra:"):
+            continue  # where the run's files go: the directory being resumed, never a path from the file
+        elif isinstance(value, dict) or not _plain(value):
+            raise ConfigError(f"{where}: a group of settings where the project's config has a value")
+        elif _is_interpolation(value) or (isinstance(value, list) and any(map(_is_interpolation, value))):
+            raise ConfigError(f"{where}={value!r}: an interpolation; a saved config.yaml holds resolved values")
+        else:
+            out[key] = value
+    return out
+
+
+def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path) -> None:
+    """The config must describe the network and the problems the checkpoint was trained on."""
+    from data.problems import ProblemFormat
+
+    trained = {f"model.{k}": v for k, v in calc.net.cfg.to_dict().items()}
+    trained |= {f"data.{k}": v for k, v in calc.fmt.to_dict().items()}
+    data = cfg.data
+    try:
+        fmt = ProblemFormat(
+            data.get("digits"), data.get("operators"), data.get("reverse_answer"), data.get("show_work")
+        )
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{label}: config.yaml data.{_first_line(e)}") from None
+    said = {f"model.{k}": v for k, v in OmegaConf.to_container(cfg.model).items() if not _names_code(k)}
+    said |= {f"data.{k}": v for k, v in fmt.to_dict().items()}
+    for key, value in said.items():
+        if key in trained and not _same(value, trained[key]):
+            raise ConfigError(
+                f"{label}: config.yaml says {key}={value} but the checkpoint {checkpoint} was trained with "
+                f"{key}={trained[key]}; a run continues with the config it was trained with"
+            )
+
+
+def _same(a, b) -> bool:
+    return a == b and isinstance(a, bool) == isinstance(b, bool)  # true is not 1
+
+
+def check_results(owner: RunDir, label: str) -> None:
+    """results.json, when there, must be readable: it holds the training time so far (train_seconds)."""
+    if not owner.results.exists():
+        return
+    try:
+        data = json.loads(owner.results.read_text())
+    except (OSError, ValueError) as e:
+        why = f"not readable JSON: {_first_line(e)}"
+    else:
+        seconds = data.get("train_seconds", 0.0) if isinstance(data, dict) else None
+        ok = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds)
+        why = None if ok and seconds >= 0 else "not the record a run writes"
+    if why:
+        raise ConfigError(
+            f"{label}: {owner.results} is damaged ({why}), so the training time so far is unknown; "
+            f"restore it, or delete it to resume with train_seconds counted from 0"
+        )
+
+
+def rebuild_config(cfg: DictConfig, owner: RunDir, checkpoint: Path, calc) -> DictConfig:
+    """The config ``resume=`` continues with: the project's, with the run's values (see the module's doc)."""
+    label = f"resume={cfg.resume}"
+    saved = read_saved_config(owner, label)
+    check_results(owner, label)
+    schema = OmegaConf.to_container(compose_project(saved_choices(owner, label)), resolve=False)
+    try:
+        resumed = OmegaConf.create(take_values(schema, saved))
+    except ConfigError as e:
+        raise ConfigError(f"{label}: {owner.config}: {e}") from None
+    resumed.resume = str(checkpoint)
+    check_against_checkpoint(resumed, calc, label, checkpoint)
+    return resumed
