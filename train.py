@@ -109,5 +109,14 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    check_command_line(sys.argv[1:])  # typos and used run directories: one line, before Hydra writes anything
-    main()
+    # typos, used run directories and ones in use: one line, before Hydra writes anything; else the directory is ours
+    args = sys.argv[1:]
+    claimed = check_command_line(args, claim=True)
+    sys.argv[1:] = args  # with the directory claimed, pinned
+    try:
+        main()
+    finally:
+        if claimed is not None:
+            claimed.release()
+            if isinstance(claimed, RunDir):
+                claimed.discard_if_unused()  # a run that never began leaves no directory

@@ -3,7 +3,8 @@
     runs/<date>_<time>/
         results.json        {"status": "running" | "ok" | "failed" | "interrupted", ...}; "running" from the
                             first write, so a run killed with no chance to say so is seen as unfinished
-        run.lock            the pid of the process writing here (O_EXCL: one run at a time)
+        run.lock            '<pid> <start time>' of the process writing here (one run at a time; a lock
+                            whose process is gone, or whose pid another process has now, is stale)
         config.yaml  tokenizer.json  history.json  test_mistakes.json  error.log
         checkpoints/best.ckpt  interrupted.ckpt  last-good.ckpt
         attention/<tag>_layer<i>.png  attention/<tag>.json     (tag: step000300 during training, final at the end)
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 from collections.abc import Callable
 from datetime import datetime
@@ -45,18 +48,79 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
     return path
 
 
+def override(key: str, value: str | Path) -> str:
+    """``key=value`` as one shell word that Hydra's override parser reads back as exactly ``value``: quoted for
+    Hydra (``"..."``, a quote or the backslashes before one escaped) and then for the shell, when needed."""
+    value = str(value)
+    if re.fullmatch(r"[\w./:+~-]+", value):
+        return f"{key}={value}"
+    escaped = re.sub(r'(\\*)("|$)', lambda m: m.group(1) * 2 + ('\\"' if m.group(2) else ""), value)
+    return shlex.quote(f'{key}="{escaped}"')
+
+
+def _take_lock(lock: Path) -> bool:
+    """Create ``lock`` holding our pid and start time, atomically (a hard link fails if the lock exists): no
+    other process ever sees a lock file without its owner in it.
+
+    Why a file naming pid and start time rather than an OS lock (fcntl.flock): the lock must say *who* holds the
+    directory (the refusal names the pid), work where flock does not (some network filesystems), and be taken
+    before Hydra starts and kept across the jobs of a sweep without an open file to carry around; the start time
+    makes a reused pid harmless (:func:`_pid_alive`)."""
+    mine = lock.with_name(f"{lock.name}.{os.getpid()}")
+    mine.write_text(_lock_text(os.getpid()))
+    try:
+        os.link(mine, lock)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        mine.unlink(missing_ok=True)
+
+
 class RunDirError(ValueError):
     """A run directory that cannot be used as asked; the message is one line saying what works instead."""
 
 
-def _pid_alive(pid: int) -> bool:
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (Linux: field 22 of /proc/<pid>/stat, in clock ticks since boot), or None where
+    that cannot be read (another OS, no such process). With the pid it names one process: a pid reused later by
+    another process has another start time."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # the command name, in (...), may hold spaces
+    return fields[19] if len(fields) > 19 else None  # field 22 overall; fields[0] is field 3
+
+
+def _pid_alive(pid: int, start_time: str | None = None) -> bool:
+    """Is process ``pid`` alive -- and, when ``start_time`` is given and this OS reports one, the same process
+    that took the lock (not another that was given the pid later)?"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process: alive
+        pass
+    if start_time is None:
         return True
-    return True
+    now = _start_time(pid)
+    return now is None or now == start_time
+
+
+def _lock_text(pid: int) -> str:
+    """What run.lock holds: ``<pid>`` or ``<pid> <start time>`` where the OS tells the start time."""
+    start = _start_time(pid)
+    return f"{pid} {start}" if start else str(pid)
+
+
+def _read_lock(path: Path) -> tuple[int, str | None] | None:
+    try:
+        parts = path.read_text().split()
+        pid = int(parts[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid, (parts[1] if len(parts) > 1 else None)
 
 
 class RunDir:
@@ -141,12 +205,19 @@ class RunDir:
         return self.read_results().get("status")
 
     def owner(self) -> int | None:
-        """The pid of a live process holding this directory's lock, else None."""
-        try:
-            pid = int(self.lock.read_text().strip() or 0)
-        except (OSError, ValueError):
+        """The pid of another live process holding this directory's lock, else None. A lock names its process by
+        pid and start time: a lock whose pid now belongs to another process (the pid was reused) is stale."""
+        held = _read_lock(self.lock)
+        if held is None or held[0] <= 0 or self._mine(held):
             return None
-        return pid if pid and pid != os.getpid() and _pid_alive(pid) else None
+        pid, start = held
+        return pid if _pid_alive(pid, start) else None
+
+    @staticmethod
+    def _mine(held: tuple[int, str | None]) -> bool:
+        """Does a lock (pid, start time) name this very process?"""
+        pid, start = held
+        return pid == os.getpid() and (start is None or start == _start_time(pid))
 
     @property
     def unfinished(self) -> bool:
@@ -154,8 +225,10 @@ class RunDir:
         return self.status == "running"
 
     def used(self) -> bool:
-        """Has a run written anything of its own here (more than Hydra's files)?"""
-        return self.path.is_dir() and any(p.name not in HYDRA_FILES for p in self.path.iterdir())
+        """Has a run written anything of its own here (more than Hydra's files and a lock)?"""
+        return self.path.is_dir() and any(
+            p.name not in HYDRA_FILES and not p.name.startswith(self.lock.name) for p in self.path.iterdir()
+        )
 
     def describe_unfinished(self) -> str:
         """One sentence for a run that did not finish, with what to do (for calc.py and resume=)."""
@@ -163,7 +236,7 @@ class RunDir:
         if owner:
             return f"the run in {self.path} is still training (pid {owner})"
         hint = (
-            f"; continue it with  python train.py resume={self.best_checkpoint}"
+            f"; continue it with  python train.py {override('resume', self.best_checkpoint)}"
             if self.best_checkpoint.is_file()
             else ""
         )
@@ -180,6 +253,10 @@ class RunDir:
         self._refuse_if_owned()
         if not resuming:
             self.refuse_if_used()
+        held = _read_lock(self.lock)
+        if held is not None and self._mine(held):  # claimed already, before Hydra started (training/cli.py)
+            self._locked = True
+            return
         if not self._take_lock():
             self._refuse_if_owned()  # the lock is live ...
             self.lock.unlink(missing_ok=True)  # ... or stale, left by a killed run
@@ -204,30 +281,22 @@ class RunDir:
             )
 
     def _take_lock(self) -> bool:
-        """Create run.lock holding our pid, atomically (a hard link fails if the lock exists): no other
-        process ever sees a lock file without its owner's pid in it."""
-        mine = self.lock.with_name(f"{self.lock.name}.{os.getpid()}")
-        mine.write_text(str(os.getpid()))
-        try:
-            os.link(mine, self.lock)
-            return True
-        except FileExistsError:
-            return False
-        finally:
-            mine.unlink(missing_ok=True)
+        return _take_lock(self.lock)
 
     @property
     def owns_lock(self) -> bool:
         return self._locked
 
     def release(self) -> None:
-        if self._locked:
+        """Remove run.lock if it is this process's (never another's that took it since)."""
+        held = _read_lock(self.lock)
+        if held is not None and self._mine(held):
             self.lock.unlink(missing_ok=True)
-            self._locked = False
+        self._locked = False
 
     def discard_if_unused(self) -> None:
         """Remove a directory in which this invocation wrote nothing but Hydra's files (a run that never began)."""
-        if self.path.is_dir() and not self.used():
+        if self.path.is_dir() and not self.used() and not self.owner():
             shutil.rmtree(self.path, ignore_errors=True)
 
     # ---- writing -------------------------------------------------------------------------------------------
@@ -256,7 +325,9 @@ class RunDir:
 
     @property
     def resume_command(self) -> str:
-        return f"python train.py resume={self.path}"
+        """The command that continues this run, quoted for the shell and for Hydra (a sweep job's directory,
+        ``0_a=b,c=d``, holds characters Hydra reads as syntax)."""
+        return f"python train.py {override('resume', self.path)}"
 
     def mark_interrupted(self, step: int, checkpoint: Path, train_seconds: float, wandb_run_id: str | None) -> None:
         self.write_results(
@@ -334,6 +405,35 @@ class SweepDir:
     report = property(lambda self: self.path / "sweep_report.html")
     comparison_figure = property(lambda self: self.path / "why_multi_head.png")
     comparison_md = property(lambda self: self.path / "why_multi_head.md")
+
+    lock = property(lambda self: self.path / "sweep.lock")
+
+    def claim(self) -> None:
+        """Make this process the sweep directory's only sweep, before Hydra writes multirun.yaml or any job's
+        .hydra/ there; RunDirError when another sweep is running there or has run there."""
+        held = _read_lock(self.lock)
+        if held is not None and not RunDir._mine(held) and _pid_alive(*held):
+            raise RunDirError(
+                f"{self.path} is in use by another sweep (pid {held[0]}); give this sweep its own hydra.sweep.dir"
+            )
+        used = [job.path.name for job in self.jobs() if job.used() or job.owner()]
+        if used:
+            raise RunDirError(
+                f"{self.path} holds a sweep already (job {used[0]}); give this sweep its own hydra.sweep.dir "
+                "(leave it unset for a fresh one)"
+            )
+        self.path.mkdir(parents=True, exist_ok=True)
+        if not _take_lock(self.lock):
+            held = _read_lock(self.lock)
+            if held is None or not _pid_alive(*held):  # stale: left by a killed sweep
+                self.lock.unlink(missing_ok=True)
+            if not _take_lock(self.lock):  # another sweep won the race
+                raise RunDirError(f"{self.path} is in use by another sweep; give this sweep its own hydra.sweep.dir")
+
+    def release(self) -> None:
+        held = _read_lock(self.lock)
+        if held is not None and RunDir._mine(held):
+            self.lock.unlink(missing_ok=True)
 
     def jobs(self) -> list[RunDir]:
         """Job directories, in job order."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -44,7 +45,7 @@ def finished_run(path) -> RunDir:
 def test_a_new_run_claims_an_empty_directory_and_releases_it(tmp_path):
     run = RunDir(tmp_path / "run")
     run.claim(resuming=False)
-    assert run.lock.read_text() == str(os.getpid()) and run.owns_lock
+    assert run.lock.read_text().split()[0] == str(os.getpid()) and run.owns_lock
     run.release()
     assert not run.lock.exists()
 
@@ -70,6 +71,55 @@ def test_a_directory_in_use_by_a_live_process_is_refused_even_when_resuming(tmp_
         sleeper.wait()
     run.claim(resuming=True)  # the owner is gone: its lock is stale
     assert run.owns_lock
+
+
+def start_time(pid: int) -> str:
+    stat = open(f"/proc/{pid}/stat").read()
+    return stat[stat.rindex(")") + 2 :].split()[19]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="start times are read from Linux's /proc")
+def test_a_lock_names_its_process_by_pid_and_start_time(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    # our own pid with another start time: the process that took this lock is gone and its pid was reused
+    run.lock.write_text(f"{os.getpid()} 1")
+    assert run.owner() is None
+    run.claim(resuming=True)  # the stale lock does not block
+    assert run.owns_lock and run.lock.read_text() == f"{os.getpid()} {start_time(os.getpid())}"
+    run.release()
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        run.lock.write_text(f"{sleeper.pid} {start_time(sleeper.pid)}")  # a live process, truly the lock's
+        assert run.owner() == sleeper.pid
+        with pytest.raises(RunDirError, match=f"pid {sleeper.pid}"):
+            run.claim(resuming=True)
+        run.lock.write_text(f"{sleeper.pid} {int(start_time(sleeper.pid)) + 1}")  # that pid, another process
+        assert run.owner() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_releasing_never_removes_a_lock_another_process_took_since(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.claim(resuming=False)
+    run.lock.write_text("1 1")  # taken over (after a stale-lock cleanup, say) by another process
+    run.release()
+    assert run.lock.read_text() == "1 1"
+
+
+@pytest.mark.parametrize(
+    "path", ["runs/2026-01-01_12-00-00", "multirun/2026-01-01/12-00-00/0_a=b,c=d", "it's a \\\"x\\"]
+)
+def test_the_printed_resume_command_reads_back_as_the_directory(path):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    command = RunDir(path).resume_command
+    words = shlex.split(command)
+    assert words[:2] == ["python", "train.py"] and len(words) == 3, command
+    parsed = OverridesParser.create().parse_override(words[2])
+    assert parsed.key_or_group == "resume" and parsed.value() == path, command
 
 
 def test_of_runs_started_together_exactly_one_claims_the_directory(tmp_path):
@@ -265,3 +315,56 @@ def test_a_killed_run_is_marked_unfinished_and_calc_warns(tmp_path):
     )
     assert resumed.returncode == 2 and f"resume={run.best_checkpoint}" in resumed.stderr
     assert json.loads(run.results.read_text())["status"] == "running"
+
+
+def held_run(path, pid: int) -> RunDir:
+    """A run directory in the middle of training, held by process ``pid``."""
+    run = finished_run(path)
+    run.write_results({"status": "running"})
+    run.lock.write_text(f"{pid} {start_time(pid)}")
+    return run
+
+
+def snapshot(path) -> dict:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="start times are read from Linux's /proc")
+@pytest.mark.parametrize("sweep", [False, True])
+def test_a_command_refused_by_a_live_run_touches_nothing_of_it(tmp_path, sweep):
+    """The refused command writes neither results.json (no 'failed' over a live run) nor Hydra's files."""
+    sleeper = subprocess.Popen(["sleep", "120"])
+    try:
+        if sweep:
+            root = tmp_path / "sweep"
+            held_run(root / "0_seed=1", sleeper.pid)
+            (root / "multirun.yaml").write_text("the first sweep's\n")
+            argv = ["-m", *SMALL, "trainer.max_steps=5", "seed=1,2", f"hydra.sweep.dir={root}"]
+        else:
+            root = held_run(tmp_path / "run", sleeper.pid).path
+            argv = [f"hydra.run.dir={root}", *SMALL, "trainer.max_steps=5"]
+        before = snapshot(root)
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "train.py"), *argv], cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), done.stderr
+        assert str(sleeper.pid) in lines[0] or "holds" in lines[0]
+        assert snapshot(root) == before
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_refused_sweep_job_writes_no_failure_into_the_run_that_holds_its_directory(tmp_path):
+    from training.failures import handle_failure
+
+    run = finished_run(tmp_path / "job")
+    run.write_results({"status": "running"})
+    error = RunDirError(f"{run.path} is in use by another run (pid 1)")
+    assert handle_failure(error, RunDir(run.path), in_sweep=True, started=False) is None
+    assert run.read_results() == {"status": "running"}
+    fresh = RunDir(tmp_path / "fresh")  # a job that failed before it began: the sweep summary reads why
+    (fresh.path / ".hydra").mkdir(parents=True)
+    handle_failure(RunDirError("bad"), fresh, in_sweep=True, started=False)
+    assert fresh.read_results() == {"status": "failed", "error": "bad"}

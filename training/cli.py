@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from storage.rundir import RunDir, RunDirError
+from storage.rundir import RunDir, RunDirError, SweepDir, override
 from training.config import ConfigError, register_resolvers
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -142,12 +142,17 @@ def _check_resolves(cfg: DictConfig) -> None:
                 raise ConfigError(f"{key}={value}: cannot be resolved ({str(e).splitlines()[0]})") from None
 
 
-def check_command_line(argv: list[str]) -> None:
-    """Exit 2 with one line for an override Hydra cannot apply or a run directory already used."""
+def check_command_line(argv: list[str], claim: bool = False) -> RunDir | SweepDir | None:
+    """Exit 2 with one line for an override Hydra cannot apply or a run directory already used.
+
+    With ``claim`` (train.py), also a run or sweep directory in use by another process, or a sweep directory used
+    already; else the directory is claimed for this process -- before Hydra writes its files there, so a refused
+    command never touches another run's .hydra/ -- and returned (the caller releases it). It is added to ``argv``
+    (hydra.run.dir= / hydra.sweep.dir=) when Hydra would otherwise pick it again, from the clock."""
     if any(a.startswith("-") and a not in HYDRA_FLAGS_WE_CHECK for a in argv):
-        return  # --help, --cfg, -cp ...: Hydra's own business
+        return None  # --help, --cfg, -cp ...: Hydra's own business
     if os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("RANK", "0") != "0":
-        return  # a DDP worker re-running the command: rank 0 has checked it
+        return None  # a DDP worker re-running the command: rank 0 has checked it
     multirun = any(a in HYDRA_FLAGS_WE_CHECK for a in argv)
     texts = [a for a in argv if a not in HYDRA_FLAGS_WE_CHECK]
     try:
@@ -161,8 +166,21 @@ def check_command_line(argv: list[str]) -> None:
             raise ConfigError(_explain(str(e), compose_train_config([]))) from None
         _check_additions(overrides, cfg)
         _check_resolves(cfg)
-        if not multirun and cfg.resume is None:
-            RunDir(cfg.hydra.run.dir).refuse_if_used()
+        if not claim:
+            if not multirun and cfg.resume is None:
+                RunDir(cfg.hydra.run.dir).refuse_if_used()
+            return None
+        if multirun:
+            claimed = SweepDir(cfg.hydra.sweep.dir)
+            claimed.claim()
+            key = "hydra.sweep.dir"
+        else:
+            claimed = RunDir(cfg.hydra.run.dir)
+            claimed.claim(resuming=cfg.resume is not None)
+            key = "hydra.run.dir"
     except (ConfigError, RunDirError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    if not any(o.key_or_group == key for o in overrides):  # Hydra resolves the default again: pin this one
+        argv.append(override(key, claimed.path))
+    return claimed

@@ -17,7 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from storage.rundir import RunDir, RunDirError
+from storage.rundir import RunDir, RunDirError, override
 from training.config import ConfigError
 
 
@@ -63,7 +63,7 @@ def handle_failure(error: BaseException, run_dir: RunDir, in_sweep: bool, starte
         error = DiskFull(
             f"no space left on the disk ({error.filename or run_dir}); free some and start again"
             + (
-                f", or continue with  python train.py resume={run_dir.best_checkpoint}"
+                f", or continue with  python train.py {override('resume', run_dir.best_checkpoint)}"
                 if run_dir.best_checkpoint.is_file()
                 else ""
             )
@@ -78,7 +78,9 @@ def handle_failure(error: BaseException, run_dir: RunDir, in_sweep: bool, starte
         run_dir.error_log.write_text("".join(traceback.format_exception(error)))
         message += f" (traceback in {run_dir.error_log})"
     print(f"error: {message}", file=sys.stderr)
-    if started or in_sweep:  # a sweep's summary reads each job's failure from its results.json
+    # a sweep's summary reads each job's failure from its results.json -- but a job refused because another run
+    # holds (or has used) its directory writes nothing there: those results are that run's
+    if started or (in_sweep and not run_dir.used() and not run_dir.owner()):
         try:
             run_dir.mark_failed(message)
         except OSError:  # e.g. the disk is still full: the line above has said what happened
