@@ -77,27 +77,34 @@ def head_heatmaps(
     label: str,
     limits: tuple[float, float] | None = None,
     cmap: str = "RdBu_r",
+    number: str = "+.1f",
+    per_row: int = 3,
 ) -> Figure:
-    """One layer x head heatmap per entry of ``grids`` ({panel title: (n_layers, n_heads) values}), side by side on
-    one colour scale, each cell written out. limits: the scale's (low, high); None = symmetric around 0."""
+    """One layer x head heatmap per entry of ``grids`` ({panel title: (n_layers, n_heads) values}), ``per_row`` to a
+    row, on one colour scale, each cell written out (``number``: its format). limits: the scale's (low, high); None
+    = symmetric around 0."""
     n_layers, n_heads = next(iter(grids.values())).shape
     if limits is None:
         most = max(float(np.abs(g).max()) for g in grids.values()) or 1.0
         limits = (-most, most)
-    fig = Figure(figsize=(1.1 * n_heads * len(grids) + 2, 0.9 * n_layers + 1.4))
-    axes = fig.subplots(1, len(grids), squeeze=False)[0]
-    for ax, (name, grid) in zip(axes, grids.items(), strict=True):
+    columns = min(per_row, len(grids))
+    rows = -(-len(grids) // columns)
+    fig = Figure(figsize=(1.1 * n_heads * columns + 2, (0.9 * n_layers + 0.9) * rows + 0.6), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False).flatten()
+    for ax in axes[len(grids) :]:
+        ax.set_visible(False)
+    for ax, (name, grid) in zip(axes, grids.items(), strict=False):
         image = ax.imshow(grid, cmap=cmap, vmin=limits[0], vmax=limits[1])
         for layer in range(n_layers):
             for head in range(n_heads):
                 red, green, blue, _ = image.cmap(image.norm(grid[layer, head]))
                 dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # white text on a dark cell
-                text = f"{grid[layer, head]:+.1f}"
-                ax.text(head, layer, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
-        ax.set_xticks(range(n_heads), [f"h{h}" for h in range(n_heads)], fontsize=7)
-        ax.set_yticks(range(n_layers), [f"L{layer}" for layer in range(n_layers)], fontsize=7)
+                text = format(grid[layer, head], number)
+                ax.text(head, layer, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
+        ax.set_xticks(range(n_heads), [f"h{h}" for h in range(n_heads)], fontsize=8)
+        ax.set_yticks(range(n_layers), [f"L{layer}" for layer in range(n_layers)], fontsize=8)
         ax.set_title(name, fontsize=9)
-    fig.colorbar(image, ax=axes, shrink=0.8, label=label)
+    fig.colorbar(image, ax=axes[: len(grids)].tolist(), shrink=0.8, label=label)
     fig.suptitle(title, fontsize=10)
     return fig
 

@@ -78,7 +78,8 @@ class DirectLogitAttribution(HeadMetric):
 
     def figure(self, rows: list[DirectLogitRow], ctx: Context):
         grids = head_grids(rows, "direct_logit", "place", ctx.n_layers, ctx.n_heads)
-        return head_heatmaps(grids, "direct logit attribution: logits each head adds to the right token", "logits")
+        title = "direct logit attribution: logits each head adds to the right token"
+        return head_heatmaps(grids, title, "logits", number="+.2f")
 
     def results(self, rows: list[DirectLogitRow], ctx: Context) -> dict:
         return {"direct_logit_attribution": {f"L{r.layer}h{r.head}": r.direct_logit for r in rows if r.place == ALL}}
