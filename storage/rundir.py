@@ -148,6 +148,7 @@ class RunDir:
     report = property(lambda self: self.path / "report.html")
     hydra_config = property(lambda self: self.path / ".hydra" / "config.yaml")
     hydra_overrides = property(lambda self: self.path / ".hydra" / "overrides.yaml")
+    hydra_choices = property(lambda self: self.path / ".hydra" / "hydra.yaml")  # runtime.choices: groups chosen
 
     def table(self, analysis: str) -> Path:
         """An analysis's rows: ablation.csv, pruning.csv, ..."""

@@ -85,7 +85,7 @@ def test_the_attention_block_notebook_runs_and_its_exercises_are_right(monkeypat
     monkeypatch.syspath_prepend(str(NOTEBOOKS))
     namespace = {"__name__": "__main__"}
     printed = {}
-    with torch.random.fork_rng():
+    with torch.random.fork_rng(), torch.enable_grad():  # the notebook turns autograd off: not for the next test
         for cell in read("01_attention_block")["cells"]:
             if cell["cell_type"] == "code":
                 exec(compile(source(cell), f"01_attention_block#{cell['id']}", "exec"), namespace)

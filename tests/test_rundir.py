@@ -363,8 +363,8 @@ def test_a_refused_sweep_job_writes_no_failure_into_the_run_that_holds_its_direc
     run.write_results({"status": "running"})
     error = RunDirError(f"{run.path} is in use by another run (pid 1)")
     assert handle_failure(error, RunDir(run.path), in_sweep=True, started=False) is None
-    assert run.read_results() == {"status": "running"}
+    assert run.read_results() == {"schema": SCHEMA, "status": "running"}
     fresh = RunDir(tmp_path / "fresh")  # a job that failed before it began: the sweep summary reads why
     (fresh.path / ".hydra").mkdir(parents=True)
     handle_failure(RunDirError("bad"), fresh, in_sweep=True, started=False)
-    assert fresh.read_results() == {"status": "failed", "error": "bad"}
+    assert fresh.read_results() == {"schema": SCHEMA, "status": "failed", "error": "bad"}

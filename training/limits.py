@@ -8,7 +8,6 @@ line naming the setting and the limit, from the config alone: nothing of the run
 from __future__ import annotations
 
 import os
-import resource
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -50,10 +49,13 @@ def available_memory() -> tuple[int | None, str]:
         except (AttributeError, ValueError, OSError):
             available = None
     try:
+        import resource  # Unix only
+
         limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-    except (AttributeError, ValueError, OSError):
-        limit = resource.RLIM_INFINITY
-    if limit != resource.RLIM_INFINITY:
+        unlimited = limit == resource.RLIM_INFINITY
+    except (ImportError, AttributeError, ValueError, OSError):  # Windows: no address-space limit to read
+        unlimited = True
+    if not unlimited:
         left = max(0, limit - (_meminfo("VmSize", "/proc/self/status") or 0))
         if available is None or left < available:
             available, what = left, "under this process's address-space limit, ulimit -v"

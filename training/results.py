@@ -31,7 +31,7 @@ def run_record(
         "d_model": net.cfg.d_model,
         "n_heads": net.cfg.n_heads,
         "n_kv_heads": net.cfg.n_kv_heads or net.cfg.n_heads,
-        "head_dim": net.cfg.d_model // net.cfg.n_heads,
+        "head_dim": net.cfg.head_dim,
         "n_layers": net.cfg.n_layers,
         "data": fmt.to_dict(),
         "seed": cfg.seed,

@@ -61,7 +61,7 @@ def read_saved_config(owner: RunDir, label: str) -> dict:
 def saved_choices(owner: RunDir, label: str) -> list[str]:
     """``group=option`` for each config group the run chose, from its .hydra/hydra.yaml; each must name an
     option file of this project. No file there: the project's defaults (a key they lack is then refused)."""
-    path = owner.path / ".hydra" / "hydra.yaml"
+    path = owner.hydra_choices
     if not path.is_file():
         return []
     try:
