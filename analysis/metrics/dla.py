@@ -85,7 +85,9 @@ class DirectLogitAttribution(HeadMetric):
 
     def summary(self, rows: list[DirectLogitRow], ctx: Context) -> list[tuple[str, str]]:
         top = max((r for r in rows if r.place == ALL), key=lambda r: r.direct_logit)
-        return [("largest direct effect", f"L{top.layer}h{top.head}: {top.direct_logit:+.2f} logits to the right token")]
+        return [
+            ("largest direct effect", f"L{top.layer}h{top.head}: {top.direct_logit:+.2f} logits to the right token")
+        ]
 
     def note(self, row: DirectLogitRow) -> str:
         return f"{row.direct_logit:+.2f} logits to the right token, directly"
