@@ -259,7 +259,8 @@ def input_lines(stream) -> Iterator[str]:
         yield LongLine(line[:MAX_SHOWN]) if len(line) > MAX_LINE_CHARS else line
 
 
-def batches(lines: Iterator[str], size: int = BATCH) -> Iterator[list[str]]:
+def batches(lines: Iterator[str], size: int | None = None) -> Iterator[list[str]]:
+    size = size or BATCH
     batch = []
     for line in lines:
         batch.append(line)
