@@ -76,9 +76,9 @@ def readable_checkpoint(path: Path) -> str | None:
 
         data = torch.load(path, map_location="cpu", weights_only=True)
     except OSError as e:
-        return f"cannot be read ({e.strerror or e})"
+        return f"unreadable ({e.strerror or e})"
     except Exception:  # truncated, random bytes or a foreign pickle: torch raises many kinds
-        return "cannot be loaded (truncated or corrupt)"
+        return "truncated or corrupt (it does not load)"
     if not isinstance(data, dict) or "state_dict" not in data:
         return "not a checkpoint (no state_dict)"
     return None
@@ -329,7 +329,7 @@ class RunDir:
         status = self.status
         best_ok = self.best_checkpoint.is_file() and readable_checkpoint(self.best_checkpoint) is None
         if damage is not None:
-            why = f"its {self.interrupted_checkpoint.name} is {damage}" + (
+            why = f"its checkpoint {self.interrupted_checkpoint.name} is {damage}" + (
                 f"; continue from its best weights with  resume={self.best_checkpoint}"
                 if best_ok
                 else f", and it has no readable {self.best_checkpoint.name}; start a new run"

@@ -126,7 +126,11 @@ def test_a_damaged_interrupted_checkpoint_is_refused_and_best_offered(tmp_path, 
     with pytest.raises(RunDirError) as caught:
         run.resume_checkpoint()
     message = str(caught.value)
-    assert "\n" not in message and "interrupted.ckpt is" in message and f"resume={run.best_checkpoint}" in message
+    assert (
+        "\n" not in message
+        and "checkpoint interrupted.ckpt is" in message
+        and f"resume={run.best_checkpoint}" in message
+    )
     with pytest.raises(RunDirError, match=f"resume={run.best_checkpoint}"):
         resume_target(run.interrupted_checkpoint)
     assert resume_target(run.best_checkpoint) == run.best_checkpoint
