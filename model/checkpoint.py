@@ -17,7 +17,7 @@ import torch
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 from model.device import resolve_device
-from storage.rundir import RUN_PATTERNS, RunDir
+from storage.rundir import RUN_PATTERNS, RunDir, SweepDir
 
 
 class CheckpointError(Exception):
@@ -32,7 +32,8 @@ def _first_line(error: BaseException, limit: int = 120) -> str:
 
 def find_checkpoints(root: str | Path = ".") -> list[Path]:
     """Every run's best checkpoint under ``root`` (runs/ and multirun/), newest first by modification time."""
-    found = {run.best_checkpoint for run in RunDir.under(root) if run.best_checkpoint.is_file()}
+    runs = RunDir.under(root) + [job for sweep in Path(root).glob("multirun/*") for job in SweepDir(sweep).jobs()]
+    found = {run.best_checkpoint for run in runs if run.best_checkpoint.is_file()}  # nested sweep jobs too
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 

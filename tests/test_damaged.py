@@ -309,6 +309,15 @@ def test_calc_answers_with_the_newest_finished_run_and_says_so(capsys, monkeypat
     assert "skipped 2 newer run(s) that did not finish" in err
 
 
+def test_a_nested_sweep_job_is_found(tmp_path, run_add):  # noqa: F811
+    from model.checkpoint import find_checkpoints, newest_checkpoint
+
+    job = sweep_job(tmp_path / "multirun" / "s", "0_data.file=a/b")  # a swept value with '/'
+    job.checkpoints.mkdir()
+    job.best_checkpoint.write_bytes((run_add / "checkpoints" / "best.ckpt").read_bytes())
+    assert find_checkpoints(tmp_path) == [job.best_checkpoint] == [newest_checkpoint(tmp_path)]
+
+
 def test_without_a_finished_run_the_newest_answers_with_a_warning(capsys, monkeypatch, tmp_path, run_add):  # noqa: F811
     root, runs = project_with_runs(tmp_path, run_add)
     runs[0].write_results({"status": "running"})
