@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HELP = __doc__.split("\n\n")[0]
@@ -45,7 +46,9 @@ output: stdout has exactly one line per input expression, in order: the model's 
   --export works on the CPU.
 
 checkpoint: --ckpt takes a .ckpt file or a run directory; without it the newest (by modification time) of
-  runs/*/checkpoints/best.ckpt and multirun/*/*/checkpoints/best.ckpt under the current directory.
+  runs/*/checkpoints/best.ckpt and multirun/*/*/checkpoints/best.ckpt under the current directory whose run
+  finished (results.json status ok) -- a run still training or stopped early is never picked silently. stderr
+  names it and its test exact-match. --export refuses a run that is still training.
 
 --export hf OUT_DIR: a GPT2LMHeadModel, its tokenizer and a model card, loadable with transformers alone
   (AutoModelForCausalLM/AutoTokenizer.from_pretrained(OUT_DIR)); checked against this model before it is
@@ -54,7 +57,12 @@ checkpoint: --ckpt takes a .ckpt file or a run directory; without it the newest 
 exit status: 0 all inputs answered; 1 some input was invalid (or an --eval file had no valid problem);
   2 no usable checkpoint or device, unreadable --eval file, bad options or a failed --export; 130 interrupted."""
 
-MAX_SHOWN = 60  # characters of a bad input echoed back in its error line
+MAX_SHOWN = 60  # characters of a bad input echoed back in its error line (and in --eval --json)
+MAX_LINE_CHARS = 1_000  # an input line longer than this is invalid (its start is echoed, the rest dropped)
+MAX_LINES = 1_000_000  # lines of stdin or of an --eval file
+MAX_INPUT_BYTES = 64 * 2**20  # bytes of stdin or of an --eval file
+CHUNK = 1 << 16  # how much of an over-long line is read at a time
+BATCH = 4096  # stdin lines answered at a time
 DEVICES = ("cpu", "cuda", "mps", "auto")  # --device; each is checked by model.device.resolve_device
 
 
@@ -117,9 +125,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def shown(text: str) -> str:
+def clipped(text: str) -> str:
+    """At most MAX_SHOWN characters of an input (an invalid line may be megabytes long)."""
     text = text.strip()
-    return repr(text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "...")
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN].rstrip(".") + "..."
+
+
+def shown(text: str) -> str:
+    return repr(clipped(text))
 
 
 def display_path(path: Path) -> str:
@@ -136,6 +149,9 @@ def answer_lines(calc, texts: list[str], check: bool, attention: bool) -> int:
 
     parsed = []
     for text in texts:
+        if isinstance(text, LongLine):
+            parsed.append(ExpressionError(f"longer than {MAX_LINE_CHARS:,} characters"))
+            continue
         try:
             parsed.append(parse_expression(text, calc.fmt, allow_answer=check))
         except ExpressionError as e:
@@ -144,7 +160,7 @@ def answer_lines(calc, texts: list[str], check: bool, attention: bool) -> int:
     status = 0
     for text, problem in zip(texts, parsed, strict=True):
         if isinstance(problem, ExpressionError):
-            print(f"error: {shown(text)}: {problem}", flush=True)
+            print(f"error: {shown(text + '...' if isinstance(text, LongLine) else text)}: {problem}", flush=True)
             status = 1
             continue
         answer = next(answers)
@@ -193,36 +209,124 @@ def interactive(calc, check: bool, attention: bool) -> int:
         status = max(status, answer_lines(calc, [line], check, attention))
 
 
-# ---- evaluating a file -----------------------------------------------------------------------------------
-def input_lines(text: str) -> list[str]:
-    """Lines split at '\n' only (and a '\r' before it): str.splitlines() would also split at form feeds,
-    '\x1c', '\u2028' ..., giving two answers for one input line and misaligning every later one."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
-    return [line.removesuffix("\r") for line in lines]
+# ---- reading input, within limits -------------------------------------------------------------------------
+class LongLine(str):
+    """The first characters of an input line longer than MAX_LINE_CHARS (the rest was read and dropped)."""
 
 
-def read_text(name: str) -> str:
-    """The file's text; bytes that are not UTF-8 become '\ufffd', so their lines are reported as invalid."""
-    if name == "-":
-        return sys.stdin.read()
+class InputTooLarge(Exception):
+    """More input than MAX_LINES lines or MAX_INPUT_BYTES bytes; the message is one line."""
+
+
+def input_lines(stream) -> Iterator[str]:
+    """The lines of ``stream`` (binary or text), one at a time, split at '\n' only (and a '\r' before it):
+    str.splitlines() would also split at form feeds, '\x1c', '\u2028' ..., giving two answers for one input
+    line. Bytes that are not UTF-8 become '\ufffd' (so the line is reported invalid). Bounded: a line longer
+    than MAX_LINE_CHARS comes as a :class:`LongLine` holding its start, and more than MAX_LINES lines or
+    MAX_INPUT_BYTES in all raises :class:`InputTooLarge` -- never a read of the whole input at once."""
+    n_lines = n_bytes = 0
+    limit = MAX_LINE_CHARS * 4 + 2  # the longest allowed line in UTF-8, and its line ending
+
+    def text(chunk) -> str:
+        return chunk.decode("utf-8", errors="replace") if isinstance(chunk, bytes) else chunk
+
+    def too_large(why: str) -> InputTooLarge:
+        return InputTooLarge(f"{why}; split the input into smaller pieces")
+
+    while True:
+        chunk = stream.readline(limit)
+        if not chunk:
+            return
+        n_bytes += len(chunk)
+        n_lines += 1
+        if n_lines > MAX_LINES:
+            raise too_large(f"more than {MAX_LINES:,} lines (the limit)")
+        line = text(chunk)
+        ended = line.endswith("\n")
+        while not ended:  # longer than any allowed line: drop the rest of it, within the byte budget
+            if n_bytes > MAX_INPUT_BYTES:
+                raise too_large(f"more than {MAX_INPUT_BYTES // 2**20} MiB (the limit)")
+            more = stream.readline(CHUNK)
+            if not more:
+                break
+            n_bytes += len(more)
+            ended = text(more).endswith("\n")
+            if len(line) <= MAX_LINE_CHARS:
+                line += text(more)[: MAX_LINE_CHARS + 1]
+        if n_bytes > MAX_INPUT_BYTES:
+            raise too_large(f"more than {MAX_INPUT_BYTES // 2**20} MiB (the limit)")
+        line = line.removesuffix("\n").removesuffix("\r")
+        yield LongLine(line[:MAX_SHOWN]) if len(line) > MAX_LINE_CHARS else line
+
+
+def batches(lines: Iterator[str], size: int | None = None) -> Iterator[list[str]]:
+    size = size or BATCH
+    batch = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def answer_stream(calc, stream, check: bool, attention: bool) -> int:
+    """Answer the lines of ``stream`` a batch at a time, as they come: memory stays bounded however long it is."""
+    status = 0
+    lines = input_lines(stream)
     try:
-        return Path(name).read_bytes().decode("utf-8", errors="replace")
+        for batch in batches(lines):
+            status = max(status, answer_lines(calc, batch, check, attention))
+    except InputTooLarge as e:
+        print(f"error: stdin: {e}; the lines before were answered", file=sys.stderr)
+        return 2
+    return status
+
+
+# ---- evaluating a file -----------------------------------------------------------------------------------
+def open_input(name: str):
+    """The --eval file as a binary stream ('-': stdin), or OSError naming it."""
+    if name == "-":
+        return getattr(sys.stdin, "buffer", sys.stdin)
+    try:
+        return open(name, "rb")  # noqa: SIM115 -- closed by evaluate_file
     except OSError as e:
         raise OSError(f"{name}: {e.strerror or e}") from None
+
+
+def read_eval_lines(name: str) -> tuple[list[str], list[tuple[int, str, str]]]:
+    """The --eval file's lines (an over-long one as '', so it counts as no problem) and its over-long lines as
+    invalid entries (line number, the start of it, why)."""
+    stream = open_input(name)
+    lines, long = [], []
+    try:
+        for number, line in enumerate(input_lines(stream), start=1):
+            if isinstance(line, LongLine):
+                long.append((number, line + "...", f"longer than {MAX_LINE_CHARS:,} characters"))
+                line = ""
+            lines.append(line)
+    finally:
+        if stream is not getattr(sys.stdin, "buffer", sys.stdin):
+            stream.close()
+    return lines, long
 
 
 def evaluate_file(calc, name: str, show_mistakes: int, as_json: bool) -> int:
     from data.expressions import read_problems
 
     try:
-        text = read_text(name)
+        lines, long = read_eval_lines(name)
     except OSError as e:
         print(f"error: cannot read --eval file {e}", file=sys.stderr)
         return 2
+    except InputTooLarge as e:
+        print(f"error: --eval {name}: {e}", file=sys.stderr)
+        return 2
     started = time.perf_counter()
-    problems = read_problems(input_lines(text), calc.fmt)
+    problems = read_problems(lines, calc.fmt)
+    problems.invalid[:] = sorted(problems.invalid + long)
+    del lines
     report = calc.evaluate(problems.problems, problems.lines, show_mistakes)
     seconds = time.perf_counter() - started
     result = {
@@ -232,7 +336,7 @@ def evaluate_file(calc, name: str, show_mistakes: int, as_json: bool) -> int:
         "device": str(calc.device),
         **report,
         "n_invalid": len(problems.invalid),
-        "invalid": [{"line": n, "text": t, "error": e} for n, t, e in problems.invalid[:show_mistakes]],
+        "invalid": [{"line": n, "text": clipped(t), "error": e} for n, t, e in problems.invalid[:show_mistakes]],
         "seconds": round(seconds, 4),
     }
     if as_json:
@@ -313,15 +417,22 @@ def unfinished_warning(ckpt: Path) -> str | None:
 
 
 def load(ckpt: str | None, device):
-    from model.checkpoint import find_checkpoints, load_calculator, newest_checkpoint
+    from model.checkpoint import find_checkpoints, finished, load_calculator, newest_checkpoint, recorded_exact_match
 
     if ckpt is not None:
         calc = load_calculator(ckpt, device)
     else:
         path = newest_checkpoint(Path.cwd())
         calc = load_calculator(path, device)
-        n = len(find_checkpoints(Path.cwd()))
-        print(f"checkpoint: {display_path(path)} (newest of {n}; {calc.describe()})", file=sys.stderr)
+        found = find_checkpoints(Path.cwd())
+        n_finished = sum(map(finished, found))
+        score = recorded_exact_match(path)
+        which = f"newest finished run of {len(found)}" if finished(path) else f"newest of {len(found)}, none finished"
+        quality = f"test exact-match {score:.2%}" if score is not None else "test exact-match not recorded"
+        print(f"checkpoint: {display_path(path)} ({which}; {quality}; {calc.describe()})", file=sys.stderr)
+        newer = found.index(path)
+        if n_finished and newer:  # a sweep's newest jobs may still be training, or have stopped early
+            print(f"note: skipped {newer} newer run(s) that did not finish; --ckpt picks one", file=sys.stderr)
     warning = unfinished_warning(calc.path)
     if warning:
         print(warning, file=sys.stderr)
@@ -356,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.exprs:
         return answer_lines(calc, args.exprs, args.check, args.attention)
     if not sys.stdin.isatty():
-        return answer_lines(calc, input_lines(sys.stdin.read()), args.check, args.attention)
+        return answer_stream(calc, getattr(sys.stdin, "buffer", sys.stdin), args.check, args.attention)
     return interactive(calc, args.check, args.attention)
 
 

@@ -29,22 +29,55 @@ class ReportError(Exception):
     """The directory is not something a report can be written for; the message is one line."""
 
 
-def _json(path: Path):
-    return json.loads(path.read_text()) if path.exists() else None
+class Damage(list):
+    """The damaged files met while reading a directory: one ``<file>: <what is wrong>`` entry each."""
+
+    def note(self, path: Path, what: str) -> None:
+        entry = f"{path}: {what}"
+        if entry not in self:
+            self.append(entry)
+
+    def warn(self) -> None:
+        for entry in self:
+            print(f"warning: {entry}", file=sys.stderr)
 
 
-def _csv(path: Path) -> list[dict] | None:
+def _json(path: Path, damage: Damage | None = None, kind: type = dict):
+    """A JSON file's content (a ``kind``), or None: absent, or damaged (then noted in ``damage``)."""
     if not path.exists():
         return None
-    with path.open(newline="") as f:
-        return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        what = f"unreadable ({one_line(e)})"
+    else:
+        if isinstance(value, kind):
+            return value
+        what = f"not a JSON {'object' if kind is dict else kind.__name__} ({type(value).__name__})"
+    if damage is None:
+        raise ReportError(f"{path}: {what}")
+    damage.note(path, what)
+    return None
+
+
+def _csv(path: Path, damage: Damage | None = None) -> list[dict] | None:
+    if not path.exists():
+        return None
+    try:
+        with path.open(newline="") as f:
+            return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        if damage is None:
+            raise
+        damage.note(path, f"unreadable ({one_line(e)})")
+        return None
 
 
 def _number(text: str):
     for kind in (int, float):
         try:
             return kind(text)
-        except ValueError:
+        except (TypeError, ValueError):
             pass
     return text
 
@@ -59,103 +92,189 @@ def _attention(path: Path) -> dict:
     return raw
 
 
-def _snapshots(run: RunDir) -> list[dict]:
-    """The maps drawn during training (at most MAX_SNAPSHOTS, evenly spaced, the last kept), then the final."""
+def _snapshots(run: RunDir, damage: Damage) -> list[dict]:
+    """The maps drawn during training (at most MAX_SNAPSHOTS, evenly spaced, the last kept), then the final;
+    a damaged maps file is left out (and noted)."""
     steps = run.attention_snapshots()
     if len(steps) > MAX_SNAPSHOTS:
         steps = [steps[round(i * (len(steps) - 1) / (MAX_SNAPSHOTS - 1))] for i in range(MAX_SNAPSHOTS)]
     final = run.attention_data("final")
-    return [_attention(p) for p in steps + ([final] if final.exists() else [])]
+    maps = []
+    for path in steps + ([final] if final.exists() else []):
+        try:
+            maps.append(_attention(path))
+        except Exception as e:  # bad JSON, or weights of the wrong shape or type
+            damage.note(path, f"not an attention maps file ({one_line(e)})")
+    return maps
 
 
-def _mistakes(run: RunDir, data: dict | None) -> dict | None:
-    """test_mistakes.json, trimmed to MAX_MISTAKES (its counts cover all of them)."""
-    recorded = _json(run.mistakes)
+def _mistakes(run: RunDir, data: dict | None, damage: Damage) -> dict | None:
+    """test_mistakes.json, trimmed to MAX_MISTAKES (its counts cover all of them); what is damaged is noted."""
+    recorded = _json(run.mistakes, damage)
     if recorded is None:
         return None
     mistakes = recorded.get("mistakes", [])
+    if not isinstance(mistakes, list) or not all(isinstance(m, dict) for m in mistakes):
+        damage.note(run.mistakes, "its 'mistakes' is not a list of objects")
+        return None
+    mistakes = [_clip_mistake(m) for m in mistakes[:MAX_MISTAKES]] + mistakes[MAX_MISTAKES:]
     by_place = recorded.get("wrong_digits_by_place")
-    if by_place is None and data:  # recorded by runs before the count was written with the mistakes
+    if by_place is None and isinstance(data, dict):  # recorded by runs before the count was written with them
         from data.problems import ProblemFormat
         from training.results import wrong_digits_by_place
 
-        by_place = wrong_digits_by_place(ProblemFormat(**data), mistakes)
+        try:
+            by_place = wrong_digits_by_place(ProblemFormat(**data), mistakes)
+        except Exception as e:  # a truth_text longer than the answer, a format that does not build, ...
+            damage.note(run.mistakes, f"mistakes that do not fit the run's format ({one_line(e)})")
+            by_place = None
+    count = lambda key, default: recorded.get(key) if isinstance(recorded.get(key), int) else default  # noqa: E731
     return {
-        "n_test": recorded.get("n_test"),
-        "n_mistakes": recorded.get("n_mistakes", len(mistakes)),
+        "n_test": count("n_test", None),
+        "n_mistakes": count("n_mistakes", len(mistakes)),
         "n_recorded": len(mistakes),
-        "wrong_digits_by_place": by_place,
+        "wrong_digits_by_place": by_place if isinstance(by_place, list) else None,
         "mistakes": mistakes[:MAX_MISTAKES],
     }
 
 
-def _facts(run: RunDir, results: dict) -> dict:
-    """analysis.json, or for a run recorded before it existed, the same facts rebuilt from its format and config."""
-    facts = _json(run.analysis)
+MAX_TEXT = 200  # characters of a recorded string shown on the page
+
+
+def _clip_mistake(m: dict) -> dict:
+    """A mistake with its strings cut to MAX_TEXT characters (a damaged file may hold megabytes)."""
+    return {k: v[:MAX_TEXT] + "..." if isinstance(v, str) and len(v) > MAX_TEXT else v for k, v in m.items()}
+
+
+def _facts(run: RunDir, results: dict, damage: Damage) -> dict:
+    """analysis.json, or for a run recorded before it existed (or whose analysis.json is damaged), the same
+    facts rebuilt from its format and config."""
+    facts = _json(run.analysis, damage)
     if facts is not None:
         return facts
     from analysis.pipeline import HeadAnalysis, legacy_facts
 
     tolerance = HeadAnalysis.tolerance
-    if run.config.exists():
+    config = _config(run, damage)
+    if config is not None:
         from omegaconf import OmegaConf
 
-        tolerance = OmegaConf.select(OmegaConf.load(run.config), "analysis.tolerance", default=tolerance)
-    return legacy_facts(results.get("data"), tolerance)
+        try:
+            tolerance = float(OmegaConf.select(config, "analysis.tolerance", default=tolerance))
+        except Exception as e:
+            damage.note(run.config, f"analysis.tolerance unreadable ({one_line(e)})")
+    try:
+        return legacy_facts(results.get("data"), tolerance)
+    except Exception as e:  # a damaged "data" entry in results.json
+        damage.note(run.results, f"its 'data' is not a problem format ({one_line(e)})")
+        return {}
 
 
-def run_data(run_dir: Path, facts: dict | None = None) -> dict:
+def _config(run: RunDir, damage: Damage):
+    """config.yaml as a DictConfig, or None (absent, or damaged: noted)."""
+    if not run.config.exists():
+        return None
+    from omegaconf import OmegaConf
+
+    try:
+        config = OmegaConf.load(run.config)
+    except Exception as e:  # YAML errors, bad UTF-8, unreadable file
+        damage.note(run.config, f"not valid YAML ({one_line(e)})")
+        return None
+    if not OmegaConf.is_dict(config):
+        damage.note(run.config, f"not a mapping ({type(config).__name__})")
+        return None
+    return config
+
+
+def _text(path: Path, damage: Damage) -> str | None:
+    if not path.exists():
+        return None
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        damage.note(path, f"unreadable ({one_line(e)})")
+        return None
+
+
+def one_line(error: BaseException, limit: int = 120) -> str:
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
+def run_data(run_dir: Path, facts: dict | None = None, damage: Damage | None = None) -> dict:
     """Everything a run's page shows: results, history, mistakes and maps from the run's files; the analyses'
-    rows from their CSVs, with ``facts`` (analysis.json: what the page needs to render them) as recorded."""
+    rows from their CSVs, with ``facts`` (analysis.json: what the page needs to render them) as recorded.
+    A damaged file is left out and noted in ``damage`` (one entry per file); the rest is shown."""
     run = RunDir(run_dir)
-    results = _json(run.results)
-    if results is None:
+    damage = Damage() if damage is None else damage
+    if not run.results.exists():
         raise ReportError(f"{run_dir} is not a run directory (no results.json)")
-    facts = facts or _facts(run, results)
-    analyses = [a | {"rows": _csv(run.table(a["name"]))} for a in facts.get("analyses", [])]
+    results = _json(run.results, damage)
+    if results is None:
+        results = {"status": "failed", "error": f"{run.results.name} is damaged; what else was readable is shown"}
+    facts = facts or _facts(run, results, damage)
+    analyses = facts.get("analyses", [])
+    if not isinstance(analyses, list) or not all(
+        isinstance(a, dict) and isinstance(a.get("name"), str) for a in analyses
+    ):
+        damage.note(run.analysis, "its 'analyses' is not a list of named analyses")
+        analyses = []
+    history = (_json(run.history, damage) or {}).get("val", [])
+    if not isinstance(history, list):
+        damage.note(run.history, "its 'val' is not a list")
+        history = []
+    _config(run, damage)  # a damaged config.yaml is named; the page still shows its text
     return {
         "kind": "run",
         "name": run.path.name,
         "results": results,
-        "config": run.config.read_text() if run.config.exists() else None,
-        "history": (_json(run.history) or {}).get("val", []),
-        "mistakes": _mistakes(run, results.get("data")),
-        "attention": _snapshots(run),
+        "config": _text(run.config, damage),
+        "history": history,
+        "mistakes": _mistakes(run, results.get("data"), damage),
+        "attention": _snapshots(run, damage),
         **{k: v for k, v in facts.items() if k != "analyses"},
-        "analyses": analyses,
+        "analyses": [a | {"rows": _csv(run.table(a["name"]), damage)} for a in analyses],
     }
 
 
-def sweep_data(sweep: SweepDir, rows: list[dict], rewrite_runs: bool = False) -> dict:
+def sweep_data(sweep: SweepDir, rows: list[dict], rewrite_runs: bool = False, damage: Damage | None = None) -> dict:
     """Everything a sweep's page shows, from its summary ``rows`` (analysis/sweep.py); writes the report of every
-    finished job that has none (or all of them with ``rewrite_runs``), so that the page can link to it."""
+    finished job that has none (or all of them with ``rewrite_runs``), so that the page can link to it. A job
+    whose report cannot be written is shown without a link (and noted in ``damage``)."""
+    damage = Damage() if damage is None else damage
     rows = [dict(row) for row in rows]
     for row, job in zip(rows, sweep.jobs(), strict=True):
-        row["dir"] = job.path.name
+        where = job.path.relative_to(sweep.path).as_posix()  # a nested job (a swept value with '/') too
+        row["dir"] = where
         row["report"] = None
         if row["status"] == "ok":
-            if rewrite_runs or not job.report.exists():
-                write_run_report(job.path)
-            row["report"] = f"{job.path.name}/{job.report.name}"
-        row["error_log"] = f"{job.path.name}/{job.error_log.name}" if job.error_log.exists() else None
+            try:
+                if rewrite_runs or not job.report.exists():
+                    write_run_report(job.path, damage=damage)
+                row["report"] = f"{where}/{job.report.name}"
+            except (ReportError, OSError) as e:
+                damage.note(job.path, f"no report.html ({one_line(e)})")
+        row["error_log"] = f"{where}/{job.error_log.name}" if job.error_log.exists() else None
     finished = [(row["run"], job) for row, job in zip(rows, sweep.jobs(), strict=True) if row["report"]]
+    heads = heads_across_runs(finished, damage)
     return {
         "kind": "sweep",
         "name": sweep.path.name,
         "rows": rows,
         "grouped": grouped_over_seeds(rows),
         "milestone": MILESTONE,
-        "heads": heads_across_runs(finished),
+        "heads": heads,
     }
 
 
-def heads_across_runs(runs: list[tuple[str, RunDir]]) -> list[dict]:
+def heads_across_runs(runs: list[tuple[str, RunDir]], damage: Damage) -> list[dict]:
     """Every per-head analysis the finished runs recorded, each with its rows per run (the sweep page draws one
     heatmap per run, side by side)."""
     heads: dict[str, dict] = {}
     for name, job in runs:
-        for analysis in _facts(job, job.read_results()).get("analyses", []):
-            rows = _csv(job.table(analysis["name"])) if analysis.get("view") == "heads" else None
+        for analysis in _facts(job, job.read_results(), damage).get("analyses", []):
+            rows = _csv(job.table(analysis["name"]), damage) if analysis.get("view") == "heads" else None
             if rows:
                 entry = heads.setdefault(analysis["name"], analysis | {"runs": []})
                 entry["runs"].append({"run": name, "rows": rows})
@@ -189,19 +308,33 @@ def render(data: dict, title: str) -> str:
     return PLACEHOLDER.sub(lambda m: fills[m.group(1)], page)
 
 
-def write_run_report(run_dir: str | Path, facts: dict | None = None) -> Path:
+def write_run_report(run_dir: str | Path, facts: dict | None = None, damage: Damage | None = None) -> Path:
     """Write ``run_dir``/report.html from the run's files (and ``facts``, analysis.json's content, when the caller
-    has it in hand); return its path."""
+    has it in hand); return its path. Damaged files are left out of the page; each is one ``warning:`` line on
+    stderr (or an entry in ``damage`` when the caller collects them)."""
     run = RunDir(run_dir)
-    return RunDir.write_text(run.report, render(run_data(run.path, facts), f"tinycalc run {run.path.name}"))
+    collected = Damage() if damage is None else damage
+    page = render(run_data(run.path, facts, collected), f"tinycalc run {run.path.name}")
+    if damage is None:
+        collected.warn()
+    return RunDir.write_text(run.report, page)
 
 
-def write_sweep_report(sweep_dir: str | Path, rows: list[dict] | None = None, rewrite_runs: bool = False) -> Path:
+def write_sweep_report(
+    sweep_dir: str | Path, rows: list[dict] | None = None, rewrite_runs: bool = False, damage: Damage | None = None
+) -> Path:
     """Write ``sweep_dir``/sweep_report.html (and the report of each finished job that lacks one); ``rows``: the
-    sweep's summary (analysis.sweep.summarise), read from the jobs when not given."""
+    sweep's summary (analysis.sweep.summarise), read from the jobs when not given. Damaged files: as
+    :func:`write_run_report`; a job with one counts as failed."""
     sweep = SweepDir(sweep_dir)
-    rows = summarise(sweep) if rows is None else rows
-    page = render(sweep_data(sweep, rows, rewrite_runs), f"tinycalc sweep {sweep.path.name}")
+    collected = Damage() if damage is None else damage
+    if rows is None:
+        found: list[str] = []
+        rows = summarise(sweep, found)
+        collected.extend(e for e in found if e not in collected)
+    page = render(sweep_data(sweep, rows, rewrite_runs, collected), f"tinycalc sweep {sweep.path.name}")
+    if damage is None:
+        collected.warn()
     return RunDir.write_text(sweep.report, page)
 
 

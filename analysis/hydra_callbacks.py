@@ -12,15 +12,18 @@ class SweepSummary(Callback):
     """When a multirun ends: its runs side by side (sweep_summary.*) and its page (sweep_report.html)."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        from analysis.html_report import write_sweep_report
+        from analysis.html_report import Damage, write_sweep_report
         from analysis.sweep import record_summary, summarise
 
         sweep = SweepDir(config.hydra.sweep.dir)
-        rows = summarise(sweep)
+        damage = Damage()
+        rows = summarise(sweep, damage)  # what is readable: a job with a damaged file counts as failed
         record_summary(sweep, rows)
         failed = sum(row["status"] != "ok" for row in rows)
         print(f"sweep summary: {sweep.summary_md} ({len(rows)} runs, {failed} failed)")
-        print(f"sweep report: {write_sweep_report(sweep.path)}")
+        page = write_sweep_report(sweep.path, rows, damage=damage)
+        damage.warn()  # one line per damaged file
+        print(f"sweep report: {page}")
 
 
 class HeadCountComparison(Callback):

@@ -37,39 +37,109 @@ def steps_to(history: list[dict], target: float) -> int | None:
     return next((h["step"] for h in history if h["exact_match"] >= target), None)
 
 
-def read_job(job: RunDir) -> dict:
-    """One row of the summary from a job directory (also for a job that failed or never finished)."""
-    cfg = OmegaConf.load(job.hydra_config)
-    overrides = OmegaConf.load(job.hydra_overrides)
-    results = (
-        json.loads(job.results.read_text())
-        if job.results.exists()
-        else {"status": "failed", "error": "no results.json"}
-    )
-    history = json.loads(job.history.read_text())["val"] if job.history.exists() else []
-    n_heads, d_model = cfg.model.n_heads, cfg.model.d_model
-    ok = results.get("status") == "ok"
+def _load(path: Path, damaged: list[str], kind: str = "json"):
+    """A job file's content, or None with one ``<file>: <what is wrong>`` entry in ``damaged``."""
+    if not path.exists():
+        return None
+    try:
+        if kind == "yaml":
+            value = OmegaConf.load(path)
+            ok = OmegaConf.is_config(value)
+        else:
+            value = json.loads(path.read_text())
+            ok = isinstance(value, dict)
+        if ok:
+            return value
+        what = f"not a mapping ({type(value).__name__})"
+    except Exception as e:  # OSError, bad UTF-8, bad JSON or YAML: each library raises its own kind
+        what = f"unreadable ({one_line(e)})"
+    damaged.append(f"{path}: {what}")
+    return None
+
+
+def one_line(error: BaseException, limit: int = 120) -> str:
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
+def _status(job: RunDir, results: dict | None, broken: list[str]) -> str:
+    """ "ok", or "failed: why" -- a job whose files are damaged, that never finished or was refused counts failed."""
+    if broken:
+        return f"failed: damaged {', '.join(Path(b.split(': ')[0]).name for b in broken)}"
+    if results is None:
+        return "failed: no results.json"
+    status = results.get("status")
+    if status == "ok":
+        return "ok"
+    if status == "running":
+        owner = job.owner()
+        return f"failed: still running (pid {owner})" if owner else "failed: did not finish (killed?)"
+    return f"failed: {results.get('error') or status or 'unknown error'}"
+
+
+def _get(cfg, key: str):
+    try:
+        return OmegaConf.select(cfg, key, default=None) if cfg is not None else None
+    except Exception:  # an interpolation that does not resolve
+        return None
+
+
+def read_job(job: RunDir, damaged: list[str] | None = None) -> dict:
+    """One row of the summary from a job directory (also for a job that failed, never finished, or whose files
+    are damaged: each damaged file is one entry in ``damaged``, and the job counts as failed)."""
+    damaged = [] if damaged is None else damaged
+    before = len(damaged)
+    cfg = _load(job.hydra_config, damaged, "yaml")
+    try:
+        overrides = [str(o) for o in OmegaConf.load(job.hydra_overrides)]
+    except Exception as e:
+        damaged.append(f"{job.hydra_overrides}: unreadable ({one_line(e)})")
+        overrides = []
+    results = _load(job.results, damaged)
+    history_file = _load(job.history, damaged)
+    history = history_file.get("val") if history_file is not None else []
+    if not isinstance(history, list) or not all(
+        isinstance(h, dict) and isinstance(h.get("step"), int) and isinstance(h.get("exact_match"), (int, float))
+        for h in history
+    ):
+        damaged.append(f"{job.history}: its 'val' is not a list of {{step, exact_match}}")
+        history = []
+    if (
+        isinstance(results, dict)
+        and results.get("status") == "ok"
+        and not isinstance(results.get("test_exact_match"), (int, float))
+    ):
+        damaged.append(f"{job.results}: status ok but no test_exact_match")
+    status = _status(job, results, damaged[before:])
+    results = results or {}
+    n_heads, d_model = _get(cfg, "model.n_heads"), _get(cfg, "model.d_model")
+    number = lambda key: results.get(key) if isinstance(results.get(key), (int, float)) else None  # noqa: E731
+    logger = _get(cfg, "logger")
     return {
-        "overrides": list(overrides),
+        "overrides": overrides,
         "n_heads": n_heads,
-        "head_dim": d_model // n_heads if isinstance(n_heads, int) and n_heads > 0 and d_model % n_heads == 0 else None,
-        "n_params": results.get("n_params"),
-        "attention_params": results.get("attention_params"),
+        "head_dim": d_model // n_heads
+        if isinstance(n_heads, int) and isinstance(d_model, int) and n_heads > 0 and d_model % n_heads == 0
+        else None,
+        "n_params": number("n_params"),
+        "attention_params": number("attention_params"),
         "steps_to_99": steps_to(history, MILESTONE),
-        "test_exact_match": results.get("test_exact_match"),
-        "train_seconds": results.get("train_seconds"),
-        "prunable_fraction": results.get("prunable_fraction"),
-        "status": "ok" if ok else f"failed: {results.get('error', 'unknown error')}",
-        "seed": cfg.seed,
+        "test_exact_match": number("test_exact_match"),
+        "train_seconds": number("train_seconds"),
+        "prunable_fraction": number("prunable_fraction"),
+        "status": status,
+        "seed": _get(cfg, "seed"),
         "history": history,
-        "wandb": bool(cfg.get("logger")) and "wandb" in cfg.logger,
+        "wandb": bool(logger) and "wandb" in logger,
     }
 
 
-def summarise(sweep: SweepDir) -> list[dict]:
-    """One row per job, each named by what sets it apart."""
+def summarise(sweep: SweepDir, damaged: list[str] | None = None) -> list[dict]:
+    """One row per job (nested job directories included), each named by what sets it apart; each damaged file
+    is one ``<file>: <what is wrong>`` entry in ``damaged``."""
     jobs = sweep.jobs()
-    return name_runs([read_job(job) for job in jobs], [job.path for job in jobs])
+    damaged = [] if damaged is None else damaged
+    return name_runs([read_job(job, damaged) for job in jobs], [job.path for job in jobs])
 
 
 def name_runs(rows: list[dict], jobs: list[Path]) -> list[dict]:

@@ -17,7 +17,7 @@ import torch
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 from model.device import resolve_device
-from storage.rundir import RUN_PATTERNS, RunDir
+from storage.rundir import RUN_PATTERNS, RunDir, SweepDir
 
 
 class CheckpointError(Exception):
@@ -32,11 +32,27 @@ def _first_line(error: BaseException, limit: int = 120) -> str:
 
 def find_checkpoints(root: str | Path = ".") -> list[Path]:
     """Every run's best checkpoint under ``root`` (runs/ and multirun/), newest first by modification time."""
-    found = {run.best_checkpoint for run in RunDir.under(root) if run.best_checkpoint.is_file()}
+    runs = RunDir.under(root) + [job for sweep in Path(root).glob("multirun/*") for job in SweepDir(sweep).jobs()]
+    found = {run.best_checkpoint for run in runs if run.best_checkpoint.is_file()}  # nested sweep jobs too
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
+def finished(ckpt: Path) -> bool:
+    """Does ``ckpt`` belong to a run that finished (results.json status ok)?"""
+    run = RunDir.of_checkpoint(ckpt)
+    return run is not None and run.status == "ok"
+
+
+def recorded_exact_match(ckpt: Path) -> float | None:
+    """The test exact-match its run recorded in results.json, when it finished and recorded one."""
+    run = RunDir.of_checkpoint(ckpt)
+    value = run.read_results().get("test_exact_match") if run is not None else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def newest_checkpoint(root: str | Path = ".") -> Path:
+    """The newest FINISHED run's best checkpoint (a sweep's newest job may still be training, or have stopped at
+    0.2%); only when no run has finished, the newest of all (calc.py then says it did not finish)."""
     found = find_checkpoints(root)
     if not found:
         looked = " and ".join(f"{pattern}/{RunDir('').best_checkpoint}" for pattern in RUN_PATTERNS)
@@ -45,7 +61,7 @@ def newest_checkpoint(root: str | Path = ".") -> Path:
             "python train.py  "
             "or pass --ckpt PATH"
         )
-    return found[0]
+    return next((ckpt for ckpt in found if finished(ckpt)), found[0])
 
 
 def resolve_checkpoint(path: str | Path) -> Path:

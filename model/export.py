@@ -402,6 +402,11 @@ def export_command(calc: Calculator, target: str, out_dir: str) -> int:
     if target != "hf":
         print(f"error: --export {target}: unknown format; the one supported is  --export hf OUT_DIR", file=sys.stderr)
         return 2
+    run = RunDir.of_checkpoint(calc.path) if calc.path is not None else None
+    owner = run.owner() if run is not None else None
+    if owner:  # its best.ckpt is whatever the run has reached so far: not a model to hand on
+        print(f"error: {run.path} is still training (pid {owner}); export it when it has finished", file=sys.stderr)
+        return 2
     try:
         check = export_hf(calc, out_dir)
     except (ExportError, MissingExtraError) as e:

@@ -20,6 +20,7 @@ Every other file asks a :class:`RunDir` or :class:`SweepDir` for these paths.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -36,13 +37,22 @@ RUN_PATTERNS = ("runs/*", "multirun/*/*")  # where runs are: single runs, and th
 
 
 def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
-    """``write(tmp)`` beside ``path``, then rename over it: a kill or a full disk leaves the old file, never half
-    a new one."""
+    """``write(tmp)`` beside ``path``, flushed to the disk, then renamed over it: a kill, a power cut or a full
+    disk leaves the old file, never half a new one. The temporary file is in the same directory (so the rename
+    never becomes a copy across filesystems), and a full disk is an OSError naming ``path``, not the
+    temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(tmp)
+        with open(tmp, "rb+") as f:  # what write() left in the page cache reaches the disk before the rename
+            os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_directory(path.parent)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise OSError(e.errno, os.strerror(e.errno), str(path)) from None
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     return path
@@ -75,6 +85,37 @@ def _take_lock(lock: Path) -> bool:
         return False
     finally:
         mine.unlink(missing_ok=True)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened, e.g. Windows)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def readable_checkpoint(path: Path) -> str | None:
+    """None when ``path`` is a checkpoint that loads (tensors and plain values only), else what is wrong."""
+    try:
+        if path.stat().st_size == 0:
+            return "empty (0 bytes)"
+        import torch  # storage/ is the lowest layer; torch only when a checkpoint is really checked
+
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as e:
+        return f"unreadable ({e.strerror or e})"
+    except Exception:  # truncated, random bytes or a foreign pickle: torch raises many kinds
+        return "truncated or corrupt (it does not load)"
+    if not isinstance(data, dict) or "state_dict" not in data:
+        return "not a checkpoint (no state_dict)"
+    return None
 
 
 class RunDirError(ValueError):
@@ -350,16 +391,27 @@ class RunDir:
 
     # ---- resuming ------------------------------------------------------------------------------------------
     def resume_checkpoint(self) -> Path:
-        """The checkpoint that continues this run, or RunDirError saying what would work."""
+        """The checkpoint that continues this run, or RunDirError saying what would work. A damaged
+        interrupted.ckpt (a kill or a full disk mid-write) is never chosen: the message offers best.ckpt."""
+        damage = None
         if self.interrupted_checkpoint.is_file():
-            return self.interrupted_checkpoint
+            damage = readable_checkpoint(self.interrupted_checkpoint)
+            if damage is None:
+                return self.interrupted_checkpoint
         owner = self.owner()
         if owner:
             raise RunDirError(f"resume={self.path}: that run is still training (pid {owner})")
         status = self.status
-        if status == "ok":
+        best_ok = self.best_checkpoint.is_file() and readable_checkpoint(self.best_checkpoint) is None
+        if damage is not None:
+            why = f"its checkpoint {self.interrupted_checkpoint.name} is {damage}" + (
+                f"; continue from its best weights with  resume={self.best_checkpoint}"
+                if best_ok
+                else f", and it has no readable {self.best_checkpoint.name}; start a new run"
+            )
+        elif status == "ok":
             why = "that run finished (its results are in results.json); nothing to resume"
-        elif status == "running" and self.best_checkpoint.is_file():
+        elif status == "running" and best_ok:
             why = (
                 f"that run did not finish and saved no interrupted.ckpt (killed?); continue from its best "
                 f"weights with  resume={self.best_checkpoint}"
@@ -375,7 +427,14 @@ def resume_target(resume: str | Path) -> Path:
     """resume= (a run directory or a .ckpt file) -> the checkpoint to continue from, or RunDirError."""
     path = Path(str(resume)).expanduser()
     if path.is_file() and path.suffix == ".ckpt":
-        return path
+        damage = readable_checkpoint(path)
+        if damage is None:
+            return path
+        run = RunDir.of_checkpoint(path)
+        offer = run.best_checkpoint if run is not None and run.best_checkpoint != path else None
+        if offer is not None and offer.is_file() and readable_checkpoint(offer) is None:
+            raise RunDirError(f"resume={resume}: that checkpoint is {damage}; continue with  resume={offer}")
+        raise RunDirError(f"resume={resume}: that checkpoint is {damage}")
     if path.is_file():
         raise RunDirError(f"resume={resume}: not a .ckpt file or run directory")
     return RunDir(path).resume_checkpoint()
@@ -437,7 +496,10 @@ class SweepDir:
             self.lock.unlink(missing_ok=True)
 
     def jobs(self) -> list[RunDir]:
-        """Job directories, in job order."""
-        paths = [p.parent.parent for p in self.path.glob("*/.hydra/overrides.yaml")]
-        order = lambda p: (int(p.name.split("_")[0]) if p.name.split("_")[0].isdigit() else 0, p.name)  # noqa: E731
+        """Job directories, in job order -- nested ones too (a swept value with '/' in it makes
+        <n>_a=b/c/.hydra/): each counts as the job it is."""
+        paths = {p.parent.parent for p in self.path.rglob(".hydra/overrides.yaml")}
+        paths.discard(self.path)
+        first = lambda p: p.relative_to(self.path).parts[0]  # noqa: E731
+        order = lambda p: (int(first(p).split("_")[0]) if first(p).split("_")[0].isdigit() else 0, str(p))  # noqa: E731
         return [RunDir(p) for p in sorted(paths, key=order)]

@@ -80,8 +80,10 @@ def test_a_run_interrupted_and_resumed_ends_exactly_like_an_uninterrupted_one(tm
 
 
 def test_resume_refuses_other_overrides(tmp_path):
+    import torch
+
     (tmp_path / "checkpoints").mkdir()
-    (tmp_path / "checkpoints" / "interrupted.ckpt").write_bytes(b"")
+    torch.save({"state_dict": {}}, tmp_path / "checkpoints" / "interrupted.ckpt")  # readable: resume may choose it
     (tmp_path / "config.yaml").write_text("seed: 0\n")
     done = run_train(tmp_path / "new", f"resume={tmp_path}", "model.n_heads=8")
     assert done.returncode == 2 and "drop model.n_heads=8" in done.stderr and "Traceback" not in done.stderr

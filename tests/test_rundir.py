@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+import torch
 
 from storage.results import SCHEMA
 from storage.rundir import RunDir, RunDirError
@@ -33,7 +34,7 @@ def finished_run(path) -> RunDir:
     """A directory that looks like a finished run (results, config, a checkpoint file)."""
     run = RunDir(path)
     run.checkpoints.mkdir(parents=True)
-    run.best_checkpoint.write_bytes(b"weights")
+    torch.save({"state_dict": {}}, run.best_checkpoint)  # loads (weights_only): a checkpoint resume may offer
     run.config.write_text("seed: 0\n")
     (run.path / ".hydra").mkdir()
     (run.path / ".hydra" / "overrides.yaml").write_text("- seed=0\n")

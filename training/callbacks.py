@@ -6,18 +6,35 @@ checkpoint, and a guard on the loss. Listed in configs/callbacks/default.yaml; e
 from __future__ import annotations
 
 import copy
+import io
 import math
-import os
 import signal
 import time
 from pathlib import Path
+from weakref import proxy
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
-from storage.rundir import RunDir
+from storage.rundir import RunDir, write_atomically
 from training.failures import NonFiniteLossError
+
+
+def save_checkpoint(trainer: L.Trainer, path: str | Path, weights_only: bool = False) -> Path:
+    """``trainer.save_checkpoint``, crash-safe: Lightning writes to a temporary file wherever the system keeps
+    them and moves it (across filesystems a copy, which a kill or a full disk leaves half done). Here the
+    checkpoint goes to a temporary file beside ``path``, is flushed to the disk and renamed over it
+    (:func:`write_atomically`): ``path`` is the old file or the whole new one, and a full disk names ``path``.
+    Called on every process, like ``trainer.save_checkpoint``; the first one writes."""
+    path = Path(path)
+    checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only)
+    if trainer.is_global_zero:
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        write_atomically(path, lambda tmp: tmp.write_bytes(buffer.getbuffer()))
+    trainer.strategy.barrier("save_checkpoint")
+    return path
 
 
 class GracefulStop(L.Callback):
@@ -46,7 +63,7 @@ class GracefulStop(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self.signal is not None and self.saved is None:
-            trainer.save_checkpoint(self.path)
+            save_checkpoint(trainer, self.path)
             self.saved = self.path
             trainer.should_stop = True
 
@@ -95,7 +112,7 @@ class FiniteLossGuard(L.Callback):
             return
         value = loss.item()
         if not math.isfinite(value):  # nothing has been updated by this step yet: the weights are good
-            trainer.save_checkpoint(self.path)
+            save_checkpoint(trainer, self.path)
             raise NonFiniteLossError(trainer.global_step, value, self.path)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -115,7 +132,7 @@ class FiniteLossGuard(L.Callback):
         pl_module.load_state_dict(weights)
         for optimizer, state in zip(trainer.optimizers, optimizer_states, strict=True):
             optimizer.load_state_dict(state)
-        trainer.save_checkpoint(self.path)
+        save_checkpoint(trainer, self.path)
         raise NonFiniteLossError(trainer.global_step, value, self.path, good_step=step)
 
     def _keep_good(self, trainer, pl_module) -> None:
@@ -139,12 +156,14 @@ class BestCheckpoint(ModelCheckpoint):
         )
 
     def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
-        """Write beside, then rename: a kill or a full disk mid-write leaves the previous best.ckpt whole."""
-        partial = f"{filepath}.partial"
-        super()._save_checkpoint(trainer, partial)
-        if trainer.is_global_zero:
-            os.replace(partial, filepath)
+        """Written beside, flushed, then renamed (:func:`save_checkpoint`): a kill or a full disk mid-write
+        leaves the previous best.ckpt whole."""
+        save_checkpoint(trainer, filepath, self.save_weights_only)
+        self._last_global_step_saved = trainer.global_step
         self._last_checkpoint_saved = filepath
+        if trainer.is_global_zero:
+            for logger in trainer.loggers:
+                logger.after_save_checkpoint(proxy(self))
 
 
 class StepProgressBar(RichProgressBar):
