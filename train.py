@@ -83,10 +83,10 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
         module.to(trainer.strategy.root_device)  # Lightning hands the model back on the CPU; analyse where it trained
         test_set = datamodule.held_out_set("test")
         run_dir.write_json(run_dir.history, {"val": history})
-        run_dir.write_json(run_dir.mistakes, test_mistakes(module, test_set))
         results = run_record(module, trainer, datamodule, test, cfg, train_seconds, str(run_dir))
 
-        phase = "analysis"
+        phase = "analysis"  # from here on the run is finished: a signal leaves it "ok"
+        run_dir.write_json(run_dir.mistakes, test_mistakes(module, test_set))
         for maps in (c for c in callbacks if isinstance(c, AttentionMaps)):
             results["maps_seconds"] = round(maps.seconds, 2)  # drawing attention maps during training
         if analysis is not None and analysis.enabled:
