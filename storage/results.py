@@ -19,6 +19,10 @@ class Results(TypedDict, total=False):
     status: Status  # "running" from the first write: a run killed with no chance to say so is unfinished
     error: str  # failed: the one line the run ended with
     # interrupted (Ctrl-C, SIGTERM) or running
+    # the phase a signal stopped: "training" (status interrupted; resume continues it), "test" (status
+    # interrupted: training had finished, no test results), "analysis" or "report" (status ok: training and test
+    # finished and recorded; the end-of-run analysis / report.html did not finish). Absent: nothing was stopped
+    interrupted_phase: Literal["training", "test", "analysis", "report"]
     step: int
     checkpoint: str | None  # the checkpoint that continues the run (interrupted) or its best one (ok)
     resume: str  # the command that continues it

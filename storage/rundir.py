@@ -371,17 +371,28 @@ class RunDir:
         ``0_a=b,c=d``, holds characters Hydra reads as syntax)."""
         return f"python train.py {override('resume', self.path)}"
 
-    def mark_interrupted(self, step: int, checkpoint: Path, train_seconds: float, wandb_run_id: str | None) -> None:
-        self.write_results(
-            {
-                "status": "interrupted",
-                "step": step,
-                "checkpoint": str(checkpoint),
-                "train_seconds": round(train_seconds, 2),
-                "wandb_run_id": wandb_run_id,
-                "resume": self.resume_command,
-            }
-        )
+    def mark_interrupted(
+        self,
+        step: int,
+        checkpoint: Path | None,
+        train_seconds: float,
+        wandb_run_id: str | None,
+        resume: str | None = None,
+        phase: str = "training",
+    ) -> None:
+        """A signal stopped the run in ``phase``; ``checkpoint`` continues it (None: nothing saved to continue
+        from), with ``resume`` (default: this directory's resume command; none without a checkpoint)."""
+        record: Results = {
+            "status": "interrupted",
+            "interrupted_phase": phase,
+            "step": step,
+            "checkpoint": None if checkpoint is None else str(checkpoint),
+            "train_seconds": round(train_seconds, 2),
+            "wandb_run_id": wandb_run_id,
+        }
+        if checkpoint is not None:
+            record["resume"] = resume or self.resume_command
+        self.write_results(record)
 
     def mark_failed(self, message: str) -> None:
         """Record a failure -- unless the directory holds results of its own that must not be lost
@@ -411,10 +422,11 @@ class RunDir:
             )
         elif status == "ok":
             why = "that run finished (its results are in results.json); nothing to resume"
-        elif status == "running" and best_ok:
+        elif status in ("running", "interrupted") and best_ok:
+            how = "was stopped at once" if status == "interrupted" else "did not finish"
             why = (
-                f"that run did not finish and saved no interrupted.ckpt (killed?); continue from its best "
-                f"weights with  resume={self.best_checkpoint}"
+                f"that run {how} and saved no interrupted.ckpt{' (killed?)' if status == 'running' else ''}; "
+                f"continue from its best weights with  {override('resume', self.best_checkpoint)}"
             )
         elif self.path.is_dir():
             why = "no checkpoints/interrupted.ckpt there; give a run directory that was interrupted, or a .ckpt file"

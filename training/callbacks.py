@@ -19,6 +19,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
 from storage.rundir import RunDir, write_atomically
 from training.failures import NonFiniteLossError
+from training.signals import stop_at_once
 
 
 def save_checkpoint(trainer: L.Trainer, path: str | Path, weights_only: bool = False) -> Path:
@@ -40,7 +41,8 @@ def save_checkpoint(trainer: L.Trainer, path: str | Path, weights_only: bool = F
 class GracefulStop(L.Callback):
     """On Ctrl-C or SIGTERM, finish the current step, save ``checkpoints/interrupted.ckpt`` and stop.
 
-    A second Ctrl-C stops at once. Outside training (testing, analysis) Ctrl-C interrupts as usual.
+    A second signal stops at once (:class:`training.signals.Signalled`, which ``train.py`` turns into a true status
+    and the same exit code); outside training the handlers from before (``train.py``'s own) take them again.
     """
 
     def __init__(self, run_dir: str | Path):
@@ -52,7 +54,8 @@ class GracefulStop(L.Callback):
 
     def _request(self, signum, frame) -> None:
         if self.signal is not None or not self._training:
-            raise KeyboardInterrupt
+            stop_at_once(signum)  # not KeyboardInterrupt: Lightning answers that with exit(1) and no line
+            return
         self.signal = signum
         print(f"\nstopping after this step ({signal.Signals(signum).name}); again to stop at once", flush=True)
 
@@ -71,6 +74,7 @@ class GracefulStop(L.Callback):
         self._training = False
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        self._previous = {}  # once: on_exception after on_fit_end (a signal in the test) must not re-install them
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self.on_fit_end(trainer, pl_module)  # restore the handlers however fit ends

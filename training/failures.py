@@ -2,7 +2,8 @@
 
     2    a configuration mistake (ConfigError), before anything was trained
     3    training stopped: the loss became NaN/inf, or (outside a sweep) an unexpected error
-    130  interrupted (Ctrl-C / SIGTERM); the line says how to resume
+    130  interrupted by Ctrl-C (SIGINT), 143 by SIGTERM (128 + the signal), in any phase; the line says what the
+         run holds and how to continue (training/signals.py, train.py)
 
 A bug outside a sweep shows its traceback (what a developer needs); inside a sweep the job fails alone, its
 traceback goes to error.log, and the sweep summary lists it. Nothing a finished or resumable run wrote is
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from storage.rundir import RunDir, RunDirError, override
 from training.config import ConfigError
+from training.signals import Signalled, exit_code, signal_name
 
 
 class NonFiniteLossError(RuntimeError):
@@ -36,14 +38,23 @@ class NonFiniteLossError(RuntimeError):
 
 
 class Interrupted(Exception):
-    """Training stopped on Ctrl-C / SIGTERM after saving a checkpoint."""
+    """A signal stopped the run and its true status is written; the message says what it holds and how to go on."""
+
+    def __init__(self, message: str, signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.signum = signum
 
 
 class DiskFull(Exception):
     """The disk filled up while the run was writing."""
 
 
-EXIT_CONFIG, EXIT_TRAINING, EXIT_INTERRUPTED = 2, 3, 128 + signal.SIGINT
+EXIT_CONFIG, EXIT_TRAINING, EXIT_INTERRUPTED, EXIT_TERMINATED = (
+    2,
+    3,
+    exit_code(signal.SIGINT),
+    exit_code(signal.SIGTERM),
+)
 
 
 def handle_failure(error: BaseException, run_dir: RunDir, in_sweep: bool, started: bool) -> int | None:
@@ -53,12 +64,16 @@ def handle_failure(error: BaseException, run_dir: RunDir, in_sweep: bool, starte
     """
     if isinstance(error, Interrupted):
         print(f"interrupted: {error}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    if isinstance(error, KeyboardInterrupt):
-        print("interrupted before training started or after it ended; nothing to resume", file=sys.stderr)
+        return exit_code(error.signum)
+    if isinstance(error, (Signalled, KeyboardInterrupt)):  # train.py turns a signal in a phase it ran into Interrupted
+        signum = error.signum if isinstance(error, Signalled) else signal.SIGINT
+        message = f"interrupted ({signal_name(signum)}) before training started; nothing to resume"
+        print(f"interrupted: {message}", file=sys.stderr)
         if started:
-            run_dir.mark_failed("interrupted before training started or after it ended")
-        return EXIT_INTERRUPTED
+            run_dir.mark_failed(message)  # never over a finished or resumable run's results
+        else:
+            run_dir.discard_if_unused()
+        return exit_code(signum)
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
         error = DiskFull(
             f"no space left on the disk ({error.filename or run_dir}); free some and start again"

@@ -1,0 +1,201 @@
+"""Every signal at every phase (setup, training, test, analysis, report) leaves a true status, one line and the
+documented exit code: 130 for Ctrl-C (SIGINT), 143 for SIGTERM (issue 25, item 5). The fast tests call the pieces
+with the exception a signal raises in each phase; the slow ones send real signals to a real training."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from storage.results import wrong_types
+from storage.rundir import RunDir, RunDirError
+from tests.conftest import ROOT
+from training.failures import Interrupted, handle_failure
+from training.signals import Signalled, StopOnSignal, exit_code
+
+SMALL = [
+    "data.digits=2",
+    "data.val_fraction=0.05",
+    "data.test_fraction=0.05",
+    "data.n_val=300",
+    "data.n_test=300",
+    "trainer.val_check_interval=50",
+    "logger=none",
+]
+
+
+def a_run(path: Path) -> RunDir:
+    run = RunDir(path)
+    run.path.mkdir(parents=True)
+    run.claim(resuming=False)
+    run.mark_running(None, {})
+    return run
+
+
+def stopped_in(phase: str, run: RunDir, signum=signal.SIGINT, results=None, stopper=None, resume=None):
+    from train import stopped
+
+    trainer = SimpleNamespace(global_step=120)
+    cfg = SimpleNamespace(resume=resume)
+    return stopped(signum, phase, run, cfg, trainer, [], stopper, results or {}, 12.5)
+
+
+# ---- fast -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_exit_codes_are_128_plus_the_signal(signum, code, tmp_path, capsys):
+    assert exit_code(signum) == code
+    run = a_run(tmp_path / "run")
+    assert handle_failure(Interrupted("stopped", signum), run, in_sweep=False, started=True) == code
+    assert capsys.readouterr().err == "interrupted: stopped\n"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_before_training_is_a_line_and_a_failed_start(signum, tmp_path, capsys):
+    run = a_run(tmp_path / "run")
+    assert handle_failure(Signalled(signum), run, in_sweep=False, started=True) == exit_code(signum)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("interrupted: ") and "before training started" in err
+    assert run.status == "failed"
+
+
+def test_a_signal_never_turns_a_finished_run_failed(tmp_path):
+    run = a_run(tmp_path / "run")
+    run.write_results({"status": "ok", "test_exact_match": 0.9})
+    handle_failure(KeyboardInterrupt(), run, in_sweep=False, started=True)
+    assert run.read_results()["status"] == "ok"
+
+
+def test_the_second_signal_in_a_step_is_signalled_not_keyboard_interrupt(tmp_path, monkeypatch):
+    # Lightning answers KeyboardInterrupt with exit(1) and no line; anything else it re-raises to train.py
+    import training.signals
+    from training.callbacks import GracefulStop
+
+    monkeypatch.setattr(training.signals, "_stopping", [])
+    stop = GracefulStop(tmp_path)
+    stop._training = True
+    stop._request(signal.SIGINT, None)  # the first: at the end of the step
+    assert stop.signal == signal.SIGINT
+    with pytest.raises(Signalled) as raised:
+        stop._request(signal.SIGINT, None)
+    assert not isinstance(raised.value, KeyboardInterrupt) and raised.value.signum == signal.SIGINT
+    stop._request(signal.SIGINT, None)  # a third, while the status is written: ignored
+
+
+def test_the_guard_raises_once_and_restores_the_handlers(monkeypatch):
+    import training.signals
+
+    monkeypatch.setattr(training.signals, "_stopping", [])
+    before = signal.getsignal(signal.SIGTERM)
+    with StopOnSignal():
+        with pytest.raises(Signalled):
+            signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGTERM)  # already stopping: ignored
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.parametrize("best", [True, False])
+def test_stopped_at_once_in_training_offers_the_best_checkpoint_or_says_nothing_to_resume(tmp_path, best):
+    run = a_run(tmp_path / "run")
+    if best:
+        run.best_checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        run.best_checkpoint.write_bytes(b"weights")
+    line = str(stopped_in("training", run, stopper=SimpleNamespace(signal=signal.SIGINT)))
+    state = run.read_results()
+    assert state["status"] == "interrupted" and state["interrupted_phase"] == "training" and state["step"] == 120
+    assert not wrong_types(state)
+    if best:
+        assert "a second Ctrl-C" in line and f"resume={run.best_checkpoint}" in line
+        assert state["checkpoint"] == str(run.best_checkpoint) and state["resume"] in line
+        assert "best.ckpt" in str(pytest.raises(RunDirError, run.resume_checkpoint).value)  # resume=<run> says so too
+    else:
+        assert "nothing to resume" in line and state["checkpoint"] is None and "resume" not in state
+
+
+def test_stopped_in_the_test_keeps_the_training_and_says_there_are_no_test_results(tmp_path):
+    run = a_run(tmp_path / "run")
+    run.best_checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    run.best_checkpoint.write_bytes(b"weights")
+    error = stopped_in("test", run, signal.SIGTERM)
+    assert error.signum == signal.SIGTERM and "no test results" in str(error) and "calc.py --ckpt" in str(error)
+    state = run.read_results()
+    assert state["status"] == "interrupted" and state["interrupted_phase"] == "test"
+
+
+@pytest.mark.parametrize("phase", ["analysis", "report"])
+def test_stopped_in_the_analysis_or_report_records_the_finished_run_as_ok(tmp_path, phase):
+    run = a_run(tmp_path / "run")
+    record = {"status": "ok", "test_exact_match": 0.875, "steps": 120}
+    if phase == "report":
+        run.write_results(record)  # written before the page
+    (run.interrupted_checkpoint.parent).mkdir(parents=True, exist_ok=True)
+    run.interrupted_checkpoint.write_bytes(b"the state a resumed run came from")
+    line = str(stopped_in(phase, run, results=dict(record), resume=str(run.path)))
+    state = run.read_results()
+    assert state["status"] == "ok" and state["test_exact_match"] == 0.875 and state["interrupted_phase"] == phase
+    assert not wrong_types(state)
+    assert not run.interrupted_checkpoint.exists()  # used up: the resume command must not retrain a finished run
+    assert f"python -m analysis.html_report {run.path}" in line and "0.8750" in line
+    assert ("cannot be resumed" in line) == (phase == "analysis")
+
+
+# ---- slow: real trainings, real signals ----------------------------------------------------------------------
+def start(run_dir: Path, *overrides: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run_dir}", *SMALL, *overrides],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(path: Path, process: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while not path.exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    assert path.exists() and process.poll() is None, f"{path} never appeared while the run went on"
+
+
+def ended(process: subprocess.Popen) -> str:
+    _, stderr = process.communicate(timeout=300)
+    assert "Traceback" not in stderr, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.startswith("interrupted: ")]
+    assert len(lines) == 1, stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.slow  # one training
+def test_two_ctrl_c_within_one_step_still_interrupt_with_130_and_a_checkpoint_to_continue_from(tmp_path):
+    run_dir = tmp_path / "run"
+    process = start(run_dir, "trainer.max_steps=100000", "target_accuracy=null", "analysis=none")
+    wait_for(run_dir / "checkpoints" / "best.ckpt", process)
+    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.SIGINT)  # at once: within the same step
+    line = ended(process)
+    assert process.returncode == 130, line
+    state = json.loads((run_dir / "results.json").read_text())
+    assert state["status"] == "interrupted" and not (run_dir / "run.lock").exists()
+    assert state["checkpoint"] and Path(state["checkpoint"]).is_file() and "resume=" in line
+    assert not list((run_dir / "checkpoints").glob("*.partial"))
+
+
+@pytest.mark.slow  # one training per signal
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_analysis_keeps_the_finished_run_ok(tmp_path, signum):
+    run_dir = tmp_path / "run"
+    process = start(run_dir, "trainer.max_steps=100", "target_accuracy=null")
+    wait_for(RunDir(run_dir).mistakes, process)  # written once the test is recorded, as the analysis begins
+    process.send_signal(signum)
+    line = ended(process)
+    assert process.returncode == exit_code(signum), line
+    state = json.loads((run_dir / "results.json").read_text())
+    assert state["status"] == "ok" and "test_exact_match" in state, state
+    assert state["interrupted_phase"] in ("analysis", "report")  # the analysis of a small run can be quick
+    assert "analysis.html_report" in line and not (run_dir / "run.lock").exists()
