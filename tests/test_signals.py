@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from storage.results import wrong_types
 from storage.rundir import RunDir, RunDirError
@@ -105,7 +106,7 @@ def test_stopped_at_once_in_training_offers_the_best_checkpoint_or_says_nothing_
     run = a_run(tmp_path / "run")
     if best:
         run.best_checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        run.best_checkpoint.write_bytes(b"weights")
+        torch.save({"state_dict": {}}, run.best_checkpoint)  # a checkpoint that loads
     line = str(stopped_in("training", run, stopper=SimpleNamespace(signal=signal.SIGINT)))
     state = run.read_results()
     assert state["status"] == "interrupted" and state["interrupted_phase"] == "training" and state["step"] == 120
@@ -121,7 +122,7 @@ def test_stopped_at_once_in_training_offers_the_best_checkpoint_or_says_nothing_
 def test_stopped_in_the_test_keeps_the_training_and_says_there_are_no_test_results(tmp_path):
     run = a_run(tmp_path / "run")
     run.best_checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    run.best_checkpoint.write_bytes(b"weights")
+    torch.save({"state_dict": {}}, run.best_checkpoint)  # a checkpoint that loads
     error = stopped_in("test", run, signal.SIGTERM)
     assert error.signum == signal.SIGTERM and "no test results" in str(error) and "calc.py --ckpt" in str(error)
     state = run.read_results()
