@@ -76,3 +76,24 @@ def untrained_calculator(n_layers: int = 2, seed: int = 0, n_test: int = 300):
     model = dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=n_layers)
     module = CalculatorModule(model=model, fmt=dm.fmt.to_dict(), optim={})
     return module.eval(), dm.held_out_set("test")
+
+
+def kill_once_checkpointed(run_dir, *overrides: str, wait: float = 0.5) -> None:
+    """Start ``python train.py`` into ``run_dir`` (a RunDir), SIGKILL it ``wait`` seconds after its first
+    best.ckpt appears (or after 300 s), and wait for it to end: a run killed with no chance to say so."""
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run_dir.path}", *overrides],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 300
+    while not run_dir.best_checkpoint.exists() and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(wait)
+    process.kill()  # SIGKILL
+    process.wait()
+    assert process.returncode == -signal.SIGKILL

@@ -425,34 +425,11 @@ def test_eval_json_echoes_only_the_start_of_an_invalid_line(capsys, tmp_path, ru
 def test_kill_9_while_training_writes_checkpoints_leaves_only_loadable_ones(tmp_path, delay):
     """A real training writing best.ckpt every 5 steps, killed with SIGKILL at some moment after the first: every
     checkpoint file left loads, and resume= offers one that does."""
-    import signal
-
-    from tests.conftest import SMALL_TASK
+    from tests.conftest import SMALL_TASK, kill_once_checkpointed
 
     run = RunDir(tmp_path / "run")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            f"hydra.run.dir={run.path}",
-            *SMALL_TASK,
-            "trainer.val_check_interval=5",
-            "trainer.max_steps=5000",
-            "target_accuracy=null",
-            "logger=none",
-            "analysis=none",
-            "callbacks.attention_maps=null",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 300
-    while not run.best_checkpoint.exists() and time.time() < deadline:
-        time.sleep(0.01)
-    time.sleep(delay)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+    quick = ["trainer.val_check_interval=5", "trainer.max_steps=5000", "target_accuracy=null", "logger=none"]
+    kill_once_checkpointed(run, *SMALL_TASK, *quick, "analysis=none", "callbacks.attention_maps=null", wait=delay)
     for ckpt in run.checkpoints.glob("*.ckpt"):
         assert "state_dict" in torch.load(ckpt, map_location="cpu", weights_only=True), ckpt
     with pytest.raises(RunDirError, match=f"resume={run.best_checkpoint}"):

@@ -7,7 +7,6 @@ import http.server
 import json
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import torch
 
 from storage.results import SCHEMA
 from storage.rundir import RunDir, RunDirError
-from tests.conftest import ROOT, SMALL_TASK, run_train
+from tests.conftest import ROOT, SMALL_TASK, kill_once_checkpointed, run_train
 from training.loggers import wandb_problem
 
 SMALL = [
@@ -281,26 +280,9 @@ def test_a_second_run_into_a_used_directory_is_refused_before_hydra_writes(tmp_p
 def test_a_killed_run_is_marked_unfinished_and_calc_warns(tmp_path):
     root = tmp_path / "project"
     run = RunDir(root / "runs" / "killed")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            f"hydra.run.dir={run.path}",
-            *SMALL,
-            "trainer.max_steps=5000",
-            "target_accuracy=null",
-            "callbacks.attention_maps=null",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    kill_once_checkpointed(
+        run, *SMALL, "trainer.max_steps=5000", "target_accuracy=null", "callbacks.attention_maps=null"
     )
-    deadline = time.time() + 300
-    while not run.best_checkpoint.exists() and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)  # let the checkpoint's write finish
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
     assert run.status == "running" and run.unfinished
 
     done = subprocess.run(
