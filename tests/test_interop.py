@@ -31,10 +31,10 @@ from tests.conftest import ROOT, SMALL_TASK
 HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("transformers", "transformer_lens", "safetensors"))
 needs_extra = pytest.mark.skipif(not HAVE_EXTRA, reason=f"the interop extra is not installed: {INTEROP_INSTALL}")
 
-# 2-digit addition on a small model: ~98% right after 400 steps, in ~10 s of training
+# 2-digit addition on a small model: 99.5% of 200 held-out problems after 400 steps, ~5 s of training on one
+# thread (at batch 128 it was 64.5% at 400 steps on this project's CPU: too close to the plateau's edge)
 SMALL = [
     *SMALL_TASK,
-    "data.batch_size=128",
     "model.d_model=32",
     "model.n_heads=2",
     "optim.lr=1e-2",
