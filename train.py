@@ -18,9 +18,10 @@ from analysis.summary import print_summary
 from storage.rundir import RunDir, override
 from training.assemble import assemble
 from training.cli import check_command_line
-from training.config import effective_config, register_resolvers
+from training.config import register_resolvers
 from training.failures import Interrupted, handle_failure
 from training.loggers import finish_wandb, quiet_known_noise, wandb_run_id
+from training.resume import effective_config
 from training.signals import Signalled, StopOnSignal, exit_code, signal_name
 
 register_resolvers()

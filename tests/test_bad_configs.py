@@ -14,8 +14,9 @@ import torch
 from tests.conftest import compose_config, run_train, with_run_dir
 from training.assemble import assemble
 from training.cli import check_command_line
-from training.config import ConfigError, effective_config
+from training.config import ConfigError
 from training.limits import Sizes, check_sizes, machine_cores, memory_estimate, sizes_of
+from training.resume import effective_config
 
 NO_GPU = not torch.cuda.is_available()
 

@@ -28,7 +28,7 @@ from model.walkthrough import walkthrough
 from tests.conftest import CONFIGS, ROOT, compose_config, with_run_dir
 from train import assemble
 from training.cli import check_command_line
-from training.config import effective_config
+from training.resume import effective_config
 
 torch.manual_seed(0)
 

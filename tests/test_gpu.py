@@ -80,7 +80,7 @@ def train_200_steps(tmp_path, watcher: L.Callback, *overrides: str) -> None:
     """200 training steps of train.py's own objects in this process, ``watcher`` the first callback; validation
     (and with it the end of the watch) only after the last step."""
     from training.assemble import assemble
-    from training.config import effective_config
+    from training.resume import effective_config
 
     overrides = [
         *SMALL,

@@ -35,3 +35,40 @@ def test_the_check_sees_an_upward_import(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from analysis.sweep import summarise\n    import train\n")
     assert {"analysis", "train"} <= imports(bad)
+
+
+def module_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """Every project module (package.module) -> the project modules it imports, inside functions too."""
+    modules = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for layer in LAYERS
+        for p in (root / layer).rglob("*.py")
+    }
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            found |= {t for t in targets if t in modules and t != name}
+        graph[name] = found
+    return graph
+
+
+def test_no_module_imports_itself_through_others():
+    graph, cycles = module_imports(), []
+
+    def visit(module: str, path: list[str]) -> None:
+        for target in graph[module]:
+            if target in path:
+                cycles.append(" -> ".join(path[path.index(target) :] + [target]))
+            elif target not in done:
+                visit(target, path + [target])
+        done.add(module)
+
+    done: set[str] = set()
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module])
+    assert cycles == []

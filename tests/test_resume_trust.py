@@ -13,7 +13,8 @@ from omegaconf import OmegaConf
 
 from tests.conftest import SMALL_TASK, compose_config, run_train, with_run_dir
 from training.assemble import assemble
-from training.config import ConfigError, effective_config
+from training.config import ConfigError
+from training.resume import effective_config
 
 OVERRIDES = [*SMALL_TASK, "analysis=none", "logger=none", "trainer.max_steps=20"]
 

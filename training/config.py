@@ -16,7 +16,7 @@ import hydra
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
-from storage.rundir import HYDRA_FILES, RunDir, RunDirError, resume_target, run_dir_for
+from storage.rundir import HYDRA_FILES, RunDirError, resume_target, run_dir_for
 from training.limits import check_sizes, machine_cores
 
 
@@ -143,40 +143,3 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("run_dir", run_dir_for, use_cache=True)
         # a resumed run keeps the .hydra/ of the run it continues; this invocation's goes beside it
         OmegaConf.register_new_resolver("hydra_subdir", lambda resume: HYDRA_FILES[resume is not None])
-
-
-def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> DictConfig:
-    """The config this invocation runs: the composed one, or -- for resume= -- the config of the run it
-    continues, rebuilt from the project's configs with the values of its config.yaml and checked against its
-    checkpoint (training/resume.py); only trainer.max_steps may change, to train for longer."""
-    if cfg.resume is None:
-        return cfg
-    if multirun:
-        raise ConfigError("resume= continues one run; it cannot be part of a multirun (drop -m)")
-    try:
-        checkpoint = resume_target(cfg.resume)
-    except RunDirError as e:
-        raise ConfigError(str(e)) from None
-    owner = RunDir.of_checkpoint(checkpoint)
-    if owner is None or not owner.config.exists():
-        raise ConfigError(
-            f"resume={cfg.resume}: {checkpoint} is not inside a run directory with its config.yaml, "
-            "so the run's config is unknown"
-        )
-    changed = [o for o in overrides if not o.startswith(("resume=", "trainer.max_steps="))]
-    if changed:
-        raise ConfigError(
-            f"resume= continues a run with its own config; drop {' '.join(changed)} (only trainer.max_steps may change)"
-        )
-    from model.checkpoint import CheckpointError, load_calculator
-
-    try:
-        calc = load_calculator(checkpoint)  # a missing, corrupt or foreign checkpoint is one clear line, here
-    except CheckpointError as e:
-        raise ConfigError(f"resume={cfg.resume}: {e}") from None
-    from training.resume import rebuild_config
-
-    resumed = rebuild_config(cfg, owner, checkpoint, calc)  # values from the run, code only from the project
-    if any(o.startswith("trainer.max_steps=") for o in overrides):
-        resumed.trainer.max_steps = cfg.trainer.max_steps
-    return resumed

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from storage.rundir import RunDir
+from storage.rundir import RunDir, RunDirError, resume_target
 from training.config import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -210,4 +210,39 @@ def rebuild_config(cfg: DictConfig, owner: RunDir, checkpoint: Path, calc) -> Di
         raise ConfigError(f"{label}: {owner.config}: {e}") from None
     resumed.resume = str(checkpoint)
     check_against_checkpoint(resumed, calc, label, checkpoint)
+    return resumed
+
+
+def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> DictConfig:
+    """The config this invocation runs: the composed one, or -- for resume= -- the config of the run it
+    continues, rebuilt from the project's configs with the values of its config.yaml and checked against its
+    checkpoint (training/resume.py); only trainer.max_steps may change, to train for longer."""
+    if cfg.resume is None:
+        return cfg
+    if multirun:
+        raise ConfigError("resume= continues one run; it cannot be part of a multirun (drop -m)")
+    try:
+        checkpoint = resume_target(cfg.resume)
+    except RunDirError as e:
+        raise ConfigError(str(e)) from None
+    owner = RunDir.of_checkpoint(checkpoint)
+    if owner is None or not owner.config.exists():
+        raise ConfigError(
+            f"resume={cfg.resume}: {checkpoint} is not inside a run directory with its config.yaml, "
+            "so the run's config is unknown"
+        )
+    changed = [o for o in overrides if not o.startswith(("resume=", "trainer.max_steps="))]
+    if changed:
+        raise ConfigError(
+            f"resume= continues a run with its own config; drop {' '.join(changed)} (only trainer.max_steps may change)"
+        )
+    from model.checkpoint import CheckpointError, load_calculator
+
+    try:
+        calc = load_calculator(checkpoint)  # a missing, corrupt or foreign checkpoint is one clear line, here
+    except CheckpointError as e:
+        raise ConfigError(f"resume={cfg.resume}: {e}") from None
+    resumed = rebuild_config(cfg, owner, checkpoint, calc)  # values from the run, code only from the project
+    if any(o.startswith("trainer.max_steps=") for o in overrides):
+        resumed.trainer.max_steps = cfg.trainer.max_steps
     return resumed
