@@ -44,6 +44,16 @@ SMALL_TASK = [
     "data.n_val=200",
     "data.n_test=200",
 ]
+# a short real run: 2-digit addition, 300 held-out problems each, validation every 50 steps, no wandb
+SHORT_RUN = [
+    "data.digits=2",
+    "data.val_fraction=0.05",
+    "data.test_fraction=0.05",
+    "data.n_val=300",
+    "data.n_test=300",
+    "trainer.val_check_interval=50",
+    "logger=none",
+]
 SMALL_SWEEP = [
     *SMALL_TASK,
     "trainer.max_steps=200",

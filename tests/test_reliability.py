@@ -11,18 +11,9 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, run_train
+from tests.conftest import ROOT, SHORT_RUN, run_train
 
-SMALL = [
-    "data.digits=2",
-    "data.val_fraction=0.05",
-    "data.test_fraction=0.05",
-    "data.n_val=300",
-    "data.n_test=300",
-    "trainer.val_check_interval=50",
-    "logger=none",
-    "analysis=none",
-]
+SMALL = [*SHORT_RUN, "analysis=none"]
 METRICS = ("test_exact_match", "test_loss", "test_digit_accuracy", "val_exact_match", "steps")
 
 

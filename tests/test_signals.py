@@ -17,19 +17,11 @@ import torch
 
 from storage.results import wrong_types
 from storage.rundir import RunDir, RunDirError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SHORT_RUN
 from training.failures import Interrupted, handle_failure
 from training.signals import Signalled, StopOnSignal, exit_code
 
-SMALL = [
-    "data.digits=2",
-    "data.val_fraction=0.05",
-    "data.test_fraction=0.05",
-    "data.n_val=300",
-    "data.n_test=300",
-    "trainer.val_check_interval=50",
-    "logger=none",
-]
+SMALL = [*SHORT_RUN]
 
 
 def a_run(path: Path) -> RunDir:
