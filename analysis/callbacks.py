@@ -7,7 +7,7 @@ from pathlib import Path
 
 import lightning as L
 
-from analysis.maps import default_probes, probe_maps, probe_sequences
+from analysis.maps import checked_probes, probe_maps
 from analysis.record import Recorder
 from storage.rundir import RunDir
 
@@ -30,12 +30,7 @@ class AttentionMaps(L.Callback):
 
     def probes_for(self, pl_module) -> list[str]:
         """The probe problems, checked against the model's format (ValueError naming the bad one)."""
-        if self.probes is None:
-            self.probes = default_probes(pl_module.fmt)
-        try:
-            probe_sequences(pl_module, self.probes)
-        except ValueError as e:
-            raise ValueError(f"probes: {e}") from None
+        self.probes = checked_probes(pl_module, self.probes)
         return self.probes
 
     def setup(self, trainer: L.Trainer, pl_module, stage: str) -> None:

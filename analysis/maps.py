@@ -26,6 +26,17 @@ def probe_sequences(module, probes: list[str]) -> torch.Tensor:
     return ProblemEncoder(module.fmt, CharTokenizer().vocab).encode_problems(problems)
 
 
+def checked_probes(module, probes: list[str] | None) -> list[str]:
+    """The probe problems (None: the task's own), checked against the model's format (ValueError naming the
+    bad one, as ``probes: ...``: the config key's message)."""
+    probes = probes or default_probes(module.fmt)
+    try:
+        probe_sequences(module, probes)
+    except ValueError as e:
+        raise ValueError(f"probes: {e}") from None
+    return probes
+
+
 def attention_maps(fmt: ProblemFormat, probes: list[str], seqs: torch.Tensor, cache: ActivationCache) -> dict:
     """The probes' attention as plain data: {"probes", "tokens" (row labels), "key_labels",
     "weights": [layer][probe][head][query][key]}; ``cache`` holds the probes' pass over seqs[:, :-1]."""

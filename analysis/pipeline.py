@@ -16,7 +16,7 @@ import torch
 
 from analysis.ablation import Evaluator
 from analysis.cache import run_with_cache
-from analysis.maps import attention_maps, default_probes, probe_sequences
+from analysis.maps import attention_maps, checked_probes, probe_sequences
 from analysis.metric import MILESTONE, Context, HeadMetric, points
 from analysis.record import Recorder
 from data.positions import positions
@@ -73,12 +73,7 @@ class HeadAnalysis:
 
     def probes_for(self, module) -> list[str]:
         """The probe problems, checked against the model's format (ValueError naming the bad one)."""
-        probes = self.probes or default_probes(module.fmt)
-        try:
-            probe_sequences(module, probes)
-        except ValueError as e:
-            raise ValueError(f"probes: {e}") from None
-        return probes
+        return checked_probes(module, self.probes)
 
     @torch.no_grad()
     def run(self, module, test_set: torch.Tensor, run_dir: RunDir, loggers=()) -> dict:
@@ -111,12 +106,11 @@ class HeadAnalysis:
                 images[analysis.name] = str(written["figure"])
             entries = analysis.results(rows, ctx)
             results |= entries
+            recorder.summary({key: value for key, value in entries.items() if isinstance(value, (int, float))})
             summary += analysis.summary(rows, ctx)
             described.append(
                 analysis.describe() | {"notes": head_notes(analysis, rows), "results_keys": sorted(entries)}
             )
-        if "prunable_fraction" in results:
-            recorder.summary({"prunable_fraction": results["prunable_fraction"]})
         run_dir.write_json(run_dir.analysis, page_facts(module.fmt, self.tolerance, described))
         seconds = round(time.perf_counter() - started, 2)
         return results | {

@@ -43,23 +43,25 @@ def hooks(net: nn.Module, fns: dict[str, HookFn]) -> Iterator[None]:
             handle.remove()
 
 
+def set_heads(heads: dict[int, torch.Tensor | float]) -> HookFn:
+    """A hook_z function setting each given head's output to its value (see :func:`head_replacements`)."""
+
+    def fn(z: torch.Tensor) -> torch.Tensor:  # z: (B, T, n_heads, head_dim)
+        z = z.clone()
+        for head, value in heads.items():
+            z[:, :, head] = value
+        return z
+
+    return fn
+
+
 def head_replacements(replacements: dict[tuple[int, int], torch.Tensor | float]) -> dict[str, HookFn]:
     """{(layer, head): value} -> hooks that set that head's z to ``value`` (0.0 zero-ablates it; a (T, head_dim)
     mean ablates it by its mean; a (B, T, head_dim) tensor patches in another run's output)."""
     by_layer: dict[int, dict[int, torch.Tensor | float]] = {}
     for (layer, head), value in replacements.items():
         by_layer.setdefault(layer, {})[head] = value
-
-    def replace(heads):
-        def fn(z: torch.Tensor) -> torch.Tensor:  # z: (B, T, n_heads, head_dim)
-            z = z.clone()
-            for head, value in heads.items():
-                z[:, :, head] = value
-            return z
-
-        return fn
-
-    return {hook_name(layer, "attn.hook_z"): replace(heads) for layer, heads in by_layer.items()}
+    return {hook_name(layer, "attn.hook_z"): set_heads(heads) for layer, heads in by_layer.items()}
 
 
 @contextmanager
@@ -76,10 +78,4 @@ def zero_ablated(net: nn.Module, heads):
 
 def zero_ablated_heads(attn: nn.Module, heads):
     """Run one attention block on its own with the given heads switched off at its ``hook_z``."""
-
-    def zero(z: torch.Tensor) -> torch.Tensor:  # (B, T, n_heads, head_dim)
-        z = z.clone()
-        z[:, :, list(heads)] = 0
-        return z
-
-    return hooks(attn, {"hook_z": zero})
+    return hooks(attn, {"hook_z": set_heads(dict.fromkeys(heads, 0.0))})

@@ -208,9 +208,6 @@ class RunDir:
         """The maps drawn during training, oldest first (final.json is the end-of-run one)."""
         return sorted(self.attention.glob("step*.json"))
 
-    ablation = property(lambda self: self.table("ablation"))
-    pruning = property(lambda self: self.table("pruning"))
-
     @classmethod
     def of_checkpoint(cls, ckpt: str | Path) -> RunDir | None:
         """runs/<stamp>/checkpoints/x.ckpt -> RunDir(runs/<stamp>); None for a checkpoint outside a run."""

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import lightning as L
@@ -251,23 +252,30 @@ def test_the_sweep_summary_counts_damaged_nested_unfinished_and_refused_jobs(tmp
     assert len(done.stderr.strip().splitlines()) == 2
 
 
-def test_a_job_still_training_counts_as_failed(tmp_path):
-    sweep = tmp_path / "sweep"
-    job = sweep_job(sweep, "0_a", status="running")
+@contextmanager
+def held_by_another_process(run: RunDir):
+    """Within the block, another live process holds ``run`` (its lock); yields that process."""
     owner = subprocess.Popen(
-        [sys.executable, "-c", f"from storage.rundir import RunDir; RunDir({str(job.path)!r}).claim(True); input()"],
+        [sys.executable, "-c", f"from storage.rundir import RunDir; RunDir({str(run.path)!r}).claim(True); input()"],
         cwd=ROOT,
         stdin=subprocess.PIPE,
     )
     try:
         deadline = time.time() + 30
-        while job.owner() is None and time.time() < deadline:
+        while run.owner() is None and time.time() < deadline:
             time.sleep(0.05)
-        (row,) = summarise(SweepDir(sweep))
-        assert row["status"] == f"failed: still running (pid {owner.pid})"
+        yield owner
     finally:
         owner.kill()
         owner.wait()
+
+
+def test_a_job_still_training_counts_as_failed(tmp_path):
+    sweep = tmp_path / "sweep"
+    job = sweep_job(sweep, "0_a", status="running")
+    with held_by_another_process(job) as owner:
+        (row,) = summarise(SweepDir(sweep))
+        assert row["status"] == f"failed: still running (pid {owner.pid})"
 
 
 def test_write_run_report_warns_but_never_raises_on_damage(tmp_path, capsys):
@@ -330,24 +338,13 @@ def test_export_refuses_a_run_still_training(capsys, tmp_path, run_add):  # noqa
     run = RunDir(tmp_path / "live")
     run.checkpoints.mkdir(parents=True)
     run.best_checkpoint.write_bytes((run_add / "checkpoints" / "best.ckpt").read_bytes())
-    owner = subprocess.Popen(
-        [sys.executable, "-c", f"from storage.rundir import RunDir; RunDir({str(run.path)!r}).claim(True); input()"],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-    )
-    try:
-        deadline = time.time() + 30
-        while run.owner() is None and time.time() < deadline:
-            time.sleep(0.05)
+    with held_by_another_process(run) as owner:
         status, lines, err = call(capsys, "--ckpt", str(run.path), "--export", "hf", str(tmp_path / "out"))
         assert status == 2 and lines == []
         assert [line for line in err.splitlines() if line.startswith("error:")] == [
             f"error: {run.path} is still training (pid {owner.pid}); export it when it has finished"
         ]
         assert not (tmp_path / "out").exists()
-    finally:
-        owner.kill()
-        owner.wait()
 
 
 # ---- input limits ----------------------------------------------------------------------------------------------
