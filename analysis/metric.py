@@ -48,6 +48,7 @@ class Context:
     ablation_kinds: tuple[str, ...] = ("zero", "mean")
     prune: str | None = "ranked"
     done: dict[str, list] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)  # what several analyses read, computed once (e.g. pairs)
 
     @property
     def fmt(self):
@@ -96,6 +97,10 @@ class Analysis:
     def summary(self, rows: list, ctx: Context) -> list[tuple[str, str]]:
         """Rows of the terminal summary: (label, text)."""
         return []
+
+    def facts(self, rows: list, ctx: Context) -> dict:
+        """What the page needs besides the rows and the class's description (e.g. a graph's node layout)."""
+        return {}
 
     def table(self, rows: list) -> list[dict]:
         """The rows as {column key: value}, in the columns' order."""

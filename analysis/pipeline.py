@@ -109,7 +109,9 @@ class HeadAnalysis:
             recorder.summary({key: value for key, value in entries.items() if isinstance(value, (int, float))})
             summary += analysis.summary(rows, ctx)
             described.append(
-                analysis.describe() | {"notes": head_notes(analysis, rows), "results_keys": sorted(entries)}
+                analysis.describe()
+                | analysis.facts(rows, ctx)
+                | {"notes": head_notes(analysis, rows), "results_keys": sorted(entries)}
             )
         run_dir.write_json(run_dir.analysis, page_facts(module.fmt, self.tolerance, described))
         seconds = round(time.perf_counter() - started, 2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import matplotlib
+from matplotlib.lines import Line2D
 import numpy as np
 from matplotlib.figure import Figure  # drawn straight to files: no pyplot, no display needed
 
@@ -225,4 +226,67 @@ def head_count_comparison(runs: list[dict]) -> Figure:
         ax.set_yticks([])
         ax.set_title(f"{run['label']}: final attention on {run['probe']} (rows: layers, columns: heads)", fontsize=9)
     fig.tight_layout()
+    return fig
+
+
+INPUT_COLOURS = {"q": "#3b6fb6", "k": "#2e9e5b", "v": "#e08a1e", "in": "#55606e"}  # a circuit edge, by what it feeds
+
+
+def circuit_graphs(rows, nodes: list[dict], circuits: dict[str, dict], per_row: int = 4) -> Figure:
+    """One panel per studied digit: components where ``nodes`` places them, the circuit's edges as lines (width: the
+    share of the logit difference the edge alone carries; colour: the receiver's input, q / k / v / in).
+    rows: analysis.metrics.circuit.EdgeRow; circuits: per digit, its size and faithfulness."""
+    digits = list(circuits)
+    n_rows, n_cols = -(-len(digits) // per_row), min(per_row, len(digits))
+    width, height = max(n["x"] for n in nodes) + 1, max(n["y"] for n in nodes)
+    fig = Figure(figsize=(n_cols * (1.1 * width + 0.6), n_rows * (0.55 * height + 1.6)))
+    at = {n["name"]: (n["x"], n["y"]) for n in nodes}
+    offset = {"q": -0.18, "k": 0.0, "v": 0.18, "in": 0.0}  # where on its receiver an edge lands
+    for i, digit in enumerate(digits):
+        ax = fig.add_subplot(n_rows, n_cols, i + 1)
+        edges = [r for r in rows if r.digit == digit and r.in_circuit]
+        strongest = max((abs(r.lost) for r in edges), default=1.0) or 1.0
+        used = {r.sender for r in edges} | {r.receiver for r in edges}
+        for r in sorted(edges, key=lambda r: abs(r.lost)):
+            (x0, y0), (x1, y1) = at[r.sender], at[r.receiver]
+            ax.plot(
+                [x0, x1 + offset[r.input]],
+                [y0 + 0.12, y1 - 0.12],
+                color=INPUT_COLOURS[r.input],
+                linewidth=0.8 + 5 * abs(r.lost) / strongest,
+                alpha=0.8,
+                solid_capstyle="round",
+                zorder=1,
+            )
+        for name, (x, y) in at.items():
+            on = name in used
+            ax.scatter(
+                [x],
+                [y],
+                s=520,
+                color="#f3d9a4" if on else "#eceff3",
+                edgecolor="#1d2330" if on else "#b8bec8",
+                zorder=2,
+            )
+            ax.text(x, y, name, ha="center", va="center", fontsize=8, color="#1d2330" if on else "#8a93a0", zorder=3)
+        c = circuits[digit]
+        ax.set_title(
+            f"{digit}: {c['edges']} of {c['edges'] / c['fraction']:.0f} edges, {c['faithfulness']:.0%} recovered\n"
+            f"random sets as large: {c['random_mean']:.0%} ± {c['random_std']:.0%}",
+            fontsize=9,
+        )
+        ax.set_xlim(-0.7, width - 0.3)
+        ax.set_ylim(-0.6, height + 0.6)
+        ax.axis("off")
+    handles = [Line2D([], [], color=c, linewidth=3, label=k) for k, c in INPUT_COLOURS.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=9, frameon=False, title="edge into the receiver's")
+    fig.suptitle("circuits: the edges that carry each digit (line width = share of the logit difference)", fontsize=10)
+    fig.subplots_adjust(
+        left=0.02,
+        right=0.98,
+        top=0.86 if n_rows == 1 else 0.92,
+        bottom=0.14 if n_rows == 1 else 0.07,
+        hspace=0.35,
+        wspace=0.08,
+    )
     return fig

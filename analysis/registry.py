@@ -11,6 +11,8 @@ REGISTERED = (
     "ablation:Ablation",
     "pruning:Pruning",
     "dla:DirectLogitAttribution",
+    "patching:Patching",
+    "circuit:CircuitAnalysis",
 )
 
 
