@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import matplotlib
-from matplotlib.lines import Line2D
 import numpy as np
 from matplotlib.figure import Figure  # drawn straight to files: no pyplot, no display needed
+from matplotlib.lines import Line2D
 
 from analysis.metric import MILESTONE, points
 

@@ -13,6 +13,7 @@ REGISTERED = (
     "dla:DirectLogitAttribution",
     "patching:Patching",
     "circuit:CircuitAnalysis",
+    "circuit_roles:CircuitRoles",
 )
 
 

@@ -448,12 +448,52 @@
                                               (r.pruning_order ? ` (${r.pruning_order} order).` : ".") }));
     }
   }
+  function graphView(s, a, rows) {
+    // a.nodes: [{name, x, y}]; rows: edges (a.source -> a.target, into a.port), a.member marks the circuit's;
+    // one drawing per a.variant value, line width by |a.value|, a.circuits[variant] its size and faithfulness
+    const at = Object.fromEntries(a.nodes.map((n) => [n.name, n]));
+    const xs = a.nodes.map((n) => n.x), ys = a.nodes.map((n) => n.y);
+    const unit = 62, pad = 34, W = (Math.max(...xs) - Math.min(...xs)) * unit + 2 * pad, H = (Math.max(...ys) - Math.min(...ys)) * unit + 2 * pad;
+    const px = (n) => pad + (n.x - Math.min(...xs)) * unit, py = (n) => H - pad - (n.y - Math.min(...ys)) * unit;
+    const portColour = { q: "#3b6fb6", k: "#2e9e5b", v: "#e08a1e", in: "#55606e" }, portShift = { q: -9, k: 0, v: 9, in: 0 };
+    const isMember = (r) => r[a.member] === true || r[a.member] === "True" || r[a.member] === 1;
+    const value = column(a, a.value);
+    const row = el("div", { class: "row" });
+    for (const v of [...new Set(rows.map((r) => r[a.variant]))]) {
+      const edges = rows.filter((r) => r[a.variant] === v && isMember(r));
+      const used = new Set(edges.flatMap((r) => [r[a.source], r[a.target]]));
+      const most = Math.max(1e-9, ...edges.map((r) => Math.abs(r[a.value])));
+      const drawing = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": `circuit of ${v}` });
+      for (const r of [...edges].sort((x, y) => Math.abs(x[a.value]) - Math.abs(y[a.value]))) {
+        const [s0, t0] = [at[r[a.source]], at[r[a.target]]];
+        if (!s0 || !t0) continue;
+        const line = svg("line", { x1: px(s0), y1: py(s0) - 12, x2: px(t0) + (portShift[r[a.port]] || 0), y2: py(t0) + 12,
+                                   stroke: portColour[r[a.port]] || "#55606e", "stroke-width": 1 + 6 * Math.abs(r[a.value]) / most,
+                                   "stroke-linecap": "round", opacity: 0.8 });
+        line.append(svg("title", {}, `${r[a.source]} → ${r[a.target]} (${r[a.port]}): ` +
+          a.columns.filter((c) => byUnit[c.unit]).map((c) => `${c.label} ${show(c, r[c.key])}`).join(", ")));
+        drawing.append(line);
+      }
+      for (const n of a.nodes) {
+        const on = used.has(n.name);
+        drawing.append(svg("circle", { cx: px(n), cy: py(n), r: 17, fill: on ? "#f3d9a4" : "#eceff3", stroke: on ? "#1d2330" : "#b8bec8" }),
+                       svg("text", { x: px(n), y: py(n) + 4, "text-anchor": "middle", "font-size": 11, fill: on ? "#1d2330" : "#8a93a0" }, n.name));
+      }
+      const c = (a.circuits || {})[v];
+      const caption = c ? `${c.edges} of ${Math.round(c.edges / c.fraction)} edges recover ${pct(c.faithfulness, 0)}; random sets as large ${pct(c.random_mean, 0)} ± ${pct(c.random_std, 0)}` : "";
+      row.append(el("div", {}, el("h3", { text: `${v}` }), drawing, el("div", { class: "caption", text: caption })));
+    }
+    const key = el("p", { class: "muted" }, "Edges into a head's ", ...Object.entries(portColour).map(([p, colour]) =>
+      el("span", { style: { color: colour, fontWeight: "bold" }, text: ` ${p} ` })), ` input; width: ${value.label}. Hover an edge for its numbers.`);
+    s.append(row, key, el("details", {}, el("summary", { text: `every edge (${rows.length}); click a column to sort` }), sortableTable(a, rows)));
+  }
   function analysisSections(d) {
     for (const a of d.analyses) {
       const s = section(a.name, a.title, a.intro);
       if (!a.rows || !a.rows.length) { s.append(el("p", { class: "muted", text: `Not recorded (no ${a.name}.csv in the run directory).` })); continue; }
       if (a.view === "heads") headsView(s, a, a.rows);
       else if (a.view === "curve") curveView(s, a, a.rows, d);
+      else if (a.view === "graph" && a.nodes) graphView(s, a, a.rows);
       else s.append(sortableTable(a, a.rows));
     }
   }

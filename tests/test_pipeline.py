@@ -15,6 +15,7 @@ import analysis.registry
 from analysis.cache import run_with_cache
 from analysis.html_report import run_data
 from analysis.metrics.dla import head_logit_contributions
+from analysis.metrics.patching import N_PAIRS
 from analysis.pipeline import HeadAnalysis
 from storage.rundir import RunDir
 from tests.conftest import untrained_calculator
@@ -70,7 +71,8 @@ def test_the_documented_metric_reaches_the_run_directory_and_the_page(small, tmp
 
 def test_one_forward_pass_feeds_every_analysis(small, tmp_path):
     """Maps, roles, ablation, pruning and direct logit attribution all read one cached pass: the network's forward
-    runs once (ablated scores restart mid-network from the cache, through run_blocks)."""
+    runs once over the test problems (ablated scores restart mid-network from the cache, through run_blocks). Patching
+    runs its own clean / corrupted pairs, never the test problems again."""
     module, test = small
     calls = []
     handle = module.net.register_forward_pre_hook(lambda _m, args: calls.append(args[0].shape))
@@ -79,9 +81,11 @@ def test_one_forward_pass_feeds_every_analysis(small, tmp_path):
     finally:
         handle.remove()
     n_probes = len(HeadAnalysis().probes_for(module))
-    assert calls == [torch.Size([n_probes + 200, module.fmt.seq_len - 1])]
+    assert calls[0] == torch.Size([n_probes + 200, module.fmt.seq_len - 1])
+    assert all(shape[0] <= N_PAIRS for shape in calls[1:])  # pairs only
+    pairs_based = {"patching", "circuit", "circuit_roles"}  # an untrained model tells no digit apart: none
     for registered in analysis.registry.ANALYSES:
-        assert RunDir(tmp_path).table(registered.name).is_file(), registered.name
+        assert RunDir(tmp_path).table(registered.name).is_file() is (registered.name not in pairs_based)
     assert {"head_roles", "most_important_heads", "prunable_fraction", "direct_logit_attribution"} <= set(results)
     labels = [label for label, _ in results["analysis_summary"]]
     assert labels == ["most important heads", "", "", "prunable", "largest direct effect"]

@@ -103,7 +103,17 @@ class CircuitAnalysis(Analysis):
         }
 
     def facts(self, rows: list[EdgeRow], ctx: Context) -> dict:
-        return {"nodes": node_layout(ctx.shared["graph"]), "circuits": self.circuits(ctx), "value": "lost"}
+        return {
+            "nodes": node_layout(ctx.shared["graph"]),
+            "circuits": self.circuits(ctx),
+            # the page's graph view: which columns hold the edge, its width, its drawing and its membership
+            "variant": "digit",
+            "source": "sender",
+            "target": "receiver",
+            "port": "input",
+            "value": "lost",
+            "member": "in_circuit",
+        }
 
     def summary(self, rows: list[EdgeRow], ctx: Context) -> list[tuple[str, str]]:
         c = self.circuits(ctx).values()

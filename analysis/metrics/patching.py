@@ -34,7 +34,8 @@ def digit_runs(ctx: Context) -> list[PairRuns]:
         graph = ctx.shared["graph"] = ComponentGraph(ctx.module.net)
         found = [contrast_pairs(ctx.fmt, at, N_PAIRS) for at in studied_digits(ctx.fmt)]
         runs = [pair_runs(graph, p.to(ctx.module.device)) for p in found if len(p)]
-        ctx.shared["pair_runs"] = [r for r in runs if abs(r.gap) > 1e-3]  # a digit the model gets wrong both ways
+        # only digits the model tells apart: the right digit ahead on the clean and on the corrupted problems
+        ctx.shared["pair_runs"] = [r for r in runs if r.clean_ld > 0 > r.corrupted_ld]
     return ctx.shared["pair_runs"]
 
 

@@ -1,0 +1,137 @@
+"""What each head does, named from the circuits (causal), beside what ablation and its attention pattern say.
+
+A head in a digit's circuit gets the job the patching shows: of the kinds of pairs (analysis/pairs.py) -- base,
+carry, cascade for '+' -- the one whose difference the head restores most. A carry head "makes" the carry when it
+reads the operands straight from the embedding, and "uses" it when it reads it from another component.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analysis.metric import Column, Context, HeadMetric, points
+from analysis.metrics.patching import digit_runs
+from analysis.pairs import KINDS
+from analysis.patching import head_patching, pair_runs
+
+MIN_PAIRS = 8  # a kind with fewer pairs names no role
+MIN_SHARE = 0.1  # the share of a kind's difference a head must restore to be named for it
+
+
+@dataclass
+class CircuitRoleRow:
+    layer: int
+    head: int
+    role: str  # from the circuits: "base add r1, makes the carry into r2"; "" when in none
+    ablation: str  # what ablating it costs
+    pattern: str  # the role read from its attention pattern (the roles analysis)
+    verdict: str  # where the causal role and the ablation disagree, said; "agrees" otherwise
+
+
+def job(kind: str, digit: str, makes: bool) -> str:
+    """One kind of pair, for one digit, in words."""
+    if kind == KINDS["+"][0]:
+        return f"base add {digit}"
+    if kind == KINDS["-"][0]:
+        return f"base subtract {digit}"
+    if kind in ("carry", "borrow"):
+        return f"{'makes' if makes else 'uses'} the {kind} into {digit}"
+    if kind.endswith("cascade"):
+        return f"{'sum-9' if kind == 'cascade' else 'borrow'} cascade into {digit}"
+    if kind == "higher place":
+        return f"sign flip into {digit}"
+    return f"reads {kind} for {digit}"
+
+
+class CircuitRoles(HeadMetric):
+    name = "circuit_roles"
+    title = "Roles from the circuits"
+    intro = (
+        "Each head's job named from the circuits above: for each digit whose circuit it is in, the kind of "
+        "change (the digit's own sum, the carry into it, a carry rippling through 9s) that it restores most when "
+        "patched. Beside it, what ablating it costs and what its attention pattern suggests; where they disagree, "
+        "the last column says so."
+    )
+    columns = (
+        Column("layer", "layer"),
+        Column("head", "head"),
+        Column("role", "role from the circuits"),
+        Column("ablation", "ablation"),
+        Column("pattern", "role from the pattern"),
+        Column("verdict", "agreement"),
+    )
+    value = "role"
+
+    def compute(self, ctx: Context) -> list[CircuitRoleRow]:
+        circuits = ctx.shared.get("circuits")
+        if not circuits:
+            return []
+        jobs: dict[tuple[int, int], list[tuple[float, str]]] = {}
+        circuits_of: dict[str, list[str]] = {}  # head -> the digits whose circuit it is in
+        for runs in digit_runs(ctx):
+            circuit = circuits.get(runs.pairs.target)
+            if circuit is None:
+                continue
+            members = {e.sender for e in circuit.edges} | {e.receiver for e in circuit.edges}
+            for name in members:
+                circuits_of.setdefault(name, []).append(runs.pairs.target)
+            for kind in sorted(set(runs.pairs.kinds)):
+                subset = runs.pairs.subset(kind)
+                if len(subset) < MIN_PAIRS:
+                    continue
+                restored = head_patching(ctx.module.net, pair_runs(ctx.shared["graph"], subset))
+                for layer in range(ctx.n_layers):
+                    for head in range(ctx.n_heads):
+                        name = f"L{layer}h{head}"
+                        if name in members and restored[layer, head] >= MIN_SHARE:
+                            makes = all(e.sender == "embed" for e in circuit.edges if e.receiver == name)
+                            jobs.setdefault((layer, head), []).append(
+                                (float(restored[layer, head]), job(kind, runs.pairs.target, makes))
+                            )
+        zero = {(r.layer, r.head): r.delta_exact_match for r in ctx.done.get("ablation", []) if r.ablation == "zero"}
+        mean = {(r.layer, r.head): r.delta_exact_match for r in ctx.done.get("ablation", []) if r.ablation == "mean"}
+        pattern = {(r.layer, r.head): r.role for r in ctx.done.get("roles", [])}
+        rows = []
+        for layer in range(ctx.n_layers):
+            for head in range(ctx.n_heads):
+                key = (layer, head)
+                named = [text for _, text in sorted(jobs.get(key, []), reverse=True)]
+                digits = circuits_of.get(f"L{layer}h{head}", [])
+                if digits and not named:
+                    named = [f"in the {', '.join(digits)} circuit{'s' if len(digits) > 1 else ''}, a small share"]
+                costs = [
+                    f"{100 * d[key]:+.1f} points {kind}-ablated"
+                    for kind, d in (("zero", zero), ("mean", mean))
+                    if key in d
+                ]
+                rows.append(
+                    CircuitRoleRow(
+                        layer,
+                        head,
+                        ", ".join(named),
+                        "; ".join(costs),
+                        pattern.get(key, ""),
+                        verdict(bool(digits), zero.get(key), mean.get(key), ctx.tolerance),
+                    )
+                )
+        return rows
+
+    def results(self, rows: list[CircuitRoleRow], ctx: Context) -> dict:
+        return {"circuit_roles": {f"L{r.layer}h{r.head}": r.role for r in rows}}
+
+    def note(self, row: CircuitRoleRow) -> str:
+        return (row.role or "in no circuit") + ("" if row.verdict == "agrees" else f" — {row.verdict}")
+
+
+def verdict(in_circuit: bool, zero: float | None, mean: float | None, tolerance: float) -> str:
+    """Whether the circuits and ablation tell the same story about a head, and where not, how they differ."""
+    if zero is None and mean is None:
+        return "agrees"
+    costly = lambda d: d is not None and -d > tolerance  # noqa: E731
+    if in_circuit and not costly(zero) and not costly(mean):
+        return f"in a circuit, yet ablating it costs at most {points(tolerance)}: other heads stand in for it"
+    if not in_circuit and costly(mean):
+        return f"in no circuit, yet mean-ablating it costs {-100 * mean:.1f} points (outside the pairs studied)"
+    if not in_circuit and costly(zero):
+        return "in no circuit; zeroing it costs points but its mean does not: only its average output matters"
+    return "agrees"

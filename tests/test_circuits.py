@@ -1,0 +1,137 @@
+"""Circuits: the pairs isolate one digit, patching is exact where it must be, and a known circuit is found exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from analysis.circuit import find_circuit
+from analysis.graph import ComponentGraph, Edge
+from analysis.pairs import Pairs, contrast_pairs, studied_digits
+from analysis.patching import PairRuns, edge_patching, faithfulness, head_attribution, head_patching, pair_runs
+from data.positions import positions
+from data.problems import ProblemEncoder, ProblemFormat
+from data.tokenizer import CharTokenizer
+from model.transformer import Transformer, TransformerConfig
+from tests.conftest import untrained_calculator
+
+VOCAB = CharTokenizer().vocab
+
+
+def operands(fmt: ProblemFormat, seq: torch.Tensor) -> tuple[int, int]:
+    digits = {v: k for k, v in VOCAB.items()}
+    text = "".join(digits[int(t)] for t in seq[1 : fmt.prompt_len - 1])
+    return int(text[: fmt.digits]), int(text[fmt.digits + 1 :])
+
+
+@pytest.mark.parametrize("operators", ["+", "-"])
+def test_pairs_change_one_place_and_the_studied_digit_only(operators):
+    fmt = ProblemFormat(digits=3, operators=operators)
+    where = positions(fmt)
+    for at in studied_digits(fmt):
+        pairs = contrast_pairs(fmt, at, n=64)
+        assert len(pairs) > 0 and (pairs.clean_token != pairs.corrupted_token).all()
+        for clean, corrupted, kind in zip(pairs.clean, pairs.corrupted, pairs.kinds, strict=True):
+            (a, b), (a2, b2) = operands(fmt, clean), operands(fmt, corrupted)
+            changed = {
+                p for p in range(fmt.digits) for x, y in ((a, a2), (b, b2)) if x // 10**p % 10 != y // 10**p % 10
+            }
+            assert len(changed) == 1  # one place's digits, of a, b or both
+            place, k = changed.pop(), where[at].place
+            written = slice(fmt.prompt_len, at)
+            if kind.endswith("cascade"):  # the carry ripples through 9s: equal up to the changed place's digit
+                assert place < k - 1
+            else:
+                assert torch.equal(clean[written], corrupted[written])  # everything before the digit is shared
+                assert place == {"base": k, "carry": k - 1, "borrow": k - 1}.get(kind, place)
+            if kind == "carry":  # the carry into r_k flips: the digit sums at place k-1 sit on either side of 10
+                low = 10 ** (k - 1)
+                assert (a % (10 * low) + b % (10 * low) >= 10 * low) != (a2 % (10 * low) + b2 % (10 * low) >= 10 * low)
+
+
+def test_every_kind_of_addition_pair_is_found():
+    fmt = ProblemFormat(digits=3)
+    kinds = {kind for at in studied_digits(fmt) for kind in contrast_pairs(fmt, at, n=128).kinds}
+    assert kinds == {"base", "carry", "cascade"}
+
+
+@pytest.fixture(scope="module")
+def small():
+    module, test = untrained_calculator(n_layers=2)
+    fmt = module.fmt
+    pairs = contrast_pairs(fmt, studied_digits(fmt)[1], n=32)
+    graph = ComponentGraph(module.net)
+    return module.net, graph, pairs
+
+
+def test_the_component_graph_is_the_model(small):
+    net, graph, pairs = small
+    x, x2 = pairs.clean[:, :-1], pairs.corrupted[:, :-1]
+    with torch.no_grad():
+        logits, outs = graph.run(x)
+        assert torch.allclose(logits, net(x)[0], atol=1e-5)
+        _, corrupted_outs = graph.run(x2)
+        # every edge patched from the corrupted run is the corrupted run; every edge kept is the clean run
+        none = graph.run(x, graph.weights(set()), corrupted_outs)[0]
+        every = graph.run(x2, graph.weights(set()), outs)[0]
+        assert torch.allclose(none, net(x2)[0], atol=1e-5) and torch.allclose(every, net(x)[0], atol=1e-5)
+        # C variants at once are the same runs as one at a time
+        weights = torch.ones(3, len(graph))
+        weights[1, 5], weights[2, -1] = 0.0, 0.5
+        batched = graph.run(x, weights, corrupted_outs)[0]
+        for i in range(3):
+            assert torch.allclose(batched[i], graph.run(x, weights[i], corrupted_outs)[0], atol=1e-5)
+
+
+def test_patching_a_head_with_its_own_output_changes_nothing(small):
+    net, graph, pairs = small
+    runs = pair_runs(graph, pairs)
+    itself = PairRuns(pairs, runs.clean_ld, runs.corrupted_ld, runs.corrupted_z, runs.corrupted_z, runs.corrupted_outs)
+    assert head_patching(net, itself).abs().max() < 1e-4  # restored nothing: LD stayed the corrupted run's
+    assert faithfulness(graph, runs, [set(graph.edges)]) == pytest.approx([1.0], abs=1e-4)  # every edge: clean
+    assert faithfulness(graph, runs, [set()]) == pytest.approx([0.0], abs=1e-4)
+
+
+def copying_model() -> tuple[Transformer, Pairs]:
+    """A 1-layer, 2-head model built by hand: head 0 attends from '=' to a's digit and copies it to the logits;
+    head 1 and the MLP write nothing. Pairs change a: the circuit is embed -> L0h0 (value) -> logits, exactly."""
+    fmt = ProblemFormat(digits=1)
+    T, V = fmt.seq_len, len(VOCAB)
+    cfg = TransformerConfig(vocab_size=V, block_size=T, d_model=32, n_heads=2, n_layers=1, mlp_ratio=1)
+    net = Transformer(cfg).eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.zero_()
+        for ln in (net.blocks[0].ln_attn, net.blocks[0].ln_mlp, net.ln_f):
+            ln.weight.fill_(1.0)
+        net.tok_emb.weight[:, :V] = torch.eye(V)  # dims 0..V-1: the token (the tied unembedding reads them back)
+        net.pos_emb.weight[:, V : V + T] = torch.eye(T)  # dims V..V+T-1: the position
+        attn, query, key = net.blocks[0].attn, fmt.prompt_len - 1, 1  # '=' attends to a's digit
+        attn.W_q.weight[0, V + query] = attn.W_k.weight[0, V + key] = 10.0
+        for d in range(10):  # head 0 carries each digit token through its value and back
+            attn.W_v.weight[d, VOCAB[str(d)]] = 1.0
+            attn.W_o.weight[VOCAB[str(d)], d] = 1.0
+        attn.W_v.weight[16:, :V] = torch.eye(16, V)  # head 1 reads too, but its W_o columns stay 0
+    a = torch.arange(10)
+    a2 = (a + 3) % 10
+    b = torch.full((10,), 4)
+    op = torch.zeros(10, dtype=torch.long)
+    encoder = ProblemEncoder(fmt, VOCAB)
+    clean, corrupted = encoder.encode(a, op, b), encoder.encode(a2, op, b)
+    digit = torch.tensor([VOCAB[str(d)] for d in range(10)])
+    return net, Pairs("a0", fmt.prompt_len - 1, clean, corrupted, digit[a], digit[a2], ["copy"] * 10)
+
+
+def test_a_known_circuit_is_found_exactly():
+    net, pairs = copying_model()
+    graph = ComponentGraph(net)
+    runs = pair_runs(graph, pairs)
+    assert runs.gap > 1.0
+    restored = head_patching(net, runs)
+    assert restored[0, 0] == pytest.approx(1.0, abs=1e-3) and restored[0, 1] == pytest.approx(0.0, abs=1e-3)
+    assert head_attribution(net, runs)[0, 1] == pytest.approx(0.0, abs=1e-3)
+    lost = edge_patching(graph, runs)
+    circuit = find_circuit(graph, runs, lost)
+    assert set(circuit.edges) == {Edge("embed", "L0h0", "v"), Edge("L0h0", "logits", "in")}
+    assert circuit.faithfulness == pytest.approx(1.0, abs=1e-3)
+    assert circuit.random_mean < 0.5
