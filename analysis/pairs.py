@@ -29,7 +29,7 @@ KINDS = {"+": ("base", "carry", "cascade"), "-": ("base", "borrow", "borrow casc
 
 @dataclass
 class Pairs:
-    """n pairs studying one written digit; the model reads clean[:, :-1] and corrupted[:, :-1]."""
+    """n pairs studying one written digit; the model reads ``inputs`` and ``corrupted_inputs``."""
 
     target: str  # the studied digit's short name: "r1" (the result's tens), "w0.2" (working line 0, hundreds)
     query: int  # the input position whose next-token logits predict it
@@ -41,6 +41,16 @@ class Pairs:
 
     def __len__(self) -> int:
         return len(self.kinds)
+
+    @property
+    def inputs(self) -> torch.Tensor:
+        """What the model reads of the clean problems: up to the studied digit's query (nothing later can change
+        its logits: attention is causal). (n, query + 1)"""
+        return self.clean[:, : self.query + 1]
+
+    @property
+    def corrupted_inputs(self) -> torch.Tensor:
+        return self.corrupted[:, : self.query + 1]
 
     def to(self, device) -> Pairs:
         tensors = (self.clean, self.corrupted, self.clean_token, self.corrupted_token)

@@ -42,9 +42,9 @@ class PairRuns:
 def pair_runs(graph: ComponentGraph, pairs: Pairs) -> PairRuns:
     net = graph.net
     names = [hook_name(i, "attn.hook_z") for i in range(graph.n_layers)]
-    clean = run_with_cache(net, pairs.clean[:, :-1], names)
-    corrupted = run_with_cache(net, pairs.corrupted[:, :-1], names)
-    _, corrupted_outs = graph.run(pairs.corrupted[:, :-1])
+    clean = run_with_cache(net, pairs.inputs, names)
+    corrupted = run_with_cache(net, pairs.corrupted_inputs, names)
+    _, corrupted_outs = graph.run(pairs.corrupted_inputs)
     return PairRuns(
         pairs,
         float(pairs.logit_diff(clean.logits).mean()),
@@ -64,7 +64,7 @@ def head_patching(net, runs: PairRuns) -> torch.Tensor:
     for layer in range(L):
         for head in range(H):
             with ablated(net, {(layer, head): runs.clean_z[layer][:, :, head]}):
-                ld = float(runs.pairs.logit_diff(net(runs.pairs.corrupted[:, :-1])[0]).mean())
+                ld = float(runs.pairs.logit_diff(net(runs.pairs.corrupted_inputs)[0]).mean())
             restored[layer, head] = (ld - runs.corrupted_ld) / runs.gap
     return restored
 
@@ -77,7 +77,7 @@ def head_attribution(net, runs: PairRuns, steps: int = 8) -> torch.Tensor:
     names = [hook_name(i, "attn.hook_z") for i in range(len(runs.clean_z))]
     embed = hook_name(0, "hook_resid_pre")
     with torch.no_grad():
-        x_clean, x_corrupted = runs.pairs.clean[:, :-1], runs.pairs.corrupted[:, :-1]
+        x_clean, x_corrupted = runs.pairs.inputs, runs.pairs.corrupted_inputs
         start, end = net.embed(x_corrupted), net.embed(x_clean)
     grads = [torch.zeros_like(z) for z in runs.clean_z]
     alphas = [0.0] if steps == 1 else [(i + 0.5) / steps for i in range(steps)]  # midpoints
@@ -100,7 +100,7 @@ def head_attribution(net, runs: PairRuns, steps: int = 8) -> torch.Tensor:
 def edge_patching(graph: ComponentGraph, runs: PairRuns, chunk: int = 16) -> torch.Tensor:
     """(n_edges,): the share of the gap lost when that one edge reads its sender from the corrupted run
     (exact path patching: the component graph with one edge patched, ``chunk`` edges per batched pass)."""
-    clean = runs.pairs.clean[:, :-1]
+    clean = runs.pairs.inputs
     lost = []
     for first in range(0, len(graph), chunk):
         edges = torch.arange(first, min(first + chunk, len(graph)))
@@ -112,7 +112,7 @@ def edge_patching(graph: ComponentGraph, runs: PairRuns, chunk: int = 16) -> tor
 
 def lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor) -> torch.Tensor:
     """(C,) the mean LD of the clean problems under each row of edge weights (C, n_edges)."""
-    logits = graph.run(runs.pairs.clean[:, :-1], weights, runs.corrupted_outs)[0]  # (C, n, T, vocab)
+    logits = graph.run(runs.pairs.inputs, weights, runs.corrupted_outs)[0]  # (C, n, T, vocab)
     return torch.stack([runs.pairs.logit_diff(variant).mean() for variant in logits])
 
 

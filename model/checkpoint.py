@@ -99,6 +99,23 @@ def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Cal
     GPU-trained checkpoint loads on a CPU-only machine. A device that is not there raises :class:`DeviceError`
     before anything is read."""
     target = resolve_device(device)
+    module, ckpt = load_module(path)
+    net, fmt = module.net, module.fmt
+    tokenizer = load_tokenizer(ckpt)
+    if tokenizer.vocab_size != net.cfg.vocab_size:
+        raise CheckpointError(
+            f"{ckpt}: the tokenizer has {tokenizer.vocab_size} tokens but the model {net.cfg.vocab_size}"
+        )
+    try:
+        calc = Calculator(net, fmt, tokenizer, path=ckpt)
+    except KeyError as e:
+        raise CheckpointError(f"{ckpt}: the tokenizer lacks the token {e.args[0]!r}") from None
+    return calc.to(target)
+
+
+def load_module(path: str | Path):
+    """Checkpoint file or run directory -> (its CalculatorModule on the CPU, in eval mode; the .ckpt path), every
+    way a file can be wrong one :class:`CheckpointError` line."""
     from model.module import CalculatorModule  # imports Lightning: only when a checkpoint is really loaded
 
     ckpt = resolve_checkpoint(path)
@@ -133,13 +150,4 @@ def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Cal
             f"{ckpt}: block_size={net.cfg.block_size} is too short for {fmt.digits}-digit "
             f"problems ({fmt.seq_len - 1} tokens)"
         )
-    tokenizer = load_tokenizer(ckpt)
-    if tokenizer.vocab_size != net.cfg.vocab_size:
-        raise CheckpointError(
-            f"{ckpt}: the tokenizer has {tokenizer.vocab_size} tokens but the model {net.cfg.vocab_size}"
-        )
-    try:
-        calc = Calculator(net, fmt, tokenizer, path=ckpt)
-    except KeyError as e:
-        raise CheckpointError(f"{ckpt}: the tokenizer lacks the token {e.args[0]!r}") from None
-    return calc.to(target)
+    return module.eval(), ckpt

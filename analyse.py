@@ -1,0 +1,90 @@
+"""Run the end-of-run analysis again on a finished run: every registered analysis (attention maps, ablation, pruning,
+direct logit attribution, activation patching, circuits, ...), with the run's own settings.
+
+    python analyse.py runs/<run>             the run's tables, figures, results.json and report.html, rewritten
+    python analyse.py runs/<run> --problems 500
+    python analyse.py                        the newest finished run under the current directory
+
+Useful for a run recorded before an analysis existed, or after an analysis was interrupted. The run directory is
+read as data: its config.yaml gives values (the data split, the analysis settings), never code to build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = __doc__.split("\n\n")[0]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=HELP, epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("run", nargs="?", help="a run directory or its checkpoint (default: the newest finished run)")
+    parser.add_argument("--problems", type=int, help="test problems the analyses are measured on (default: the run's)")
+    return parser.parse_args(argv)
+
+
+def settings(run) -> tuple[dict, dict]:
+    """The run's data and analysis values from its config.yaml ({} each when it has none), ``_target_`` dropped."""
+    from omegaconf import OmegaConf
+
+    if not run.config.is_file():
+        return {}, {}
+    cfg = OmegaConf.to_container(OmegaConf.load(run.config))
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{run.config}: not a mapping of settings")
+    values = lambda part: {k: v for k, v in (cfg.get(part) or {}).items() if k != "_target_"}  # noqa: E731
+    return values("data"), values("analysis")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    from model.checkpoint import CheckpointError, load_module, newest_checkpoint
+    from storage.rundir import RunDir
+
+    try:
+        module, ckpt = load_module(args.run if args.run else newest_checkpoint(Path.cwd()))
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    run = RunDir.of_checkpoint(ckpt)
+    results = run.read_results() if run else {}
+    if run is None or results.get("status") != "ok":
+        where = run.path if run else ckpt
+        print(
+            f"error: {where}: not a finished run (results.json status ok); analyse a run that finished training",
+            file=sys.stderr,
+        )
+        return 2
+    from analysis.html_report import write_run_report
+    from analysis.pipeline import HeadAnalysis
+    from data.datamodule import ArithmeticDataModule
+
+    try:
+        data, analysis = settings(run)
+        data = {k: v for k, v in data.items() if k in ("n_test", "val_fraction", "test_fraction", "seed")}
+        test_set = ArithmeticDataModule(**module.fmt.to_dict(), **data).held_out_set("test")
+        analysis = HeadAnalysis(
+            **{**analysis, "enabled": True} | ({"n_problems": args.problems} if args.problems else {})
+        )
+    except (ValueError, TypeError) as e:
+        print(f"error: {run.config}: {e}", file=sys.stderr)
+        return 2
+    found = analysis.run(module, test_set, run)
+    run.write_results(results | found)
+    page = write_run_report(run.path)
+    for label, text in found["analysis_summary"]:
+        print(f"{label:>24}  {text}")
+    print(f"analysed in {found['analysis_seconds']:.1f} s; tables and figures in {run.path}; page: {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        sys.exit(130)
