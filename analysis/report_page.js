@@ -169,7 +169,8 @@
       card(m ? num(m.n_mistakes) : "—", m ? "test mistakes" : "test mistakes: not recorded"),
       card(num(r.n_params), `parameters (${r.n_layers} layers × ${r.n_heads} heads of ${r.head_dim} dims)`),
       card(`${num(r.steps)} steps`, `training, ${fixed(r.train_seconds, 1)} s (${num(r.tokens_per_second)} tokens/s)`),
-      card(isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—", `of heads prunable losing ≤ ${d.tolerance_text}`));
+      r.learned === false ? card("not learned", `below ${pct(r.learned_threshold, 0)} test exact-match: no pruning or role claims`)
+        : card(isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—", `of heads prunable losing ≤ ${d.tolerance_text}`));
     root.append(cards);
   }
 
@@ -515,7 +516,7 @@
       { label: `steps to ${pct(d.milestone, 0)}`, num: true, get: (r) => (r.status !== "ok" ? "—" : r.steps_to_99 ?? "never") },
       { label: "test exact-match", num: true, get: (r) => pct(r.test_exact_match) },
       { label: "train s", num: true, get: (r) => fixed(r.train_seconds, 1) },
-      { label: "prunable", num: true, get: (r) => (isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—") },
+      { label: "prunable", num: true, get: (r) => (r.status === "ok" && r.learned === false ? "not learned" : isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—") },
       { label: "status", get: (r) => (r.status === "ok" ? "ok" : "failed") },
       { label: "report", get: (r) => (r.report ? el("a", { href: r.report, text: "report" }) : "—") },
     ], rows, { rowClass: (r) => (r.status === "ok" ? null : "failed") }));
