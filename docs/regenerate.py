@@ -142,7 +142,7 @@ def steps_to(history: list[dict], target: float) -> int | None:
 # ---- sections -------------------------------------------------------------------------------------------
 def section_default(scratch: Path) -> dict:
     """python train.py (seed 0, the default config): the summary, Results row, ablation, DLA, maps, report."""
-    ran = train(scratch, f"hydra.run.dir={RUN}")
+    ran = train(scratch, f"hydra.run.dir='{RUN}'")
     run_dir = scratch / RUN
     r = results(run_dir)
     with open(run_dir / "ablation.csv") as f:
@@ -276,7 +276,7 @@ def section_patching(scratch: Path) -> dict:
     """python docs/patching.py on the default run (trains it first when --only leaves the default section out)."""
     run_dir = scratch / RUN
     if not (run_dir / "results.json").is_file():
-        train(scratch, f"hydra.run.dir={RUN}")
+        train(scratch, f"hydra.run.dir='{RUN}'")
     facts_file = scratch / "patching.json"
     run([str(ROOT / "docs/patching.py"), "--ckpt", str(run_dir), "--json", str(facts_file)], scratch)
     images: dict[str, str] = {}
@@ -420,7 +420,12 @@ def block_calc_eval(m: dict) -> str:
 
 def block_bad_configs(m: dict) -> str:
     b = m.get("bad_configs")
-    return not_measured("bad_configs") if not b else f"`tests/test_bad_configs.py` holds {b['cases']} such mistakes"
+    return "(not counted yet)" if not b else f"{b['cases']}"
+
+
+def block_report_kb(m: dict) -> str:
+    d = m.get("default")
+    return "(not measured yet)" if not d else f"{d['report_kb']} KB"
 
 
 def sweep_table(rows: list[dict], with_seed: bool) -> list[str]:
@@ -495,17 +500,23 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "dla": block_dla,
     "calc_eval": block_calc_eval,
     "bad_configs": block_bad_configs,
+    "report_kb": block_report_kb,
     "quick_sweep": block_quick_sweep,
     "head_sweep": block_head_sweep,
     "why_multi_head": block_why_multi_head,
     "patching": block_patching,
 }
-BLOCK = re.compile(r"(<!-- measured:(\w+) -->\n)(.*?)(\n?<!-- /measured -->)", re.S)
+BLOCK = re.compile(r"(<!-- measured:(\w+) -->)(\n?)(.*?)(\n?)(<!-- /measured -->)", re.S)
 
 
 def render(text: str, measured: dict) -> str:
-    """``text`` with every measured block re-rendered from ``measured`` (a KeyError names an unknown block)."""
-    return BLOCK.sub(lambda b: b.group(1) + BLOCKS[b.group(2)](measured) + "\n" + b.group(4).lstrip("\n"), text)
+    """``text`` with every measured block re-rendered from ``measured``: a block on lines of its own, or inline
+    within a sentence (a KeyError names an unknown block)."""
+    return BLOCK.sub(lambda b: b[1] + b[3] + BLOCKS[b[2]](measured) + b[5] + b[6], text)
+
+
+def blocks_in(text: str) -> list[str]:
+    return [b[2] for b in BLOCK.finditer(text)]
 
 
 def render_docs(measured: dict | None = None) -> list[Path]:
