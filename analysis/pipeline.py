@@ -114,8 +114,7 @@ class HeadAnalysis:
         run_dir.write_json(run_dir.analysis, page_facts(module.fmt, self.tolerance, described))
         seconds = round(time.perf_counter() - started, 2)
         intact = ctx.evaluator.intact.exact_match
-        if not learned(intact):  # nothing to lose: every head "prunable", every role noise
-            results.pop("prunable_fraction", None)
+        if not learned(intact):  # nothing to lose: every head "prunable", every role noise; the rows stay recorded
             summary = [("heads", not_learned_text(intact))]
         return results | {
             "learned": learned(intact),

@@ -444,7 +444,9 @@
       { xLabel: x.label + (x.unit === "fraction" ? " (%)" : ""), yLabel: y.label + (y.unit === "fraction" ? " (%)" : ""),
         yDomain: y.unit === "fraction" ? [-2, 108] : null, xDomain: x.unit === "fraction" ? [0, 100] : null, title: a.title, hlines, vlines });
     s.append(el("div", { class: "row" }, chart, sortableTable(a, rows)));
-    if (isNum(r.prunable_fraction) && a.x === "fraction_removed") {
+    if (r.learned === false && a.x === "fraction_removed") {
+      s.append(el("p", { class: "muted", text: `Not learned (below ${pct(r.learned_threshold, 0)} exact-match): removing heads costs nothing when there is nothing to lose, so no pruning claim.` }));
+    } else if (isNum(r.prunable_fraction) && a.x === "fraction_removed") {
       s.append(el("p", { class: "muted", text: `${pct(r.prunable_fraction, 0)} of the heads can go losing at most ${d.tolerance_text} of exact-match` +
                                               (r.pruning_order ? ` (${r.pruning_order} order).` : ".") }));
     }
