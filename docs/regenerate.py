@@ -101,12 +101,16 @@ def image(section_images: dict, source: Path, name: str) -> None:
     section_images[name] = code_hash(DRAWN_BY[name])
 
 
-def screenshot(page: Path, out: Path, height: int, width: int = 1300) -> bool:
-    """A headless Chromium screenshot of ``page``, cropped to ``height`` pixels; False without Chromium."""
+def screenshot(page: Path, out: Path, height: int, scratch: Path, width: int = 1300) -> bool:
+    """A headless Chromium screenshot of ``page``, cropped to ``height`` pixels; False without Chromium. The page is
+    shown from a copy in which the scratch directory's path is left out (runs/<run>, not /tmp/.../runs/<run>)."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if browser is None:
         return False
     with tempfile.TemporaryDirectory() as profile:
+        shown = page.parent / f"shown-{page.name}"  # beside it: links to the run's other files still resolve
+        shown.write_text(page.read_text().replace(f"{scratch.resolve()}/", "").replace(f"{scratch}/", ""))
+        page = shown
         full = Path(profile) / "shot.png"
         subprocess.run(
             [
@@ -135,6 +139,21 @@ def screenshot(page: Path, out: Path, height: int, width: int = 1300) -> bool:
     return True
 
 
+def hide_scratch(text: str, scratch: Path) -> str:
+    """``text`` with the scratch directory's path left out (runs/<run>); a line of a rich table keeps its width."""
+    out = []
+    for line in text.splitlines():
+        for prefix in {f"{scratch.resolve()}/", f"{scratch}/"}:
+            n = line.count(prefix)
+            if n:
+                line = line.replace(prefix, "")
+                if line.rstrip().endswith("│"):
+                    end = line.rstrip()
+                    line = end[:-1] + " " * (n * len(prefix)) + "│"
+        out.append(line)
+    return "\n".join(out)
+
+
 def steps_to(history: list[dict], target: float) -> int | None:
     return next((h["step"] for h in history if h["exact_match"] >= target), None)
 
@@ -154,16 +173,9 @@ def section_default(scratch: Path) -> dict:
     image(images, run_dir / "ablation.png", "ablation.png")
     image(images, run_dir / "dla.png", "dla.png")
     image(images, sorted((run_dir / "attention").glob("final*layer0*.png"))[0], "attention_layer0.png")
-    if screenshot(run_dir / "report.html", IMAGES / "report.png", 1500):
+    if screenshot(run_dir / "report.html", IMAGES / "report.png", 1500, scratch):
         images["report.png"] = code_hash(DRAWN_BY["report.png"])
-    summary = ran.stdout[ran.stdout.index("tinycalc run") :].rstrip()
-    calc = subprocess.run(
-        [sys.executable, str(ROOT / "calc.py"), "--ckpt", str(run_dir), "--eval", str(ROOT / "examples/problems.txt")],
-        cwd=scratch,
-        capture_output=True,
-        text=True,
-        env=os.environ | {"COLUMNS": "100"},
-    )
+    summary = hide_scratch(ran.stdout[ran.stdout.index("tinycalc run") :].rstrip(), scratch)
     return {
         "command": "python train.py",
         "steps": r["steps"],
@@ -189,9 +201,28 @@ def section_default(scratch: Path) -> dict:
             key=lambda d: -d["logits"],
         )[:3],
         "summary": summary,
-        "calc_eval": {"exit": calc.returncode, "stdout": calc.stdout.strip()},
         "images": images,
         "run_dir": str(run_dir),
+    }
+
+
+def default_run(scratch: Path) -> Path:
+    """The default section's run directory in ``scratch``, trained now when --only left that section out."""
+    run_dir = scratch / RUN
+    if not (run_dir / "results.json").is_file():
+        train(scratch, f"hydra.run.dir='{RUN}'")
+    return run_dir
+
+
+def section_calc_eval(scratch: Path) -> dict:
+    """python calc.py --eval examples/problems.txt on the default run (trained first when it is not there)."""
+    run_dir = default_run(scratch)
+    command = [sys.executable, "calc.py", "--ckpt", str(run_dir), "--eval", "examples/problems.txt"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=os.environ | {"COLUMNS": "120"})
+    return {
+        "command": "python calc.py --eval examples/problems.txt",
+        "exit": done.returncode,
+        "stdout": done.stdout.strip().replace(str(run_dir), RUN),
     }
 
 
@@ -236,7 +267,7 @@ def section_quick_sweep(scratch: Path) -> dict:
     sweep = scratch / "multirun/quick"
     images: dict[str, str] = {}
     image(images, sweep / "sweep_summary.png", "quick_sweep.png")
-    if screenshot(sweep / "sweep_report.html", IMAGES / "sweep_report.png", 1400):
+    if screenshot(sweep / "sweep_report.html", IMAGES / "sweep_report.png", 1400, scratch):
         images["sweep_report.png"] = code_hash(DRAWN_BY["sweep_report.png"])
     runs = [results(job) for job in sorted(sweep.iterdir()) if (job / "results.json").is_file()]
     return {
@@ -274,9 +305,7 @@ def section_why_multi_head(scratch: Path) -> dict:
 
 def section_patching(scratch: Path) -> dict:
     """python docs/patching.py on the default run (trains it first when --only leaves the default section out)."""
-    run_dir = scratch / RUN
-    if not (run_dir / "results.json").is_file():
-        train(scratch, f"hydra.run.dir='{RUN}'")
+    run_dir = default_run(scratch)
     facts_file = scratch / "patching.json"
     run([str(ROOT / "docs/patching.py"), "--ckpt", str(run_dir), "--json", str(facts_file)], scratch)
     images: dict[str, str] = {}
@@ -313,6 +342,7 @@ class Section:
 SECTIONS = [
     Section("default", section_default, "~1 min"),
     Section("bad_configs", section_bad_configs, "instant"),
+    Section("calc_eval", section_calc_eval, "~5 s (+1 min without the default section)"),
     Section("patching", section_patching, "~30 s (+1 min without the default section)"),
     Section("quick_sweep", section_quick_sweep, "~4 min"),
     Section("why_multi_head", section_why_multi_head, "~2 min"),
@@ -348,11 +378,17 @@ def block_machine(m: dict) -> str:
         f"{machine['machine']['os']}, Python {machine['machine']['python']}, torch {machine['machine']['torch']}, "
         "by `python docs/regenerate.py` (each section's JSON is in [`docs/measured/`](docs/measured/)):",
         "",
-        "| section | measured | at commit | what it runs |",
-        "|---|---|---|---|",
+        "| section | measured | at commit | load (start, end) | what it runs |",
+        "|---|---|---|---|---|",
     ]
     for name, when in sorted(machine["sections"].items()):
-        lines.append(f"| `{name}` | {when['date']} | {when['commit']} | {when['runs']} |")
+        load = " / ".join(f"{x:.1f}" for x in when.get("load", [])) or "—"
+        lines.append(f"| `{name}` | {when['date']} | {when['commit']} | {load} | {when['runs']} |")
+    lines += [
+        "",
+        f"Load: the machine's 1-minute load average. Above {machine['machine']['cores']} (its cores), other work "
+        "shared the cores, and the seconds measured then are upper bounds.",
+    ]
     return "\n".join(lines)
 
 
@@ -411,11 +447,10 @@ def block_dla(m: dict) -> str:
 
 
 def block_calc_eval(m: dict) -> str:
-    d = m.get("default")
-    if not d:
-        return not_measured("default")
-    head = "\n".join(d["calc_eval"]["stdout"].splitlines()[:3])
-    return f"```\n$ python calc.py --eval examples/problems.txt\n{head}\n...\n```"
+    c = m.get("calc_eval")
+    if not c:
+        return not_measured("calc_eval")
+    return f"```\n$ {c['command']}   # exit status {c['exit']}\n{c['stdout']}\n```"
 
 
 def block_bad_configs(m: dict) -> str:
@@ -458,6 +493,10 @@ def block_quick_sweep(m: dict) -> str:
             "validation problem was right:",
             "",
             *sweep_table(q["rows"], with_seed=False),
+            "",
+            "![the quick sweep: learning curves and final accuracy](docs/images/quick_sweep.png)",
+            "",
+            "![the quick sweep's page, sweep_report.html](docs/images/sweep_report.png)",
         ]
     )
 
@@ -466,14 +505,23 @@ def block_head_sweep(m: dict) -> str:
     h = m.get("head_sweep")
     if not h:
         return not_measured("head_sweep")
-    return "\n".join([f"`{h['command']}` (1,500 steps each, no early stop):", "", *sweep_table(h["rows"], True)])
+    return "\n".join(
+        [
+            f"`{h['command']}` (1,500 steps each, no early stop):",
+            "",
+            *sweep_table(h["rows"], True),
+            "",
+            "![head sweep: learning curves and final accuracy](docs/images/head_sweep.png)",
+        ]
+    )
 
 
 def block_why_multi_head(m: dict) -> str:
     w = m.get("why_multi_head")
     if not w:
         return not_measured("why_multi_head")
-    return "\n".join(f"- {line}" for line in w["verdict"])
+    lines = [f"- {line}" for line in w["verdict"]]
+    return "\n".join([*lines, "", "![why multiple heads](docs/images/why_multi_head.png)"])
 
 
 def block_patching(m: dict) -> str:
@@ -578,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
         where = json.loads(machine_file.read_text()) if machine_file.is_file() else {"sections": {}}
         where["machine"] = machine()
         for section in chosen:
-            started = time.perf_counter()
+            started, at, load = time.perf_counter(), commit(), os.getloadavg()[0]
             print(f"{section.name}: {(section.build.__doc__ or '').strip().splitlines()[0]}", flush=True)
             facts = section.build(scratch)
             facts.pop("run_dir", None)
@@ -586,7 +634,8 @@ def main(argv: list[str] | None = None) -> int:
             (MEASURED / f"{section.name}.json").write_text(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
             where["sections"][section.name] = {
                 "date": dt.date.today().isoformat(),
-                "commit": commit(),
+                "commit": at,
+                "load": [round(load, 1), round(os.getloadavg()[0], 1)],  # 1-minute load average, start and end
                 "runs": facts.get("command", (section.build.__doc__ or "").strip().splitlines()[0]),
                 "seconds": seconds,
             }
