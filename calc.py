@@ -54,7 +54,8 @@ checkpoint: --ckpt takes a .ckpt file or a run directory; without it the newest 
   (AutoModelForCausalLM/AutoTokenizer.from_pretrained(OUT_DIR)); checked against this model before it is
   written. Needs the interop extra (pip install -e ".[interop]"). A model GPT-2 cannot express is refused.
 
-exit status: 0 all inputs answered; 1 some input was invalid (or an --eval file had no valid problem);
+exit status: 0 all inputs answered; 1 some input was invalid (an --eval file's valid problems are still
+  scored) or an --eval file had no valid problem;
   2 no usable checkpoint or device, unreadable --eval file, bad options or a failed --export; 130 interrupted."""
 
 MAX_SHOWN = 60  # characters of a bad input echoed back in its error line (and in --eval --json)
@@ -346,11 +347,23 @@ def evaluate_file(calc, name: str, show_mistakes: int, as_json: bool) -> int:
     if not problems.problems:
         print(f"error: no valid problem in {name}", file=sys.stderr)
         return 1
-    return 0
+    return 1 if problems.invalid else 0  # the valid problems are scored either way
 
 
 def percent(x: float | None) -> str:
     return "-" if x is None else f"{x:.2%}"
+
+
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """``1 carry``, ``2 carries``, ``1,000 invalid lines``: the number with the noun it takes."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+CARRY_WORDS = {
+    "carries": ("carry", "carries"),
+    "borrows": ("borrow", "borrows"),
+    "carries/borrows": ("carry/borrow", "carries/borrows"),
+}
 
 
 def print_report(r: dict) -> None:
@@ -361,7 +374,7 @@ def print_report(r: dict) -> None:
     console = Console(highlight=False)
     console.print(
         Text(
-            f"{r['file']}: {r['n_problems']:,} problems, {r['n_invalid']:,} invalid lines skipped, "
+            f"{r['file']}: {counted(r['n_problems'], 'problem')}, {counted(r['n_invalid'], 'invalid line')} skipped, "
             f"evaluated in {r['seconds']:.2f} s on {r['device']}"
         )
     )
@@ -385,22 +398,25 @@ def print_report(r: dict) -> None:
     row("all", {**r, "n": r["n_problems"]})
     ops = set(r["by_operator"])
     carried = "borrows" if ops == {"-"} else "carries/borrows" if "-" in ops else "carries"
-    for key, label in (
-        ("by_operator", "operator {}"),
-        ("by_operand_digits", "{}-digit operands"),
-        ("by_carries", "{} " + carried),
-    ):
+    labels = {
+        "by_operator": lambda v: f"operator {v}",
+        "by_operand_digits": lambda v: f"{v}-digit operands",
+        "by_carries": lambda v: counted(int(v), *CARRY_WORDS[carried]) if str(v).isdigit() else f"{v} {carried}",
+    }
+    for key, label in labels.items():
         table.add_section()
         for value, stats in r[key].items():
-            row(label.format(value), stats)
+            row(label(value), stats)
     console.print(table)
     if r["n_mistakes"]:
-        console.print(Text(f"first {len(r['mistakes'])} of {r['n_mistakes']:,} mistakes:", style="bold"))
+        console.print(Text(f"first {len(r['mistakes'])} of {counted(r['n_mistakes'], 'mistake')}:", style="bold"))
         for m in r["mistakes"]:
             said = m["model"] if m["model"] is not None else f"? (unreadable answer {m['model_text']!r})"
             console.print(Text(f"  line {m['line']}: model says {m['problem']}={said}, truth {m['truth']}"))
     if r["n_invalid"]:
-        console.print(Text(f"{r['n_invalid']:,} invalid lines (skipped), first {len(r['invalid'])}:", style="bold"))
+        console.print(
+            Text(f"{counted(r['n_invalid'], 'invalid line')} (skipped), first {len(r['invalid'])}:", style="bold")
+        )
         for bad in r["invalid"]:
             console.print(Text(f"  line {bad['line']}: {shown(bad['text'])}: {bad['error']}"))
 

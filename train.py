@@ -156,7 +156,7 @@ def stopped(signum, phase, run_dir, cfg, trainer, loggers, stopper, results, tra
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> None:
-    quiet_known_noise()
+    quiet_known_noise(bool(cfg.get("verbose")))
     hydra_cfg = HydraConfig.get()
     run_dir = RunDir(hydra_cfg.runtime.output_dir)
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
@@ -176,6 +176,26 @@ def main(cfg: DictConfig) -> None:
             run_dir.release()
     if results:
         print_summary(results)
+        if not in_sweep:  # a sweep ends with its own page (analysis/hydra_callbacks.py)
+            print(next_steps(results))
+
+
+SAMPLE_PROBLEMS = "examples/problems.txt"  # 3-digit additions, for the default task
+
+
+def next_steps(results: dict) -> str:
+    """What to do with the run now: its page, and calc.py on it (with the sample problems file when it fits)."""
+    run, fmt = results["run_dir"], results["data"]
+    digits, op = int(fmt["digits"]), str(fmt["operators"])[0]
+    example = f"{'1' * digits}{op}{'2' * max(1, digits - 1)}"
+    lines = [
+        "next:",
+        f"  look     {run}/report.html   (open it in a browser: the run on one page)",
+        f"  ask      python calc.py --ckpt {run} {example}",
+    ]
+    if "+" in str(fmt["operators"]) and digits >= 3:
+        lines.append(f"  score    python calc.py --ckpt {run} --eval {SAMPLE_PROBLEMS}")
+    return "\n".join(lines)
 
 
 def run_command() -> None:

@@ -21,6 +21,18 @@ if TYPE_CHECKING:
 
 
 MILESTONE = 0.99  # the val exact-match whose first step curves mark and sweeps compare (steps_to_99)
+# Below this test exact-match a model has not learned its task: switching its heads off can cost nothing because
+# there is nothing to lose, so no pruning fraction or head role is claimed for it (summaries say "not learned").
+LEARNED = 0.9
+
+
+def learned(exact_match) -> bool:
+    """Whether a model with this test exact-match has learned enough for pruning and role claims."""
+    return isinstance(exact_match, (int, float)) and exact_match >= LEARNED
+
+
+def not_learned_text(exact_match: float) -> str:
+    return f"not learned ({exact_match:.1%} held-out exact-match, below {LEARNED:.0%}): no pruning or role claims"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import torch
 from analysis.ablation import Evaluator
 from analysis.cache import run_with_cache
 from analysis.maps import attention_maps, checked_probes, probe_sequences
-from analysis.metric import MILESTONE, Context, HeadMetric, points
+from analysis.metric import LEARNED, MILESTONE, Context, HeadMetric, learned, not_learned_text, points
 from analysis.record import Recorder
 from data.positions import positions
 from storage.rundir import RunDir
@@ -115,7 +115,12 @@ class HeadAnalysis:
             )
         run_dir.write_json(run_dir.analysis, page_facts(module.fmt, self.tolerance, described))
         seconds = round(time.perf_counter() - started, 2)
+        intact = ctx.evaluator.intact.exact_match
+        if not learned(intact):  # nothing to lose: every head "prunable", every role noise; the rows stay recorded
+            summary = [("heads", not_learned_text(intact))]
         return results | {
+            "learned": learned(intact),
+            "learned_threshold": LEARNED,
             "analysis_problems": len(problems),
             "intact_exact_match": ctx.evaluator.intact.exact_match,
             "images": images,

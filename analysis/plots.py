@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import matplotlib
+import matplotlib.patches
 import numpy as np
 from matplotlib.figure import Figure  # drawn straight to files: no pyplot, no display needed
 from matplotlib.lines import Line2D
@@ -31,43 +32,100 @@ def mosaic(blocks, gap: int = 1):
     return canvas
 
 
-def attention_grid(weights, row_labels: list[list[str]], key_labels: list[str], layer: int, title: str) -> Figure:
-    """One layer as one mosaic: a block row per probe problem, a block column per head.
+MASKED_COLOUR = (0.82, 0.82, 0.82, 1.0)  # future keys a causal head cannot see: grey, not the colour of weight 0
+CELL = 0.25  # inches per attention cell: 22 px at the recorded 90 dpi, room for a 9-pt label under each
 
-    Inside a block, queries are rows and keys are columns (the causal triangle shows as the empty upper
-    half); every block shares one colour scale. Rows are labelled with the probe's tokens, columns with
-    what each position is (a·10^2, '=', ...), which is the same for every probe.
-    weights: (n_probes, n_heads, T, T) for this layer.
+
+def attention_grid(
+    weights, row_labels: list[list[str]], key_labels: list[str], layer: int, title: str, probes: list[str] | None = None
+) -> Figure:
+    """One layer as one mosaic: a block row per probe problem (named at its left), a block column per head.
+
+    Inside a block, queries are rows and keys are columns; the keys a causal head cannot see (the future) are
+    grey, apart from the darkest colour, which is weight 0. Every block shares one colour scale. Rows are labelled
+    with the probe's tokens, columns with what each position is (a2, '=', r0, ...), the same for every probe.
+    Labels are at least 9 pt (11 px at the recorded 90 dpi). weights: (n_probes, n_heads, T, T) for this layer.
     """
     n_probes, n_heads, T, _ = weights.shape
     gap = 1
     canvas = mosaic(weights, gap)
-    fig = Figure(figsize=(0.14 * canvas.shape[1] + 1.8, 0.14 * canvas.shape[0] + 1.0))
-    ax = fig.add_axes((0.07, 0.07, 0.8, 0.84))
-    image = ax.imshow(canvas, vmin=0.0, vmax=1.0, cmap=ATTENTION_COLOURS, interpolation="nearest")
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)
+    masked = mosaic(np.broadcast_to(future, (n_probes, n_heads, T, T)).astype(float), gap) == 1
+    canvas[masked] = np.nan  # drawn below as grey, not as a weight
+    overlay = np.zeros((*canvas.shape, 4))
+    overlay[masked] = MASKED_COLOUR
+    left, right, top, bottom = 1.4, 1.5, 0.95, 0.95  # inches, fixed: no layout engine
+    width, height = CELL * canvas.shape[1], CELL * canvas.shape[0]
+    fig = Figure(figsize=(left + width + right, top + height + bottom))
+    W, H = fig.get_size_inches()
+    ax = fig.add_axes((left / W, bottom / H, width / W, height / H))
+    image = ax.imshow(canvas, vmin=0.0, vmax=1.0, cmap=ATTENTION_COLOURS, interpolation="nearest", aspect="auto")
+    ax.imshow(overlay, interpolation="nearest", aspect="auto")
     # Token labels as plain text, not ticks: a hundred Tick objects cost more than the whole image.
     ax.set_xticks([])
     ax.set_yticks([])
     for p, labels in enumerate(row_labels):
         for t, text in enumerate(labels):
-            ax.text(-0.8, p * (T + gap) + t, text, ha="right", va="center", fontsize=6)
+            ax.text(-0.7, p * (T + gap) + t, text, ha="right", va="center", fontsize=9)
+        if probes is not None:
+            ax.text(
+                -2.6,
+                p * (T + gap) + (T - 1) / 2,
+                f"probe {probes[p]}",
+                ha="right",
+                va="center",
+                fontsize=10,
+                rotation=90,
+                fontweight="bold",
+            )
     for h in range(n_heads):
         for t, text in enumerate(key_labels):
-            ax.text(h * (T + gap) + t, canvas.shape[0] - 0.3, text, ha="center", va="top", fontsize=5)
-        ax.text(h * (T + gap) + (T - 1) / 2, -1.2, f"head {h}", ha="center", va="bottom", fontsize=8)
+            ax.text(h * (T + gap) + t, canvas.shape[0] - 0.3, text, ha="center", va="top", fontsize=9, rotation=90)
+        ax.text(h * (T + gap) + (T - 1) / 2, -0.9, f"head {h}", ha="center", va="bottom", fontsize=10)
     for side in ax.spines.values():
         side.set_visible(False)
-    ax.set_ylabel("query (problem tokens)", fontsize=7, labelpad=12)
-    ax.set_xlabel("key (a2 = a's hundreds digit, r0 = the result's units, ^ = [BOS])", fontsize=7, labelpad=10)
-    fig.colorbar(image, ax=ax, shrink=0.5, pad=0.02, label="attention weight")
-    fig.suptitle(f"layer {layer} attention — {title}", fontsize=9)
+    fig.text(
+        0.25 / W,
+        (bottom + height / 2) / H,
+        "query (the problem's tokens)",
+        rotation=90,
+        ha="left",
+        va="center",
+        fontsize=10,
+    )
+    fig.text(
+        (left + width / 2) / W,
+        0.12 / H,
+        "key (a2 = a's hundreds digit, op = the operator, r0 = the result's units, ^ = [BOS])",
+        ha="center",
+        va="bottom",
+        fontsize=10,
+    )
+    bar = fig.colorbar(
+        image, cax=fig.add_axes(((left + width + 0.25) / W, (bottom + height * 0.3) / H, 0.18 / W, height * 0.7 / H))
+    )
+    bar.set_label("attention weight", fontsize=10)
+    bar.ax.tick_params(labelsize=9)
+    fig.patches.append(
+        matplotlib.patches.Rectangle(
+            ((left + width + 0.25) / W, (bottom + height * 0.12) / H),
+            0.18 / W,
+            0.18 / H,
+            transform=fig.transFigure,
+            facecolor=MASKED_COLOUR,
+            edgecolor="none",
+        )
+    )
+    fig.text((left + width + 0.5) / W, (bottom + height * 0.12 + 0.09) / H, "masked\n(future)", va="center", fontsize=9)
+    named = f" — probes {', '.join(probes)}" if probes else ""
+    fig.suptitle(f"layer {layer} attention, {title}{named}", fontsize=11, y=1 - 0.1 / H, va="top")
     return fig
 
 
 def map_figures(maps: dict, tag: str) -> list[Figure]:
     """One attention grid per layer from ``analysis.maps.attention_maps``'s data."""
     return [
-        attention_grid(np.array(layer), maps["tokens"], maps["key_labels"], i, tag)
+        attention_grid(np.array(layer), maps["tokens"], maps["key_labels"], i, tag, maps.get("probes"))
         for i, layer in enumerate(maps["weights"])
     ]
 
@@ -194,15 +252,17 @@ def sweep_figure(rows: list[dict]) -> Figure:
     bars = finals.barh(range(len(rows)), values, color=["tab:blue" if r["status"] == "ok" else "tab:red" for r in rows])
     for bar, row in zip(bars, rows, strict=True):
         text = f"{100 * row['test_exact_match']:.2f}%" if row["status"] == "ok" else "failed"
+        inside = row["status"] == "ok" and bar.get_width() > 30  # a short bar gets its label just past its end
         finals.text(
-            1,
+            bar.get_width() - 1 if inside else bar.get_width() + 1,
             bar.get_y() + bar.get_height() / 2,
             text,
             va="center",
-            fontsize=7,
-            color="white" if row["status"] == "ok" and bar.get_width() > 20 else "black",
+            ha="right" if inside else "left",
+            fontsize=9,
+            color="white" if inside else "black",
         )
-    finals.set_yticks(range(len(rows)), labels, fontsize=7)
+    finals.set_yticks(range(len(rows)), labels, fontsize=9)
     finals.invert_yaxis()
     finals.set_xlim(0, 100)
     finals.set_xlabel("test exact-match (%)")

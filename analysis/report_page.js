@@ -169,7 +169,8 @@
       card(m ? num(m.n_mistakes) : "—", m ? "test mistakes" : "test mistakes: not recorded"),
       card(num(r.n_params), `parameters (${r.n_layers} layers × ${r.n_heads} heads of ${r.head_dim} dims)`),
       card(`${num(r.steps)} steps`, `training, ${fixed(r.train_seconds, 1)} s (${num(r.tokens_per_second)} tokens/s)`),
-      card(isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—", `of heads prunable losing ≤ ${d.tolerance_text}`));
+      r.learned === false ? card("not learned", `below ${pct(r.learned_threshold, 0)} test exact-match: no pruning or role claims`)
+        : card(isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—", `of heads prunable losing ≤ ${d.tolerance_text}`));
     root.append(cards);
   }
 
@@ -443,7 +444,9 @@
       { xLabel: x.label + (x.unit === "fraction" ? " (%)" : ""), yLabel: y.label + (y.unit === "fraction" ? " (%)" : ""),
         yDomain: y.unit === "fraction" ? [-2, 108] : null, xDomain: x.unit === "fraction" ? [0, 100] : null, title: a.title, hlines, vlines });
     s.append(el("div", { class: "row" }, chart, sortableTable(a, rows)));
-    if (isNum(r.prunable_fraction) && a.x === "fraction_removed") {
+    if (r.learned === false && a.x === "fraction_removed") {
+      s.append(el("p", { class: "muted", text: `Not learned (below ${pct(r.learned_threshold, 0)} exact-match): removing heads costs nothing when there is nothing to lose, so no pruning claim.` }));
+    } else if (isNum(r.prunable_fraction) && a.x === "fraction_removed") {
       s.append(el("p", { class: "muted", text: `${pct(r.prunable_fraction, 0)} of the heads can go losing at most ${d.tolerance_text} of exact-match` +
                                               (r.pruning_order ? ` (${r.pruning_order} order).` : ".") }));
     }
@@ -555,7 +558,7 @@
       { label: `steps to ${pct(d.milestone, 0)}`, num: true, get: (r) => (r.status !== "ok" ? "—" : r.steps_to_99 ?? "never") },
       { label: "test exact-match", num: true, get: (r) => pct(r.test_exact_match) },
       { label: "train s", num: true, get: (r) => fixed(r.train_seconds, 1) },
-      { label: "prunable", num: true, get: (r) => (isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—") },
+      { label: "prunable", num: true, get: (r) => (r.status === "ok" && r.learned === false ? "not learned" : isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—") },
       { label: "status", get: (r) => (r.status === "ok" ? "ok" : "failed") },
       { label: "report", get: (r) => (r.report ? el("a", { href: r.report, text: "report" }) : "—") },
     ], rows, { rowClass: (r) => (r.status === "ok" ? null : "failed") }));

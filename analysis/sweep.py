@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from analysis.metric import MILESTONE
+from analysis.metric import MILESTONE, learned
 from analysis.record import record_sweep
 from storage.rundir import RunDir, SweepDir
 
@@ -126,7 +126,9 @@ def read_job(job: RunDir, damaged: list[str] | None = None) -> dict:
         "steps_to_99": steps_to(history, MILESTONE),
         "test_exact_match": number("test_exact_match"),
         "train_seconds": number("train_seconds"),
-        "prunable_fraction": number("prunable_fraction"),
+        # a model that has not learned has nothing to lose: no pruning claim about it
+        "prunable_fraction": number("prunable_fraction") if learned(number("test_exact_match")) else None,
+        "learned": learned(number("test_exact_match")),
         "status": status,
         "seed": _get(cfg, "seed"),
         "history": history,
@@ -148,6 +150,12 @@ def name_runs(rows: list[dict], jobs: list[Path]) -> list[dict]:
     for row, job in zip(rows, jobs, strict=True):
         row["run"] = " ".join(o for o in row["overrides"] if o not in shared) or job.name
     return rows
+
+
+def _cell(row: dict, column: str) -> str:
+    if column == "prunable_fraction" and row["status"] == "ok" and not row.get("learned", True):
+        return "not learned"
+    return _fmt(row[column])
 
 
 def _fmt(value) -> str:
@@ -181,7 +189,7 @@ def grouped_over_seeds(rows: list[dict]) -> list[dict]:
 def markdown(rows: list[dict]) -> str:
     """The summary as a Markdown table, then the mean (min..max) over seeds where a setting ran several."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(row[c]) for c in COLUMNS) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(row, c) for c in COLUMNS) + " |" for row in rows]
     grouped = grouped_over_seeds(rows)
     if grouped:
         lines += [

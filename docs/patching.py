@@ -1,6 +1,9 @@
 """Worked example: where does the calculator carry? Activation patching in TransformerLens.
 
-    python docs/patching.py [--ckpt runs/<run>] [--place 1] [--n 500] [--out docs/images/patching.png]
+    python docs/patching.py [--ckpt runs/<run>] [--place 1] [--n 500] [--out FILE] [--json FILE]
+
+The figure goes to the run's directory (``runs/<run>/patching.png``) unless ``--out`` says otherwise;
+``--json`` also writes the numbers it prints.
 
 (``pip install -e ".[interop]"`` first.) Our built-in analysis switches heads off and watches accuracy
 fall; that says a head matters, not what for. Activation patching asks a sharper question: take two
@@ -26,6 +29,7 @@ writes before r_k, teacher-forced, is the same in both. The patching itself is T
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,7 +175,8 @@ def plot(result: dict, labels: list[str], title: str, out: Path) -> None:
                         fontsize=7,
                         color="white" if abs(v) > 0.6 else "black",
                     )
-    fig.colorbar(image, ax=axes[:3], shrink=0.8, location="left", label="share of the carry's effect restored")
+    bar = fig.colorbar(image, ax=axes[:3], shrink=0.9, pad=0.01, location="right", aspect=30)
+    bar.set_label("share of the carry's effect restored", fontsize=9)
     layer, head = result["top_head"]
     ax = axes[3]
     ax.bar(range(len(labels)), result["top_head_attention"].numpy(), color="tab:blue")
@@ -209,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ckpt", help="checkpoint file or run directory (default: the newest run's)")
     parser.add_argument("--place", type=int, default=1, help="answer digit r_k whose incoming carry is patched")
     parser.add_argument("--n", type=int, default=500, help="clean/corrupted pairs (default 500)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images" / "patching.png")
+    parser.add_argument("--out", type=Path, help="the figure (default: patching.png in the model's run directory)")
+    parser.add_argument("--json", type=Path, help="also write the numbers printed here to this file")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be >= 1")
@@ -226,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result = patch_carry(model, pairs)
+    if args.out is None:
+        from storage.rundir import RunDir
+
+        run = RunDir.of_checkpoint(Path(calc.path))
+        args.out = (run.path if run is not None else Path(calc.path).parent) / "patching.png"
     labels = position_labels(calc.fmt, args.place)
     title = (
         f"{calc.describe()}: which activation carries the carry into answer digit r{args.place}?\n"
@@ -245,6 +256,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"L{layer}h{head} at {labels[-1]} attends to: {attention}")
     print(f"figure: {args.out}")
+    if args.json is not None:
+        top = float(result["head_out"][layer, -1, head])
+        reads = [labels[p] for p, w in enumerate(result["top_head_attention"].tolist()) if w >= 0.2]
+        facts = {
+            "model": calc.describe(),
+            "place": args.place,
+            "pairs": args.n,
+            "clean_right": round(float(result["clean_right"]), 4),
+            "top_head": f"L{layer}h{head}",
+            "top_head_restores": round(top, 4),
+            "top_head_reads": reads,
+            "strongest": strongest(result, labels),
+        }
+        args.json.write_text(json.dumps(facts, indent=2) + "\n")
     return 0
 
 

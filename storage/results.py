@@ -54,6 +54,8 @@ class Results(TypedDict, total=False):
     # the end-of-run analysis (analysis/pipeline.py), when it ran
     analysis_problems: int
     intact_exact_match: float
+    learned: bool  # intact_exact_match >= learned_threshold: only then do summaries claim pruning or roles
+    learned_threshold: float
     images: dict  # "attention": [PNG paths], <analysis name>: its PNG
     analysis_summary: list  # [label, text] rows of the terminal summary
     tolerance: float  # the exact-match a pruning may lose

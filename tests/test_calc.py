@@ -269,7 +269,7 @@ def test_eval_counts(capsys, tmp_path, run_add):
     path.write_text(EVAL_FILE)
     status, lines, _ = call(capsys, "--ckpt", str(run_add), "--eval", str(path), "--json")
     report = json.loads("\n".join(lines))
-    assert status == 0
+    assert status == 1  # the invalid lines are listed, the valid problems scored, and the status says so
     assert report["n_problems"] == 4 and report["n_invalid"] == 3
     assert [bad["line"] for bad in report["invalid"]] == [7, 8, 9]
     assert "given answer 21 is wrong" in report["invalid"][1]["error"]
@@ -324,7 +324,8 @@ def test_eval_table_and_missing_file(capsys, tmp_path, run_add):
     path.write_text(EVAL_FILE)
     status, lines, _ = call(capsys, "--ckpt", str(run_add), "--eval", str(path), "--show-mistakes", "2")
     text = "\n".join(lines)
-    assert status == 0 and "exact match" in text and "2-digit operands" in text and "2 carries" in text
+    assert status == 1 and "exact match" in text and "2-digit operands" in text and "2 carries" in text
+    assert "1 carry " in text and "1 carries" not in text  # 3 invalid lines: status 1, the rest scored
     assert "line 8: '10+10=21'" in text and "3 invalid lines" in text
     status, lines, err = call(capsys, "--ckpt", str(run_add), "--eval", str(tmp_path / "nope.txt"))
     assert status == 2 and not lines and err.startswith("error: cannot read --eval file")

@@ -87,8 +87,10 @@ def test_one_forward_pass_feeds_every_analysis(small, tmp_path):
     for registered in analysis.registry.ANALYSES:
         assert RunDir(tmp_path).table(registered.name).is_file() is (registered.name not in pairs_based)
     assert {"head_roles", "most_important_heads", "prunable_fraction", "direct_logit_attribution"} <= set(results)
-    labels = [label for label, _ in results["analysis_summary"]]
-    assert labels == ["most important heads", "", "", "prunable", "largest direct effect"]
+    # an untrained model: its rows are recorded, but the summary claims no pruning or roles about it
+    assert results["learned"] is False and results["intact_exact_match"] < results["learned_threshold"]
+    [(label, text)] = results["analysis_summary"]
+    assert label == "heads" and text.startswith("not learned") and "no pruning or role claims" in text
 
 
 def test_direct_logit_attribution_adds_up_to_the_logit(small):

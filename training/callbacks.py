@@ -16,6 +16,9 @@ from weakref import proxy
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks.progress.rich_progress import CustomBarColumn
+from rich.progress import ProgressColumn, TextColumn
+from rich.text import Text
 
 from storage.rundir import RunDir, write_atomically
 from training.failures import NonFiniteLossError
@@ -170,12 +173,45 @@ class BestCheckpoint(ModelCheckpoint):
                 logger.after_save_checkpoint(proxy(self))
 
 
+class StepsColumn(ProgressColumn):
+    """``800/≤1,800`` (steps) while training (the run may stop early at the target), the count elsewhere."""
+
+    def __init__(self, trainer: L.Trainer, style: str = ""):
+        self.trainer, self.style = trainer, style
+        super().__init__()
+
+    def render(self, task) -> Text:
+        done = int(task.completed)
+        if task.total is None or task.total == float("inf"):
+            return Text(f"{done:,}", style=self.style)
+        stopper = self.trainer.early_stopping_callback
+        early = self.trainer.state.fn == "fit" and getattr(stopper, "stopping_threshold", None) is not None
+        return Text(f"{done:,}/{'≤' if early else ''}{int(task.total):,}", style=self.style)
+
+
+class ElapsedColumn(ProgressColumn):
+    """The time so far. No time remaining: a run that stops at its target would be told to wait for max_steps."""
+
+    max_refresh = 0.5
+
+    def __init__(self, style: str = ""):
+        self.style = style
+        super().__init__()
+
+    def render(self, task) -> Text:
+        elapsed = task.finished_time if task.finished else task.elapsed
+        return Text("" if elapsed is None else f"{int(elapsed) // 60}:{int(elapsed) % 60:02d}", style=self.style)
+
+
 class StepProgressBar(RichProgressBar):
     """Rich's bar, labelled by what the run counts: steps of an endless stream, not 'Epoch 0/-2'.
 
-    It moves at most ``updates_per_second`` times a second (redrawing it every step costs a launch-bound GPU step
-    a noticeable share of its host time), and shows the training loss that the module logs every
-    ``trainer.log_every_n_steps`` steps: reading it back is a host sync on a GPU.
+    Columns: the steps done out of at most ``max_steps`` (training stops earlier once ``target_accuracy`` is
+    reached, so no time-remaining estimate is shown), the time so far, and the metrics by their full names
+    (``val/exact_match``, ``train/loss``; Lightning's ``v_num`` is left out). It moves at most
+    ``updates_per_second`` times a second (redrawing it every step costs a launch-bound GPU step a noticeable share
+    of its host time), and shows the training loss that the module logs every ``trainer.log_every_n_steps``
+    steps: reading it back is a host sync on a GPU.
     """
 
     def __init__(self, *args, updates_per_second: float = 10.0, **kwargs):
@@ -183,9 +219,23 @@ class StepProgressBar(RichProgressBar):
         self.min_interval = 1.0 / updates_per_second
         self._loss, self._loss_step = None, -(10**9)  # the loss shown, and the step it was read at
         self._moved = 0.0  # when the bar last moved (time.perf_counter)
+        self.theme.metrics_text_delimiter = "  "
 
     def _get_train_description(self, current_epoch: int) -> str:
-        return "training steps"
+        return "training"
+
+    def configure_columns(self, trainer: L.Trainer) -> list:
+        return [
+            TextColumn("[progress.description]{task.description}"),
+            CustomBarColumn(
+                bar_width=12,
+                complete_style=self.theme.progress_bar,
+                finished_style=self.theme.progress_bar_finished,
+                pulse_style=self.theme.progress_bar_pulse,
+            ),
+            StepsColumn(trainer, style=self.theme.batch_progress),
+            ElapsedColumn(style=self.theme.time),
+        ]
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         now = time.perf_counter()
@@ -195,7 +245,7 @@ class StepProgressBar(RichProgressBar):
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
     def get_metrics(self, trainer, pl_module) -> dict:
-        shown = super().get_metrics(trainer, pl_module)
+        shown = {k: v for k, v in super().get_metrics(trainer, pl_module).items() if k != "v_num"}
         loss = trainer.callback_metrics.get("train/loss")  # the value logged last, on the device
         if loss is not None and trainer.global_step >= self._loss_step + trainer.log_every_n_steps:
             self._loss, self._loss_step = loss.item(), trainer.global_step  # at most one read per n steps

@@ -64,6 +64,7 @@ RULES: dict[str, Rule] = {
     "threads": Rule("whole", 1, machine_cores(), nullable=True, why=f"this machine has {machine_cores()} cores"),
     "matmul_precision": Rule("choice", choices=("highest", "high", "medium")),
     "target_accuracy": Rule("number", 0, 1, nullable=True),
+    "verbose": Rule("choice", choices=(True, False)),
     "trainer.max_steps": Rule("whole", 1),
     "trainer.val_check_interval": Rule("whole", 1),
     "trainer.log_every_n_steps": Rule("whole", 1),

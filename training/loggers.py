@@ -112,15 +112,21 @@ def finish_wandb() -> None:
             wandb.finish()
 
 
-def quiet_known_noise() -> None:
+def quiet_known_noise(verbose: bool = False) -> None:
     """Lightning's lines once and plain (not also through Hydra's timestamped root handler); third-party
-    chatter that says nothing about this run (an advert, a deprecation notice) dropped."""
+    chatter that says nothing about this run (an advert, a deprecation notice) dropped. Lightning's information
+    lines (the hardware banner "GPU available: ...", "Restoring states from the checkpoint ...") only with
+    ``verbose`` (``python train.py verbose=true``); its warnings and errors always."""
     lightning_log = logging.getLogger("lightning.pytorch")
     if not lightning_log.handlers:  # Lightning adds its own only when the root logger has none
         plain = logging.StreamHandler()
         plain.setFormatter(logging.Formatter("%(message)s"))
         lightning_log.addHandler(plain)
     lightning_log.setLevel(logging.INFO)
+    # Lightning's own lines go through rank_zero_info, which logs to one of these two (whichever module was
+    # imported last); importing Lightning resets its top loggers' levels, never these
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning_fabric.utilities.rank_zero"):
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
     lightning_log.propagate = False
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
     # the litlogger advert is logged here; a filter on the logger that logs it holds for every handler

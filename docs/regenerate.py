@@ -1,0 +1,652 @@
+"""Regenerate the measured numbers and figures of the README and docs/ from real, seeded runs.
+
+    python docs/regenerate.py                      every section, in order (see --list for what each costs)
+    python docs/regenerate.py --only default quick_sweep
+    python docs/regenerate.py --list               the sections: what each runs, what it writes, rough cost
+    python docs/regenerate.py --render             only re-render the Markdown blocks from docs/measured/
+
+Each section runs the project's own commands (train.py, docs/patching.py) in subprocesses with fixed seeds
+and overrides, in a scratch directory, and writes
+
+    docs/measured/<section>.json    the numbers, the images it drew and a hash of the code that drew each
+    docs/measured/machine.json      where and when each section was measured (the one place that says so)
+    docs/images/*.png               the figures the README and docs/ show
+
+then re-renders every ``<!-- measured:NAME -->`` ... ``<!-- /measured -->`` block of README.md and docs/*.md
+from those files (``BLOCKS`` below). tests/test_docs.py checks, without training, that every block equals its
+rendering and that every image is newer than the code that draws it (by hash, not by file time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MEASURED = ROOT / "docs" / "measured"
+IMAGES = ROOT / "docs" / "images"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUN = "runs/<run>"  # how a run directory is written in the docs
+
+# the code that draws each figure: a figure is stale when any of these changed since it was drawn
+DRAWN_BY = {
+    "ablation.png": ["analysis/plots.py", "analysis/metrics/ablation.py"],
+    "dla.png": ["analysis/plots.py", "analysis/metrics/dla.py"],
+    "attention_layer0.png": ["analysis/plots.py", "analysis/maps.py"],
+    "report.png": ["analysis/report_page.js", "analysis/report_page.html", "analysis/html_report.py"],
+    "sweep_report.png": ["analysis/report_page.js", "analysis/report_page.html", "analysis/html_report.py"],
+    "quick_sweep.png": ["analysis/plots.py", "analysis/sweep.py"],
+    "head_sweep.png": ["analysis/plots.py", "analysis/sweep.py"],
+    "why_multi_head.png": ["analysis/plots.py", "analysis/compare.py"],
+    "patching.png": ["docs/patching.py"],
+}
+
+
+def code_hash(files: list[str]) -> str:
+    digest = hashlib.sha256()
+    for name in files:
+        digest.update(name.encode() + b"\0" + (ROOT / name).read_bytes().replace(b"\r\n", b"\n") + b"\0")
+    return digest.hexdigest()[:16]
+
+
+# ---- running the project's commands ---------------------------------------------------------------------
+@dataclass
+class Ran:
+    stdout: str
+    seconds: float
+    peak_gb: float
+
+
+def run(args: list[str], cwd: Path, timeout: float = 3600) -> Ran:
+    """``python <args>`` from ``cwd`` (wandb offline), timed as a whole command; stops with its output on failure."""
+    env = os.environ | {"WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
+    started = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out:
+        child = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.perf_counter() - started
+        out.seek(0)
+        text = out.read()
+    if child.returncode != 0:
+        sys.exit(f"error: python {' '.join(args)} exited {child.returncode}:\n{text[-3000:]}")
+    return Ran(text, round(seconds, 1), round(usage.ru_maxrss / 2**20, 2))
+
+
+def train(scratch: Path, *overrides: str) -> Ran:
+    return run([str(ROOT / "train.py"), *overrides], scratch)
+
+
+def results(run_dir: Path) -> dict:
+    return json.loads((run_dir / "results.json").read_text())
+
+
+def image(section_images: dict, source: Path, name: str) -> None:
+    """Copy a drawn figure into docs/images and note what drew it."""
+    shutil.copyfile(source, IMAGES / name)
+    section_images[name] = code_hash(DRAWN_BY[name])
+
+
+def screenshot(page: Path, out: Path, height: int, scratch: Path, width: int = 1300) -> bool:
+    """A headless Chromium screenshot of ``page``, cropped to ``height`` pixels; False without Chromium. The page is
+    shown from a copy in which the scratch directory's path is left out (runs/<run>, not /tmp/.../runs/<run>)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        return False
+    with tempfile.TemporaryDirectory() as profile:
+        shown = page.parent / f"shown-{page.name}"  # beside it: links to the run's other files still resolve
+        shown.write_text(page.read_text().replace(f"{scratch.resolve()}/", "").replace(f"{scratch}/", ""))
+        page = shown
+        full = Path(profile) / "shot.png"
+        subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--hide-scrollbars",
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height + 200}",
+                "--virtual-time-budget=3000",
+                f"--screenshot={full}",
+                page.resolve().as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        from PIL import Image
+
+        Image.open(full).crop((0, 0, width, height)).save(out, optimize=True)
+    return True
+
+
+def hide_scratch(text: str, scratch: Path) -> str:
+    """``text`` with the scratch directory's path left out (runs/<run>); a line of a rich table keeps its width."""
+    out = []
+    for line in text.splitlines():
+        for prefix in {f"{scratch.resolve()}/", f"{scratch}/"}:
+            n = line.count(prefix)
+            if n:
+                line = line.replace(prefix, "")
+                if line.rstrip().endswith("│"):
+                    end = line.rstrip()
+                    line = end[:-1] + " " * (n * len(prefix)) + "│"
+        out.append(line)
+    return "\n".join(out)
+
+
+def steps_to(history: list[dict], target: float) -> int | None:
+    return next((h["step"] for h in history if h["exact_match"] >= target), None)
+
+
+# ---- sections -------------------------------------------------------------------------------------------
+def section_default(scratch: Path) -> dict:
+    """python train.py (seed 0, the default config): the summary, Results row, ablation, DLA, maps, report."""
+    ran = train(scratch, f"hydra.run.dir='{RUN}'")
+    run_dir = scratch / RUN
+    r = results(run_dir)
+    with open(run_dir / "ablation.csv") as f:
+        ablation = [row for row in csv.DictReader(f) if row["ablation"] == "zero"]
+    with open(run_dir / "dla.csv") as f:
+        dla = [row for row in csv.DictReader(f)]
+    mistakes = json.loads((run_dir / "test_mistakes.json").read_text())
+    images: dict[str, str] = {}
+    image(images, run_dir / "ablation.png", "ablation.png")
+    image(images, run_dir / "dla.png", "dla.png")
+    image(images, sorted((run_dir / "attention").glob("final*layer0*.png"))[0], "attention_layer0.png")
+    if screenshot(run_dir / "report.html", IMAGES / "report.png", 1500, scratch):
+        images["report.png"] = code_hash(DRAWN_BY["report.png"])
+    summary = hide_scratch(ran.stdout[ran.stdout.index("tinycalc run") :].rstrip(), scratch)
+    return {
+        "command": "python train.py",
+        "steps": r["steps"],
+        "train_seconds": r["train_seconds"],
+        "whole_seconds": ran.seconds,
+        "peak_gb": ran.peak_gb,
+        "n_params": r["n_params"],
+        "tokens_per_second": r["tokens_per_second"],
+        "test_exact_match": r["test_exact_match"],
+        "n_test": r["n_test"],
+        "prunable_fraction": r.get("prunable_fraction"),
+        "test_mistakes": mistakes.get("n_mistakes", len(mistakes.get("mistakes", []))),
+        "report_kb": round((run_dir / "report.html").stat().st_size / 1000),
+        "ablation_zero": {
+            f"L{a['layer']}h{a['head']}": round(100 * float(a["delta_exact_match"]), 1) for a in ablation
+        },
+        "dla": sorted(
+            (
+                {"head": f"L{d['layer']}h{d['head']}", "logits": round(float(d["direct_logit"]), 2)}
+                for d in dla
+                if d["place"] == "all answer digits"
+            ),
+            key=lambda d: -d["logits"],
+        )[:3],
+        "summary": summary,
+        "images": images,
+        "run_dir": str(run_dir),
+    }
+
+
+def default_run(scratch: Path) -> Path:
+    """The default section's run directory in ``scratch``, trained now when --only left that section out."""
+    run_dir = scratch / RUN
+    if not (run_dir / "results.json").is_file():
+        train(scratch, f"hydra.run.dir='{RUN}'")
+    return run_dir
+
+
+def section_calc_eval(scratch: Path) -> dict:
+    """python calc.py --eval examples/problems.txt on the default run (trained first when it is not there)."""
+    run_dir = default_run(scratch)
+    command = [sys.executable, "calc.py", "--ckpt", str(run_dir), "--eval", "examples/problems.txt"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=os.environ | {"COLUMNS": "120"})
+    return {
+        "command": "python calc.py --eval examples/problems.txt",
+        "exit": done.returncode,
+        "stdout": done.stdout.strip().replace(str(run_dir), RUN),
+    }
+
+
+def section_seeds(scratch: Path) -> dict:
+    """python train.py -m seed=1,2,3,4: how many steps other seeds need."""
+    train(scratch, "-m", "seed=1,2,3,4", "hydra.sweep.dir=multirun/seeds")
+    rows = []
+    for job in sorted((scratch / "multirun/seeds").iterdir()):
+        if (job / "results.json").is_file():
+            r = results(job)
+            rows.append({k: r[k] for k in ("seed", "steps", "train_seconds", "total_seconds", "test_exact_match")})
+    return {"command": "python train.py -m seed=1,2,3,4", "runs": sorted(rows, key=lambda r: r["seed"])}
+
+
+def sweep_rows(sweep: Path) -> list[dict]:
+    sys.path.insert(0, str(ROOT))
+    from analysis.sweep import summarise
+    from storage.rundir import SweepDir
+
+    return [
+        {
+            k: row[k]
+            for k in (
+                "n_heads",
+                "head_dim",
+                "seed",
+                "steps_to_99",
+                "test_exact_match",
+                "train_seconds",
+                "prunable_fraction",
+                "learned",
+                "status",
+            )
+        }
+        for row in summarise(SweepDir(sweep))
+    ]
+
+
+def section_quick_sweep(scratch: Path) -> dict:
+    """python train.py -m experiment=quick_sweep: 1, 2, 4, 8 heads, each trained until it learns."""
+    ran = train(scratch, "-m", "experiment=quick_sweep", "hydra.sweep.dir=multirun/quick")
+    sweep = scratch / "multirun/quick"
+    images: dict[str, str] = {}
+    image(images, sweep / "sweep_summary.png", "quick_sweep.png")
+    if screenshot(sweep / "sweep_report.html", IMAGES / "sweep_report.png", 1400, scratch):
+        images["sweep_report.png"] = code_hash(DRAWN_BY["sweep_report.png"])
+    runs = [results(job) for job in sorted(sweep.iterdir()) if (job / "results.json").is_file()]
+    return {
+        "command": "python train.py -m experiment=quick_sweep",
+        "whole_seconds": ran.seconds,
+        "rows": sweep_rows(sweep),
+        "steps": {str(r["n_heads"]): r["steps"] for r in runs},
+        "images": images,
+    }
+
+
+def section_head_sweep(scratch: Path) -> dict:
+    """python train.py -m experiment=head_sweep seed=0,1: 1-16 heads, 1,500 steps each, two seeds."""
+    ran = train(scratch, "-m", "experiment=head_sweep", "seed=0,1", "hydra.sweep.dir=multirun/heads")
+    sweep = scratch / "multirun/heads"
+    images: dict[str, str] = {}
+    image(images, sweep / "sweep_summary.png", "head_sweep.png")
+    return {
+        "command": "python train.py -m experiment=head_sweep seed=0,1",
+        "whole_seconds": ran.seconds,
+        "rows": sweep_rows(sweep),
+        "images": images,
+    }
+
+
+def section_why_multi_head(scratch: Path) -> dict:
+    """python train.py -m experiment=why_multi_head: 1 head x 64 dims against 4 x 16."""
+    ran = train(scratch, "-m", "experiment=why_multi_head", "hydra.sweep.dir=multirun/why")
+    images: dict[str, str] = {}
+    image(images, scratch / "multirun/why/why_multi_head.png", "why_multi_head.png")
+    verdict = ran.stdout[ran.stdout.index("why multiple heads?") :].splitlines()[1:]
+    verdict = [line.strip() for line in verdict if line.strip() and not line.strip().startswith("figure:")]
+    return {"command": "python train.py -m experiment=why_multi_head", "verdict": verdict, "images": images}
+
+
+def section_patching(scratch: Path) -> dict:
+    """python docs/patching.py on the default run (trains it first when --only leaves the default section out)."""
+    run_dir = default_run(scratch)
+    facts_file = scratch / "patching.json"
+    run([str(ROOT / "docs/patching.py"), "--ckpt", str(run_dir), "--json", str(facts_file)], scratch)
+    images: dict[str, str] = {}
+    image(images, run_dir / "patching.png", "patching.png")
+    r = results(run_dir)
+    return json.loads(facts_file.read_text()) | {
+        "run": {"steps": r["steps"], "test_exact_match": r["test_exact_match"], "seed": 0},
+        "images": images,
+    }
+
+
+def section_bad_configs(scratch: Path) -> dict:
+    """How many mistakes tests/test_bad_configs.py holds (read from the test, nothing trained)."""
+    import ast
+
+    tree = ast.parse((ROOT / "tests/test_bad_configs.py").read_text())
+    found = {
+        target.id: len(node.value.elts)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    return {"cases": found.get("BAD_CONFIGS", 0) + found.get("ABSENT_DEVICES", 0)}
+
+
+@dataclass
+class Section:
+    name: str
+    build: Callable[[Path], dict]
+    cost: str  # rough wall time on a 2-core CPU
+
+
+SECTIONS = [
+    Section("default", section_default, "~1 min"),
+    Section("bad_configs", section_bad_configs, "instant"),
+    Section("calc_eval", section_calc_eval, "~5 s (+1 min without the default section)"),
+    Section("patching", section_patching, "~30 s (+1 min without the default section)"),
+    Section("quick_sweep", section_quick_sweep, "~4 min"),
+    Section("why_multi_head", section_why_multi_head, "~2 min"),
+    Section("seeds", section_seeds, "~3 min"),
+    Section("head_sweep", section_head_sweep, "~10 min"),
+]
+
+
+# ---- the Markdown blocks --------------------------------------------------------------------------------
+def load_measured() -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(MEASURED.glob("*.json"))}
+
+
+def pct(x: float | None, digits: int = 2) -> str:
+    return "—" if x is None else f"{x:.{digits}%}"
+
+
+def secs(x: float) -> str:
+    x = round(x)
+    return f"{x} s" if x < 60 else f"{x // 60} min {x % 60} s"
+
+
+def not_measured(section: str) -> str:
+    return f"*Not measured yet: `python docs/regenerate.py --only {section}`.*"
+
+
+def block_machine(m: dict) -> str:
+    machine = m.get("machine")
+    if not machine:
+        return not_measured("default")
+    lines = [
+        f"Measured on {machine['machine']['cpu']} ({machine['machine']['cores']} cores, no GPU), "
+        f"{machine['machine']['os']}, Python {machine['machine']['python']}, torch {machine['machine']['torch']}, "
+        "by `python docs/regenerate.py` (each section's JSON is in [`docs/measured/`](docs/measured/)):",
+        "",
+        "| section | measured | at commit | load (start, end) | what it runs |",
+        "|---|---|---|---|---|",
+    ]
+    for name, when in sorted(machine["sections"].items()):
+        load = " / ".join(f"{x:.1f}" for x in when.get("load", [])) or "—"
+        lines.append(f"| `{name}` | {when['date']} | {when['commit']} | {load} | {when['runs']} |")
+    lines += [
+        "",
+        f"Load: the machine's 1-minute load average. Above {machine['machine']['cores']} (its cores), other work "
+        "shared the cores, and the seconds measured then are upper bounds.",
+    ]
+    return "\n".join(lines)
+
+
+def block_summary(m: dict) -> str:
+    d = m.get("default")
+    if not d:
+        return not_measured("default")
+    return f"```\n$ python train.py\n...\n{d['summary']}\n```"
+
+
+def block_results(m: dict) -> str:
+    d = m.get("default")
+    if not d:
+        return not_measured("default")
+    lines = [
+        "| command | params | steps | train s | whole command s | test exact-match |",
+        "|---|---|---|---|---|---|",
+        f"| `python train.py` (seed 0) | {d['n_params']:,} | {d['steps']:,} | {d['train_seconds']:.1f} | "
+        f"{d['whole_seconds']:.1f} | {pct(d['test_exact_match'])} |",
+    ]
+    s = m.get("seeds")
+    if s:
+        runs = s["runs"]
+        steps = " / ".join(f"{r['steps']:,}" for r in runs)
+        train_s = " / ".join(f"{r['train_seconds']:.1f}" for r in runs)
+        total_s = " / ".join(f"{r['total_seconds']:.0f}" for r in runs)
+        exact = " / ".join(pct(r["test_exact_match"]) for r in runs)
+        lines.append(
+            f"| `{s['command']}` | {d['n_params']:,} | {steps} | {train_s} | {total_s} (in process) | {exact} |"
+        )
+    lines += [
+        "",
+        f"Peak memory of the default command {d['peak_gb']:.2f} GB; its test lists {d['test_mistakes']:,} "
+        f"mistakes; its `report.html` is {d['report_kb']} KB.",
+    ]
+    return "\n".join(lines)
+
+
+def block_ablation(m: dict) -> str:
+    d = m.get("default")
+    if not d:
+        return not_measured("default")
+    cost = ", ".join(f"{head} {points:+.1f}" for head, points in d["ablation_zero"].items())
+    return (
+        f"In the default run (seed 0, {d['steps']:,} steps, {pct(d['test_exact_match'])}), zeroing each head changes "
+        f"exact-match by (points): {cost}."
+    )
+
+
+def block_dla(m: dict) -> str:
+    d = m.get("default")
+    if not d:
+        return not_measured("default")
+    top = ", ".join(f"{x['head']} {x['logits']:+.2f}" for x in d["dla"])
+    return f"In the same run the largest direct effects, over all answer digits, are {top} logits."
+
+
+def block_calc_eval(m: dict) -> str:
+    c = m.get("calc_eval")
+    if not c:
+        return not_measured("calc_eval")
+    return f"```\n$ {c['command']}   # exit status {c['exit']}\n{c['stdout']}\n```"
+
+
+def block_bad_configs(m: dict) -> str:
+    b = m.get("bad_configs")
+    return "(not counted yet)" if not b else f"{b['cases']}"
+
+
+def block_report_kb(m: dict) -> str:
+    d = m.get("default")
+    return "(not measured yet)" if not d else f"{d['report_kb']} KB"
+
+
+def sweep_table(rows: list[dict], with_seed: bool) -> list[str]:
+    by_heads: dict[int, list[dict]] = {}
+    for row in rows:
+        by_heads.setdefault(row["n_heads"], []).append(row)
+    seeds = " / ".join(f"seed {r['seed']}" for r in by_heads[min(by_heads)]) if with_seed else ""
+    reached = f"reached 99% val ({seeds})" if seeds else "reached 99% val"
+    lines = [
+        f"| n_heads | head_dim | {reached} | test exact-match | train s | prunable fraction |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n, group in sorted(by_heads.items()):
+        group = sorted(group, key=lambda r: r["seed"] or 0)
+        reached = " / ".join(f"step {r['steps_to_99']:,}" if r["steps_to_99"] else "never" for r in group)
+        exact = " / ".join(pct(r["test_exact_match"]) for r in group)
+        seconds = " / ".join(f"{r['train_seconds']:.0f}" for r in group)
+        prunable = " / ".join(f"{r['prunable_fraction']:.2g}" if r["learned"] else "not learned" for r in group)
+        lines.append(f"| {n} | {group[0]['head_dim']} | {reached} | {exact} | {seconds} | {prunable} |")
+    return lines
+
+
+def block_quick_sweep(m: dict) -> str:
+    q = m.get("quick_sweep")
+    if not q:
+        return not_measured("quick_sweep")
+    return "\n".join(
+        [
+            f"`{q['command']}` took {secs(q['whole_seconds'])} (the whole command); each run stopped once every "
+            "validation problem was right:",
+            "",
+            *sweep_table(q["rows"], with_seed=False),
+            "",
+            "![the quick sweep: learning curves and final accuracy](docs/images/quick_sweep.png)",
+            "",
+            "![the quick sweep's page, sweep_report.html](docs/images/sweep_report.png)",
+        ]
+    )
+
+
+def block_head_sweep(m: dict) -> str:
+    h = m.get("head_sweep")
+    if not h:
+        return not_measured("head_sweep")
+    return "\n".join(
+        [
+            f"`{h['command']}` (1,500 steps each, no early stop):",
+            "",
+            *sweep_table(h["rows"], True),
+            "",
+            "![head sweep: learning curves and final accuracy](docs/images/head_sweep.png)",
+        ]
+    )
+
+
+def block_why_multi_head(m: dict) -> str:
+    w = m.get("why_multi_head")
+    if not w:
+        return not_measured("why_multi_head")
+    lines = [f"- {line}" for line in w["verdict"]]
+    return "\n".join([*lines, "", "![why multiple heads](docs/images/why_multi_head.png)"])
+
+
+def block_patching(m: dict) -> str:
+    p, d = m.get("patching"), m.get("default")
+    if not p:
+        return not_measured("patching")
+    reads = " and ".join(f"`{x}`" for x in p["top_head_reads"]) or "no single position"
+    text = (
+        f"In the run behind the figure (the default run: seed 0, {p['run']['steps']:,} steps, "
+        f"{pct(p['run']['test_exact_match'])} of held-out problems), the single head output that restores most of "
+        f"the carry into answer digit r{p['place']} is {p['top_head']} at the last position "
+        f"({p['top_head_restores']:.0%} of the clean answer's logit difference), attending to {reads}."
+    )
+    if d and p["top_head"] in d["ablation_zero"]:
+        text += f" Zeroing {p['top_head']} costs {-d['ablation_zero'][p['top_head']]:.1f} points of exact-match."
+    return text + " Strongest patches: " + "; ".join(p["strongest"]) + "."
+
+
+BLOCKS: dict[str, Callable[[dict], str]] = {
+    "machine": block_machine,
+    "summary": block_summary,
+    "results": block_results,
+    "ablation": block_ablation,
+    "dla": block_dla,
+    "calc_eval": block_calc_eval,
+    "bad_configs": block_bad_configs,
+    "report_kb": block_report_kb,
+    "quick_sweep": block_quick_sweep,
+    "head_sweep": block_head_sweep,
+    "why_multi_head": block_why_multi_head,
+    "patching": block_patching,
+}
+BLOCK = re.compile(r"(<!-- measured:(\w+) -->)(\n?)(.*?)(\n?)(<!-- /measured -->)", re.S)
+
+
+def render(text: str, measured: dict) -> str:
+    """``text`` with every measured block re-rendered from ``measured``: a block on lines of its own, or inline
+    within a sentence (a KeyError names an unknown block)."""
+    return BLOCK.sub(lambda b: b[1] + b[3] + BLOCKS[b[2]](measured) + b[5] + b[6], text)
+
+
+def blocks_in(text: str) -> list[str]:
+    return [b[2] for b in BLOCK.finditer(text)]
+
+
+def render_docs(measured: dict | None = None) -> list[Path]:
+    measured = load_measured() if measured is None else measured
+    changed = []
+    for path in DOCS:
+        text = path.read_text()
+        new = render(text, measured)
+        if new != text:
+            path.write_text(new)
+            changed.append(path)
+    return changed
+
+
+# ---- the command ----------------------------------------------------------------------------------------
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import torch
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "os": platform.system(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+
+
+def commit() -> str:
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    return (head.stdout.strip() or "unknown") + (" (+ uncommitted changes)" if dirty else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = [s.name for s in SECTIONS]
+    parser = argparse.ArgumentParser(prog="python docs/regenerate.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=names, metavar="SECTION", help=f"of: {', '.join(names)}")
+    parser.add_argument("--list", action="store_true", help="list the sections and stop")
+    parser.add_argument("--render", action="store_true", help="re-render the Markdown blocks only")
+    parser.add_argument("--keep", type=Path, help="run in this directory and keep it (default: a temporary one)")
+    args = parser.parse_args(argv)
+    if args.list:
+        for s in SECTIONS:
+            print(f"{s.name:15} {s.cost:45} {(s.build.__doc__ or '').strip()}")
+        return 0
+    if not args.render:
+        MEASURED.mkdir(exist_ok=True)
+        chosen = [s for s in SECTIONS if args.only is None or s.name in args.only]
+        scratch = args.keep or Path(tempfile.mkdtemp(prefix="tinycalc-docs-"))
+        scratch.mkdir(parents=True, exist_ok=True)
+        machine_file = MEASURED / "machine.json"
+        where = json.loads(machine_file.read_text()) if machine_file.is_file() else {"sections": {}}
+        where["machine"] = machine()
+        for section in chosen:
+            started, at, load = time.perf_counter(), commit(), os.getloadavg()[0]
+            print(f"{section.name}: {(section.build.__doc__ or '').strip().splitlines()[0]}", flush=True)
+            facts = section.build(scratch)
+            facts.pop("run_dir", None)
+            seconds = round(time.perf_counter() - started, 1)
+            (MEASURED / f"{section.name}.json").write_text(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
+            where["sections"][section.name] = {
+                "date": dt.date.today().isoformat(),
+                "commit": at,
+                "load": [round(load, 1), round(os.getloadavg()[0], 1)],  # 1-minute load average, start and end
+                "runs": facts.get("command", (section.build.__doc__ or "").strip().splitlines()[0]),
+                "seconds": seconds,
+            }
+            machine_file.write_text(json.dumps(where, indent=2) + "\n")
+            print(f"{section.name}: {secs(seconds)} -> docs/measured/{section.name}.json", flush=True)
+        if args.keep is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    for path in render_docs():
+        print(f"rendered {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
