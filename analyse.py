@@ -24,6 +24,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("run", nargs="?", help="a run directory or its checkpoint (default: the newest finished run)")
     parser.add_argument("--problems", type=int, help="test problems the analyses are measured on (default: the run's)")
+    parser.add_argument("--no-circuits", action="store_true", help="skip the circuits (path patching of every edge)")
     return parser.parse_args(argv)
 
 
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         data = {k: v for k, v in data.items() if k in ("n_test", "val_fraction", "test_fraction", "seed")}
         test_set = ArithmeticDataModule(**module.fmt.to_dict(), **data).held_out_set("test")
         analysis = HeadAnalysis(
-            **{**analysis, "enabled": True} | ({"n_problems": args.problems} if args.problems else {})
+            **{**analysis, "enabled": True, "circuits": not args.no_circuits}
+            | ({"n_problems": args.problems} if args.problems else {})
         )
     except (ValueError, TypeError) as e:
         print(f"error: {run.config}: {e}", file=sys.stderr)

@@ -142,9 +142,9 @@ def stopped(signum, phase, run_dir, cfg, trainer, loggers, stopper, results, tra
     facts = f"results in {run_dir.results} (status ok, test exact-match {results.get('test_exact_match', 0):.4f})"
     if phase == "analysis":
         return Interrupted(
-            f"{name} during the end-of-run analysis: the run is finished, {facts}; the analysis did not finish and "
-            f"cannot be resumed (no command re-runs it alone), so the run is usable as it is: "
-            f"python calc.py --ckpt {run_dir.path}; write its page with: python -m analysis.html_report {run_dir.path}",
+            f"{name} during the end-of-run analysis: the run is finished, {facts}; the analysis did not finish: "
+            f"run it again with: python analyse.py {run_dir.path}  (the model is usable as it is: "
+            f"python calc.py --ckpt {run_dir.path})",
             signum,
         )
     return Interrupted(

@@ -93,7 +93,8 @@ class Analysis:
     intro: str  # one or two sentences under it: what was measured, how to read it
     columns: tuple[Column, ...] = ()
     figure_key: str = "figure"
-    view: str = "table"  # how the page shows it: "heads" (HeadMetric), "curve" or "table"
+    view: str = "table"  # how the page shows it: "heads" (HeadMetric), "curve", "graph" or "table"
+    opt_in: str | None = None  # the HeadAnalysis switch that runs it (an analysis too slow to run on every run)
 
     def compute(self, ctx: Context) -> list:
         """Rows (dataclasses or dicts with the columns' keys): pure, no files, no figures, no wandb."""

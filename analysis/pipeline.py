@@ -35,6 +35,8 @@ class HeadAnalysis:
         ablation: "zero" (head output x 0 before W_o) and/or "mean" (replaced by its test-set average).
         prune: "ranked", "greedy" (see ``analysis.ablation.prune_heads``) or None for no pruning curve.
         tolerance: prunable_fraction counts heads removable losing at most this much exact-match.
+        circuits: also find each digit's circuit by path patching (analysis/metrics/circuit.py; seconds to a minute
+            on a CPU). ``python analyse.py RUN`` adds them to a finished run.
         enabled: False skips it all (``analysis=none`` does the same).
     """
 
@@ -43,6 +45,7 @@ class HeadAnalysis:
     ablation: tuple[str, ...] = ("zero", "mean")
     prune: str | None = "ranked"
     tolerance: float = 0.01
+    circuits: bool = False
     enabled: bool = True
 
     def __post_init__(self) -> None:
@@ -68,8 +71,9 @@ class HeadAnalysis:
             or not 0 <= self.tolerance < 1
         ):
             raise ValueError(f"tolerance={self.tolerance!r}: must be a number in [0, 1)")
-        if not isinstance(self.enabled, bool):
-            raise ValueError(f"enabled={self.enabled!r}: must be true or false")
+        for name in ("circuits", "enabled"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
 
     def probes_for(self, module) -> list[str]:
         """The probe problems, checked against the model's format (ValueError naming the bad one)."""
@@ -98,6 +102,8 @@ class HeadAnalysis:
         )
         results, summary, described = {}, [], []
         for analysis in ANALYSES:
+            if analysis.opt_in and not getattr(self, analysis.opt_in):
+                continue
             rows = ctx.done[analysis.name] = analysis.compute(ctx)
             if not rows:
                 continue

@@ -57,6 +57,7 @@ class CircuitAnalysis(Analysis):
     )
     figure_key = "graph"
     view = "graph"
+    opt_in = "circuits"
 
     def compute(self, ctx: Context) -> list[EdgeRow]:
         rows, circuits = [], {}

@@ -61,6 +61,7 @@ class CircuitRoles(HeadMetric):
         Column("verdict", "agreement"),
     )
     value = "role"
+    opt_in = "circuits"
 
     def compute(self, ctx: Context) -> list[CircuitRoleRow]:
         circuits = ctx.shared.get("circuits")
