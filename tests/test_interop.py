@@ -446,3 +446,60 @@ def test_patching_example_runs_and_respects_causality(runs, lens_add, calc_add, 
     out = tmp_path / "patching.png"
     assert example.main(["--ckpt", str(runs["add"]), "--n", "50", "--out", str(out)]) == 0
     assert out.stat().st_size > 10_000
+
+
+# ---- patching: ours against TransformerLens's own --------------------------------------------------------------
+@pytest.fixture(scope="session")
+def carry_pairs(calc_add):
+    """Pairs studying the tens digit r1 of 2-digit additions (base and carry kinds), and their runs."""
+    from analysis.graph import ComponentGraph
+    from analysis.pairs import contrast_pairs, studied_digits
+    from analysis.patching import pair_runs
+
+    graph = ComponentGraph(calc_add.net)
+    pairs = contrast_pairs(calc_add.fmt, studied_digits(calc_add.fmt)[1], n=64)
+    return graph, pair_runs(graph, pairs)
+
+
+@needs_extra
+def test_head_patching_equals_transformer_lens_activation_patching(lens_add, calc_add, carry_pairs):
+    """analysis.patching.head_patching (through our hook points) = transformer_lens.patching's per-head z patching."""
+    from transformer_lens.patching import get_act_patch_attn_head_out_all_pos
+
+    from analysis.patching import head_patching
+
+    graph, runs = carry_pairs
+    ours = head_patching(calc_add.net, runs)
+    with torch.inference_mode():
+        _, clean_cache = lens_add.run_with_cache(runs.pairs.inputs)
+        theirs = get_act_patch_attn_head_out_all_pos(
+            lens_add, runs.pairs.corrupted_inputs, clean_cache, lambda logits: runs.pairs.logit_diff(logits).mean()
+        )
+    theirs = (theirs.cpu() - runs.corrupted_ld) / runs.gap
+    assert ours.abs().max() > 0.05  # the pairs do move some head
+    assert torch.allclose(ours, theirs, atol=1e-4), (ours, theirs)
+
+
+@needs_extra
+def test_head_attribution_equals_transformer_lens_attribution_patching(lens_add, calc_add, carry_pairs):
+    """analysis.patching.head_attribution at one step (plain attribution patching) = TransformerLens 4's node-level
+    attribution_patch, its per-position head scores summed over positions (a head patched at every position).
+    TransformerLens's metric sees one example at a time, so each pair is scored on its own and averaged."""
+    from transformer_lens.tools.analysis.attribution_patching import attribution_patch
+
+    from analysis.patching import head_attribution
+
+    graph, runs = carry_pairs
+    pairs = runs.pairs
+    ours = head_attribution(calc_add.net, runs, steps=1) * runs.gap  # in logits, not shares
+    L, H = ours.shape
+    theirs = torch.zeros(L, H)
+    for i in range(len(pairs)):
+        right, wrong = int(pairs.clean_token[i]), int(pairs.corrupted_token[i])
+        metric = lambda logits, r=right, w=wrong: logits[0, pairs.query, r] - logits[0, pairs.query, w]  # noqa: E731
+        scores = attribution_patch(lens_add, pairs.inputs[i : i + 1], pairs.corrupted_inputs[i : i + 1], metric)
+        for node, score in scores.node_scores.items():
+            if node.kind == "attn_head_out":
+                theirs[node.layer, node.head] += score / len(pairs)
+    assert ours.abs().max() > 0.1  # some head is credited
+    assert torch.allclose(ours, theirs, atol=1e-3, rtol=1e-3), (ours, theirs)
