@@ -4,12 +4,13 @@ A pair differs only in the operand digits of ONE place (a_p, b_p or both), chose
 writes before the studied digit is the same in both (teacher-forced, so the prefix is shared) and the studied
 digit itself differs. The place changed, relative to the studied digit, names the pair's kind -- for '+' at r_k:
 
-    base     place k changed: the digit's own sum changes               123+456=9750 vs 133+456=9850   (r1)
-    carry    place k-1, its digit sum moved by 10: the carry into r_k flips and r_(k-1) stays
-                                                                        127+456=3850 vs 122+451=3750   (r1)
-    cascade  a lower place: a carry ripples into r_k through a sum of 9 ...
+    base add       place k changed: the digit's own sum changes          123+456=9750 vs 133+456=9850   (r1)
+    carry          place k-1, its digit sum moved by 10: the carry into r_k flips and r_(k-1) stays
+                                                                         127+456=3850 vs 122+451=3750   (r1)
+    sum-9 cascade  a lower place: a carry ripples into r_k through a sum of 9
 
-('-' says borrow; for '*' every place feeds partial products, so the kind names the place: "a1/b1".)
+('-': base subtract, borrow, borrow cascade; for '*' every place feeds partial products, so the kind names the
+place: "a1/b1".)
 The metric is the logit difference at the studied digit: logit[clean digit] - logit[corrupted digit].
 """
 
@@ -24,7 +25,7 @@ from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer
 
 # what changing a digit j places below the studied one does, per operator (j = 0, 1, 2+)
-KINDS = {"+": ("base", "carry", "cascade"), "-": ("base", "borrow", "borrow cascade")}
+KINDS = {"+": ("base add", "carry", "sum-9 cascade"), "-": ("base subtract", "borrow", "borrow cascade")}
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Pairs:
     corrupted: torch.Tensor  # (n, seq_len): one operand digit differs
     clean_token: torch.Tensor  # (n,) the studied digit's token in the clean problem
     corrupted_token: torch.Tensor  # (n,) ... and in the corrupted one (always different)
-    kinds: list[str]  # per pair: base / carry / cascade / ... or the changed digit's name
+    kinds: list[str]  # per pair: its KINDS entry (base add, carry, ...) or the changed place (a1/b1)
 
     def __len__(self) -> int:
         return len(self.kinds)

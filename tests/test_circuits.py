@@ -43,7 +43,7 @@ def test_pairs_change_one_place_and_the_studied_digit_only(operators):
                 assert place < k - 1
             else:
                 assert torch.equal(clean[written], corrupted[written])  # everything before the digit is shared
-                assert place == {"base": k, "carry": k - 1, "borrow": k - 1}.get(kind, place)
+                assert place == {"base add": k, "base subtract": k, "carry": k - 1, "borrow": k - 1}.get(kind, place)
             if kind == "carry":  # the carry into r_k flips: the digit sums at place k-1 sit on either side of 10
                 low = 10 ** (k - 1)
                 assert (a % (10 * low) + b % (10 * low) >= 10 * low) != (a2 % (10 * low) + b2 % (10 * low) >= 10 * low)
@@ -52,7 +52,7 @@ def test_pairs_change_one_place_and_the_studied_digit_only(operators):
 def test_every_kind_of_addition_pair_is_found():
     fmt = ProblemFormat(digits=3)
     kinds = {kind for at in studied_digits(fmt) for kind in contrast_pairs(fmt, at, n=128).kinds}
-    assert kinds == {"base", "carry", "cascade"}
+    assert kinds == {"base add", "carry", "sum-9 cascade"}
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from analysis.metric import Column, Context, HeadMetric, points
 from analysis.metrics.patching import digit_runs
-from analysis.pairs import KINDS
 from analysis.patching import head_patching, pair_runs
 
 MIN_PAIRS = 8  # a kind with fewer pairs names no role
@@ -29,15 +28,13 @@ class CircuitRoleRow:
 
 
 def job(kind: str, digit: str, makes: bool) -> str:
-    """One kind of pair, for one digit, in words."""
-    if kind == KINDS["+"][0]:
-        return f"base add {digit}"
-    if kind == KINDS["-"][0]:
-        return f"base subtract {digit}"
+    """One kind of pair (analysis/pairs.py: KINDS), for one digit, in words."""
+    if kind.startswith("base"):
+        return f"{kind} {digit}"
     if kind in ("carry", "borrow"):
         return f"{'makes' if makes else 'uses'} the {kind} into {digit}"
     if kind.endswith("cascade"):
-        return f"{'sum-9' if kind == 'cascade' else 'borrow'} cascade into {digit}"
+        return f"{kind} into {digit}"
     if kind == "higher place":
         return f"sign flip into {digit}"
     return f"reads {kind} for {digit}"
