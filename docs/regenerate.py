@@ -53,6 +53,7 @@ DRAWN_BY = {
     "head_sweep.png": ["analysis/plots.py", "analysis/sweep.py"],
     "why_multi_head.png": ["analysis/plots.py", "analysis/compare.py"],
     "patching.png": ["docs/patching.py"],
+    "circuit.png": ["analysis/plots.py", "analysis/metrics/circuit.py"],
 }
 
 
@@ -317,6 +318,26 @@ def section_patching(scratch: Path) -> dict:
     }
 
 
+def section_circuits(scratch: Path) -> dict:
+    """python analyse.py on the default run: its circuits per digit, the roles they give, attribution vs exact."""
+    run_dir = default_run(scratch)
+    ran = run([str(ROOT / "analyse.py"), str(run_dir)], ROOT)
+    r = results(run_dir)
+    images: dict[str, str] = {}
+    image(images, run_dir / "circuit.png", "circuit.png")
+    return {
+        "command": f"python analyse.py {RUN}",
+        "run": {"steps": r["steps"], "test_exact_match": r["test_exact_match"], "seed": 0},
+        "circuits": r["circuits"],
+        "attribution_correlation_heads": r["attribution_correlation_heads"],
+        "attribution_correlation_edges": r["attribution_correlation_edges"],
+        "circuit_roles": r["circuit_roles"],
+        "analysis_seconds": r["analysis_seconds"],
+        "whole_seconds": ran.seconds,
+        "images": images,
+    }
+
+
 def section_bad_configs(scratch: Path) -> dict:
     """How many mistakes tests/test_bad_configs.py holds (read from the test, nothing trained)."""
     import ast
@@ -344,6 +365,7 @@ SECTIONS = [
     Section("bad_configs", section_bad_configs, "instant"),
     Section("calc_eval", section_calc_eval, "~5 s (+1 min without the default section)"),
     Section("patching", section_patching, "~30 s (+1 min without the default section)"),
+    Section("circuits", section_circuits, "~30 s (+1 min without the default section)"),
     Section("quick_sweep", section_quick_sweep, "~4 min"),
     Section("why_multi_head", section_why_multi_head, "~2 min"),
     Section("seeds", section_seeds, "~3 min"),
@@ -540,7 +562,35 @@ def block_patching(m: dict) -> str:
     return text + " Strongest patches: " + "; ".join(p["strongest"]) + "."
 
 
+def block_circuits(m: dict) -> str:
+    c = m.get("circuits")
+    if not c:
+        return not_measured("circuits")
+    lines = [
+        f"The default run (seed 0, {c['run']['steps']:,} steps, {pct(c['run']['test_exact_match'])}), "
+        f"`{c['command']}`:",
+        "",
+        "| digit | circuit edges | of all edges | head → head edges | recovers | random sets of that size |",
+        "|---|---|---|---|---|---|",
+    ]
+    for digit, x in c["circuits"].items():
+        lines.append(
+            f"| {digit} | {x['edges']} | {x['fraction']:.0%} | {x['head_to_head']} of {x['head_to_head_total']} | "
+            f"{x['faithfulness']:.0%} | {x['random_mean']:.1%} ± {x['random_std']:.1%} |"
+        )
+    roles = "; ".join(f"{head} *{role}*" for head, role in c["circuit_roles"].items() if role)
+    lines += [
+        "",
+        f"Attribution patching (integrated gradients, 8 steps) against exact patching, Pearson r: heads "
+        f"{c['attribution_correlation_heads']:.2f}, edges {c['attribution_correlation_edges']:.2f}. "
+        f"Roles from the circuits: {roles}; the other heads are in no circuit. The whole analysis took "
+        f"{c['analysis_seconds']:.0f} s ({secs(c['whole_seconds'])} for the command).",
+    ]
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, Callable[[dict], str]] = {
+    "circuits": block_circuits,
     "machine": block_machine,
     "summary": block_summary,
     "results": block_results,
