@@ -408,7 +408,7 @@ def test_eval_json_echoes_only_the_start_of_an_invalid_line(capsys, tmp_path, ru
     problems.write_text("1+2=3\n" + "x" * 1_000_000 + "\n" + "y" * 500 + "\n")
     status, lines, _ = call(capsys, "--ckpt", str(run_add), "--eval", str(problems), "--json")
     result = json.loads("\n".join(lines))
-    assert status == 0 and result["n_problems"] == 1 and result["n_invalid"] == 2
+    assert status == 1 and result["n_problems"] == 1 and result["n_invalid"] == 2  # invalid lines: exit 1
     assert [bad["line"] for bad in result["invalid"]] == [2, 3]
     assert all(len(bad["text"]) <= calc.MAX_SHOWN + 3 for bad in result["invalid"])
     assert "longer than 1,000 characters" in result["invalid"][0]["error"]

@@ -105,7 +105,16 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
 
 @pytest.mark.slow
 def test_the_default_run_reaches_the_published_accuracy(tmp_path):
-    done = run_train(tmp_path, "logger=none")
+    done = run_train(tmp_path, "logger=none", "analysis.circuits=true")
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["test_exact_match"] >= TARGET_ACCURACY and results["n_test"] == 10_000
+    # docs/circuits.md: every answer digit's circuit recovers >= 90% with at most half of the edges and half of the
+    # head -> head edges, random sets as large clearly less; attribution follows exact patching
+    circuits = results["circuits"]
+    assert set(circuits) == {"r0", "r1", "r2", "r3"}
+    for c in circuits.values():
+        assert c["faithfulness"] >= 0.9 and c["fraction"] <= 0.5 and c["head_to_head"] <= c["head_to_head_total"] / 2
+        assert c["random_mean"] + 2 * c["random_std"] < 0.5
+    assert results["attribution_correlation_heads"] >= 0.9 and results["attribution_correlation_edges"] >= 0.9
+    assert (tmp_path / "circuit.png").is_file() and "circuits" in (tmp_path / "report.html").read_text()
