@@ -11,9 +11,12 @@ train     -- training throughput side by side (benchmarks/train_speed.py): our L
              (compiling) apart from the steady state; on CUDA also our path at 32-true with full fp32 matmuls,
              with TF32 matmuls and bf16-mixed. Tokens/s, their ratios, MFU against a matmul peak measured on the
              device, at each --batch-sizes.
-converge  -- time to 99.9% on 10-digit addition: ``python train.py experiment=add10 target_accuracy=0.999
-             seed=S logger=none`` (+ trainer=gpu on CUDA) per seed, the whole command's wall seconds, its steps,
-             train seconds and test exact-match (minutes per seed on a CPU: only when named there).
+converge  -- time to 99.9% test exact-match (benchmarks/converge.py), per seed, taking turns: ``python train.py
+             seed=S`` (the default recipe; + trainer=gpu on CUDA, + any --override, e.g. experiment=add10) against
+             the same command with the previous recipe (optim=adamw, validation every 100 steps, 1,800-step
+             cosine) and the nanoGPT-style reference in a bare loop given the default recipe: steps, training
+             seconds, whole-command seconds, test exact-match, and the default's exact-match on 10,000 problems
+             no run or search has looked at (minutes: only when named, on a CPU).
 analysis  -- what looking inside costs: the default ``python train.py`` timed with and without attention
              maps + ablation + pruning (``analysis=none callbacks.attention_maps=null``), the two kinds
              alternating, --repeat runs of each (minutes: each run is a full training run).
@@ -30,7 +33,7 @@ options:
 --repeat R                   decode: the fastest of R runs; train: R rounds, variants taking turns, medians;
                              analysis: R runs of each kind (default 3).
 --digits D                   train: operand digits of the addition problems timed (default 3; 10 = add10's).
---seeds 0,1,2,3,4            converge: seeds (default 0,1,2,3,4 on CUDA, 0 elsewhere); --override KEY=VALUE
+--seeds 0,1,2,3,4            converge: seeds (default 0,1,2,3,4); --override KEY=VALUE
                              adds a train.py override to each converge run (repeatable).
 --ckpt P, --n N              decode: checkpoint (default a freshly initialised model), problems (default 10000).
 --json                       one JSON object with every figure.
@@ -48,8 +51,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,7 +65,6 @@ from model.calculator import Calculator
 from model.checkpoint import CheckpointError, load_calculator
 from model.device import DeviceError, remedy, resolve_device
 from model.transformer import Transformer, TransformerConfig
-from storage.rundir import RunDir
 from training import TARGET_ACCURACY
 
 
@@ -122,20 +122,9 @@ def bench_decode(calc: Calculator, n: int, repeat: int) -> dict:
     }
 
 
-def timed_train(overrides: list[str], run_dir: Path) -> tuple[float, subprocess.CompletedProcess, dict | None]:
-    """``python train.py OVERRIDES`` as a user runs it, its run directory at ``run_dir``: (the whole command's wall
-    seconds, the finished process, its results.json or None when it wrote none)."""
-    root = Path(__file__).resolve().parent
-    argv = [sys.executable, str(root / "train.py"), *overrides, f"hydra.run.dir={run_dir}"]
-    started = time.perf_counter()
-    done = subprocess.run(argv, cwd=root, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    results = RunDir(run_dir).results
-    return seconds, done, json.loads(results.read_text()) if results.exists() else None
-
-
 def bench_analysis(repeat: int, device: torch.device) -> dict:
     """Whole ``python train.py`` runs, with and without analysis, alternating so both see the same machine."""
+    from benchmarks.converge import timed_train
     from benchmarks.train_speed import device_overrides
 
     on_device = device_overrides(device)
@@ -188,59 +177,10 @@ def bench_training(args, device: torch.device) -> dict:
     )
 
 
-def bench_converge(
-    device: torch.device,
-    seeds: list[int],
-    overrides: tuple[str, ...] | list[str] = (),
-    experiment: str = "add10",
-    target: float = TARGET_ACCURACY,
-) -> dict:
-    """``python train.py experiment=... target_accuracy=... seed=S`` on ``device`` per seed, one after another:
-    the whole command's wall seconds, and from its results.json the steps, train seconds and test exact-match."""
-    from benchmarks.train_speed import device_overrides
+def bench_converge(device: torch.device, seeds: list[int], overrides: list[str]) -> dict:
+    from benchmarks.converge import bench_converge as converge
 
-    base = [f"experiment={experiment}", f"target_accuracy={target}", "logger=none", *device_overrides(device)]
-    base += list(overrides)
-    runs = []
-    with tempfile.TemporaryDirectory(prefix="bench-converge-") as tmp:
-        for seed in seeds:
-            seconds, done, r = timed_train([*base, f"seed={seed}"], Path(tmp) / f"seed{seed}")
-            run = {"seed": seed, "wall_seconds": round(seconds, 1)}
-            if done.returncode != 0 or r is None:
-                said = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
-                run["error"] = f"train.py exit status {done.returncode}: {said[:300]}"
-                progress(f"converge: seed {seed} failed: {run['error']}")
-            else:
-                run |= {
-                    "steps": r["steps"],
-                    "train_seconds": r["train_seconds"],
-                    "total_seconds": r.get("total_seconds"),
-                    "tokens_per_second": r.get("tokens_per_second"),
-                    "test_exact_match": r["test_exact_match"],
-                    "reached": r["test_exact_match"] >= target,
-                }
-                progress(
-                    f"converge: seed {seed}: {run['wall_seconds']:.1f} s, {run['steps']} steps, "
-                    f"test exact match {run['test_exact_match']:.2%}"
-                )
-            runs.append(run)
-    done_runs = [r for r in runs if "error" not in r]
-    median = lambda key: statistics.median(r[key] for r in done_runs) if done_runs else None  # noqa: E731
-    return {
-        "command": f"python train.py {' '.join(base)} seed=S",
-        "experiment": experiment,
-        "target": target,
-        "device": str(device),
-        "seeds": list(seeds),
-        "runs": runs,
-        "median_wall_seconds": median("wall_seconds"),
-        "max_wall_seconds": max((r["wall_seconds"] for r in done_runs), default=None),
-        "median_steps": median("steps"),
-        "median_train_seconds": median("train_seconds"),
-        "reached": sum(r.get("reached", False) for r in runs),
-        "all_reached": all(r.get("reached", False) for r in runs),
-        "errors": {str(r["seed"]): r["error"] for r in runs if "error" in r},
-    }
+    return converge(device, seeds, overrides, TARGET_ACCURACY, say=progress)
 
 
 SECTIONS = {  # name -> (calculator, command-line args, device) -> figures
@@ -379,27 +319,46 @@ def print_train(r: dict, console) -> None:
 def print_converge(r: dict, console) -> None:
     from rich.table import Table
 
-    table = Table(title=f"converge: {r['command']}  (on {r['device']})", title_justify="left")
-    for name in ("seed", "wall seconds", "steps", "train seconds", "test exact match", f">= {r['target']:.1%}"):
-        table.add_column(name, justify="right")
-    for run in r["runs"]:
-        if "error" in run:
-            table.add_row(str(run["seed"]), f"{run['wall_seconds']:.1f}", f"[red]failed: {run['error']}[/red]")
-            continue
+    table = Table(
+        title=f"converge: steps and seconds to {r['target']:.1%} test exact-match, on {r['device']}",
+        title_justify="left",
+    )
+    columns = ("recipe", "seed", "steps", "train s", "whole command s", "test exact-match", "never-seen exact-match")
+    for name in columns:
+        table.add_column(name, justify="left" if name == "recipe" else "right")
+    for name, v in r["variants"].items():
+        for run in v["runs"]:
+            if "error" in run:
+                table.add_row(name, str(run["seed"]), f"[red]failed: {run['error']}[/red]")
+                continue
+            unseen = run.get("unseen_exact_match")
+            table.add_row(
+                name,
+                str(run["seed"]),
+                f"{run['steps']:,}" + ("" if run["reached"] else " (missed)"),
+                f"{run['train_seconds']:.1f}",
+                f"{run['wall_seconds']:.1f}" if "wall_seconds" in run else "",
+                f"{run['test_exact_match']:.2%}",
+                f"{unseen:.2%}" if unseen is not None else "",
+            )
+        wall = v["median_wall_seconds"]
         table.add_row(
-            str(run["seed"]),
-            f"{run['wall_seconds']:.1f}",
-            f"{run['steps']:,}",
-            f"{run['train_seconds']:.1f}",
-            f"{run['test_exact_match']:.2%}",
-            "yes" if run["reached"] else "no",
+            f"[bold]{name}: median[/bold]",
+            "",
+            f"{v['median_steps']}",
+            f"{v['median_train_seconds']:.1f}" if v["median_train_seconds"] is not None else "",
+            f"{wall:.1f}" if wall is not None else "",
+            f"{v['reached']}/{len(v['runs'])} reached",
+            "",
+            end_section=True,
         )
     console.print(table)
-    if r["median_wall_seconds"] is not None:
+    for name, v in r["variants"].items():
+        console.print(f"{name}: {v['command']}")
+    if r["steps_ratio"] is not None:
         console.print(
-            f"whole command: median {r['median_wall_seconds']:.1f} s, longest {r['max_wall_seconds']:.1f} s; "
-            f"median {r['median_steps']:,} steps, {r['median_train_seconds']:.1f} s of training; "
-            f"{r['reached']} of {len(r['runs'])} seeds reached {r['target']:.1%} test exact-match"
+            f"default over previous (medians): steps x{r['steps_ratio']}, "
+            f"training seconds x{r['train_seconds_ratio']}, whole command x{r['wall_seconds_ratio']}"
         )
 
 
@@ -484,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         "--seeds",
         type=lambda t: numbers(t, 0),
         metavar="S,S",
-        help="converge: seeds, one run each (default 0,1,2,3,4 on CUDA, 0 elsewhere)",
+        help="converge: seeds, one run of each recipe each (default 0,1,2,3,4)",
     )
     p.add_argument(
         "--override",
@@ -508,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --device {args.device}: {e.why}; {remedy(args.device, '--device cpu')}", file=sys.stderr)
         return 2
     if args.seeds is None:
-        args.seeds = [0, 1, 2, 3, 4] if device.type == "cuda" else [0]
+        args.seeds = [0, 1, 2, 3, 4]
     try:
         calc = load_calculator(args.ckpt) if args.ckpt else fresh_calculator()
     except CheckpointError as e:

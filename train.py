@@ -3,10 +3,15 @@
 compose -> check -> build (data, model, callbacks, loggers, trainer) -> fit -> test -> analyse -> results.json
 """
 
+# ruff: noqa: E402 -- the clock starts before the imports, so the phases' "startup" counts them
+
 from __future__ import annotations
 
-import sys
 import time
+
+STARTED = time.perf_counter()
+
+import sys
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -25,6 +30,7 @@ from training.resume import effective_config
 from training.signals import Signalled, StopOnSignal, exit_code, signal_name
 
 register_resolvers()
+RUNS_STARTED: list[float] = []  # when each train() of this process began
 
 
 def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) -> dict:
@@ -36,8 +42,12 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
     started = time.perf_counter()
     from analysis.callbacks import AttentionMaps
     from training.callbacks import GracefulStop
+    from training.phases import Phases
     from training.results import run_record, test_mistakes
 
+    # startup: the imports and the config, before the first run of this process (a sweep's later runs have none)
+    phases = Phases(STARTED if not RUNS_STARTED else started, started)
+    RUNS_STARTED.append(started)
     previous = run_dir.read_results() if cfg.resume else {}
     datamodule, module, analysis, callbacks, loggers, trainer = assemble(
         cfg, run_name, group, previous.get("wandb_run_id")
@@ -52,6 +62,7 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
         for logger in trainer.loggers:
             logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
+    phases.lap("build")  # data, model, trainer, loggers (wandb's start included)
     fit_started = time.perf_counter()
     stopper = next((c for c in callbacks if isinstance(c, GracefulStop)), None)
     phase, results = "training", {}
@@ -65,6 +76,7 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
             if stopper is None or stopper.saved is None:
                 raise
         train_seconds = previous.get("train_seconds", 0.0) + time.perf_counter() - fit_started
+        phases.lap("training")
         if stopper is not None and stopper.saved is not None:
             if main_process:
                 run_dir.mark_interrupted(trainer.global_step, stopper.saved, train_seconds, wandb_run_id(loggers))
@@ -85,6 +97,7 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
         test_set = datamodule.held_out_set("test")
         run_dir.write_json(run_dir.history, {"val": history})
         results = run_record(module, trainer, datamodule, test, cfg, train_seconds, str(run_dir))
+        phases.lap("test")
 
         phase = "analysis"  # from here on the run is finished: a signal leaves it "ok"
         run_dir.write_json(run_dir.mistakes, test_mistakes(module, test_set))
@@ -93,11 +106,16 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
         if analysis is not None and analysis.enabled:
             results |= analysis.run(module, test_set, run_dir, trainer.loggers)
         results["total_seconds"] = round(time.perf_counter() - started, 2)
+        phases.lap("analysis")
+        results["phases"] = phases.seconds
         run_dir.write_results(results)
         phase = "report"
         if cfg.resume:  # the interrupted state is used up: running the resume command again must not retrain
             run_dir.interrupted_checkpoint.unlink(missing_ok=True)
         write_run_report(run_dir.path)  # report.html: the run on one page
+        phases.lap("report")
+        results["phases"] = phases.seconds
+        run_dir.write_results(results)  # again, with the report's seconds (the page shows the record before them)
     except Signalled as stop:
         if not main_process:
             raise

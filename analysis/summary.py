@@ -43,6 +43,12 @@ def print_summary(results: dict, console: Console | None = None) -> None:
         images = results["images"]
         figures = ", ".join(Path(path).name for name, path in images.items() if name != "attention")
         table.add_row("images", f"{results['run_dir']}/attention/" + (f", {figures}" if figures else ""))
+    if "phases" in results:  # where the seconds went
+        phases = results["phases"]
+        table.add_row(
+            "seconds",
+            ", ".join(f"{name} {s:.1f}" for name, s in phases.items() if name != "total") + f" = {phases['total']:.1f}",
+        )
     table.add_row("run directory", results["run_dir"])
     console.print(table)
     print(

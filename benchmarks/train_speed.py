@@ -12,7 +12,8 @@ lightning  ``assemble`` (training/assemble.py) on the real composed config (``tr
            timed steps.
            On CUDA it runs at the config's precision (``trainer.precision``, ``matmul_precision``) and at the other
            two of 32-true + full fp32 matmuls, 32-true + TF32 matmuls, bf16-mixed, so the choice is measured.
-bare       the same model and loss (``CalculatorModule.teacher_forced_loss``) in a plain PyTorch loop: fused AdamW,
+bare       the same model and loss (``CalculatorModule.teacher_forced_loss``) in a plain PyTorch loop: the run's
+           optimizer (``optim``: Muon + fused AdamW by default),
            gradient clipping at the config's ``trainer.gradient_clip_val``, no schedule, batches drawn as the
            training path draws them on that device.
 nanogpt    :class:`RefGPT` (fused ``c_attn``, SDPA; logits at every position) in the same plain loop.
@@ -52,7 +53,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from data.datamodule import ArithmeticDataModule
 from data.problems import ProblemFormat
 from model.device import device_name
-from model.module import CUDA_GRAPH_MODES, AdamWSchedule, adamw
+from model.module import CUDA_GRAPH_MODES, AdamWSchedule, optimizer_for
 from model.reference import RefGPT
 from training.assemble import assemble
 from training.cli import compose_train_config, with_run_dir
@@ -215,14 +216,14 @@ def device_batches(dm: ArithmeticDataModule, device: torch.device):
 
 class BareLoop:
     """A plain PyTorch loop: ``loss_of(seq)``, backward, clip (the gradient norm at ``clip``, as Lightning's
-    ``gradient_clip_val``; None: not clipped), fused AdamW step. The model, optimizer, stream and (compiled) loss
-    live across rounds, so a compiled loss compiles once."""
+    ``gradient_clip_val``; None: not clipped), the run's optimizer step. The model, optimizer, stream and (compiled)
+    loss live across rounds, so a compiled loss compiles once."""
 
     def __init__(
         self, model: nn.Module, loss_of, stream, schedule: AdamWSchedule, clip: float | None, variant: Variant, device
     ):
         self.model, self.stream, self.variant, self.device, self.clip = model, stream, variant, device, clip
-        self.optimizer = adamw(model, schedule.lr, schedule.weight_decay, schedule.betas)  # as in training
+        self.optimizer = optimizer_for(model, schedule)  # the run's recipe (Muon + AdamW by default), as in training
         self.loss_of = loss_of
         if variant.compile:
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import ChainMap
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -18,18 +19,33 @@ COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotu
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that capture CUDA graphs on a GPU
 
 
+MATRIX_OPTIMIZERS = ("adamw", "muon")
+
+
 @dataclass(frozen=True)
 class AdamWSchedule:
-    """AdamW with linear warmup, then cosine decay to ``lr * min_lr_ratio`` at the last step."""
+    """The optimizer and its learning-rate schedule: linear warmup, then cosine decay to ``lr * min_lr_ratio`` at
+    step ``decay_steps`` (null: the trainer's last step), held there after.
+
+    matrices: what updates the blocks' 2-D weight matrices -- ``adamw`` (everything on AdamW) or ``muon``
+    (``torch.optim.Muon`` at ``muon_lr`` with ``muon_momentum``); embeddings, biases and LayerNorm gains stay on
+    AdamW at ``lr`` either way. Both rates follow the same schedule. The defaults are the recipe of checkpoints
+    saved before these settings existed, so they load as they trained.
+    """
 
     lr: float = 3e-3
     weight_decay: float = 0.1
     betas: tuple[float, float] = (0.9, 0.98)
     warmup_steps: int = 100
     min_lr_ratio: float = 0.1
+    matrices: str = "adamw"
+    muon_lr: float = 0.02
+    muon_momentum: float = 0.95
+    decay_steps: int | None = None
 
     def __post_init__(self) -> None:
         number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
+        whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
         if not (number(self.lr) and self.lr > 0):
             raise ValueError(f"lr={self.lr!r}: must be a number > 0 (e.g. 3e-3)")
         if not (number(self.weight_decay) and self.weight_decay >= 0):
@@ -38,21 +54,31 @@ class AdamWSchedule:
         if betas is None or len(betas) != 2 or not all(number(b) and 0 <= b < 1 for b in betas):
             raise ValueError(f"betas={self.betas!r}: must be two numbers in [0, 1), e.g. [0.9, 0.98]")
         object.__setattr__(self, "betas", tuple(betas))
-        if not isinstance(self.warmup_steps, int) or isinstance(self.warmup_steps, bool) or self.warmup_steps < 0:
+        if not whole(self.warmup_steps) or self.warmup_steps < 0:
             raise ValueError(f"warmup_steps={self.warmup_steps!r}: must be a whole number >= 0")
         if not (number(self.min_lr_ratio) and 0 <= self.min_lr_ratio <= 1):
             raise ValueError(f"min_lr_ratio={self.min_lr_ratio!r}: must be a number in [0, 1]")
+        if self.matrices not in MATRIX_OPTIMIZERS:
+            raise ValueError(f"matrices={self.matrices!r}: must be one of {', '.join(MATRIX_OPTIMIZERS)}")
+        if not (number(self.muon_lr) and self.muon_lr > 0):
+            raise ValueError(f"muon_lr={self.muon_lr!r}: must be a number > 0 (e.g. 0.02)")
+        if not (number(self.muon_momentum) and 0 <= self.muon_momentum < 1):
+            raise ValueError(f"muon_momentum={self.muon_momentum!r}: must be a number in [0, 1)")
+        if self.decay_steps is not None and not (whole(self.decay_steps) and self.decay_steps >= 1):
+            raise ValueError(f"decay_steps={self.decay_steps!r}: must be a whole number >= 1, or null (max_steps)")
 
     def to_dict(self) -> dict:
         return {**asdict(self), "betas": list(self.betas)}
 
 
-def adamw(model: torch.nn.Module, lr: float, weight_decay: float, betas, fused: bool = True) -> torch.optim.AdamW:
+def adamw(model: torch.nn.Module, lr: float, weight_decay: float, betas, fused: bool = True, params=None):
     """AdamW with weight decay on matrices only (not on biases and LayerNorm gains), fused into one kernel
     for all tensors where torch can (~4% of a CPU step). Mixed precision needs ``fused=False``: Lightning
-    clips gradients itself and refuses an optimizer that unscales them inside its step."""
-    matrices = [p for p in model.parameters() if p.dim() >= 2]
-    vectors = [p for p in model.parameters() if p.dim() < 2]
+    clips gradients itself and refuses an optimizer that unscales them inside its step. ``params``: a subset of
+    the model's parameters (default all)."""
+    params = list(model.parameters()) if params is None else params
+    matrices = [p for p in params if p.dim() >= 2]
+    vectors = [p for p in params if p.dim() < 2]
     device = next(model.parameters()).device.type
     return torch.optim.AdamW(
         [{"params": matrices, "weight_decay": weight_decay}, {"params": vectors, "weight_decay": 0.0}],
@@ -60,6 +86,145 @@ def adamw(model: torch.nn.Module, lr: float, weight_decay: float, betas, fused: 
         betas=tuple(betas),
         fused=fused and device in ("cpu", "cuda"),
     )
+
+
+def hidden_matrices(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The weights of the linear layers inside the blocks -- attention and MLP projections, what Muon is for --:
+    every ``nn.Linear`` weight but the LM head's (and any tied to an embedding)."""
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    return [
+        m.weight
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear) and not name.endswith("lm_head") and id(m.weight) not in embeddings
+    ]
+
+
+class BatchedMuon(torch.optim.Muon):
+    """``torch.optim.Muon`` with the Newton-Schulz orthogonalisation batched over matrices of one shape (a tall
+    one transposed): torch's steps each matrix alone in bf16, ~180 tiny matmuls a step for this model, which on
+    a CPU cost more than the forward and backward passes; batched, 30. bf16 on a GPU (as torch's), fp32 on a
+    CPU, where small bf16 matmuls are slower. Same settings, same state (``momentum_buffer``), same update rule."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            grads = [p.grad for p in params]
+            bufs = []
+            for p in params:
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
+                bufs.append(state["momentum_buffer"])
+            momentum = group["momentum"]
+            torch._foreach_lerp_(bufs, grads, 1 - momentum)
+            updates = [g.lerp(b, momentum) for g, b in zip(grads, bufs, strict=True)] if group["nesterov"] else bufs
+            by_shape: dict[tuple, list[int]] = {}
+            for i, u in enumerate(updates):
+                rows, cols = u.shape
+                by_shape.setdefault((min(rows, cols), max(rows, cols)), []).append(i)
+            for indices in by_shape.values():
+                wide = torch.stack([updates[i] if updates[i].size(0) <= updates[i].size(1) else updates[i].T
+                                    for i in indices])  # fmt: skip
+                ortho = newton_schulz(wide, group["ns_coefficients"], group["ns_steps"], group["eps"])
+                for k, i in enumerate(indices):
+                    p = params[i]
+                    u = ortho[k] if p.size(0) <= p.size(1) else ortho[k].T
+                    scale = math.sqrt(max(1.0, p.size(0) / p.size(1)))  # torch's "original" adjust_lr_fn
+                    p.mul_(1 - group["lr"] * group["weight_decay"])
+                    p.add_(u.to(p.dtype), alpha=-group["lr"] * scale)
+        return loss
+
+
+def newton_schulz(g: torch.Tensor, coefficients, steps: int, eps: float) -> torch.Tensor:
+    """(n, rows, cols) with rows <= cols -> each matrix's nearest semi-orthogonal one, roughly (Muon's quintic
+    iteration, torch.optim.Muon's coefficients)."""
+    a, b, c = coefficients
+    x = g.bfloat16() if g.is_cuda else g.float()
+    x = x / x.norm(dim=(1, 2), keepdim=True).clamp(min=eps)
+    for _ in range(steps):
+        gram = x @ x.mT
+        x = torch.baddbmm(x, torch.baddbmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x
+
+
+class MuonAdamW(torch.optim.Optimizer):
+    """``torch.optim.Muon`` for some parameters and AdamW for the rest, stepped as one optimizer (Lightning's
+    automatic optimisation, gradient clipping and LR schedulers take one). Its param groups and state are the
+    two parts' own, so a schedule's learning rates reach both and a checkpoint holds both."""
+
+    def __init__(self, muon: torch.optim.Optimizer, adamw: torch.optim.Optimizer):  # noqa: D107 -- parts only
+        self.parts = (muon, adamw)
+        self.defaults = {}
+        self._optimizer_step_pre_hooks, self._optimizer_step_post_hooks = {}, {}
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return [g for part in self.parts for g in part.param_groups]
+
+    @property
+    def state(self):
+        return ChainMap(*(part.state for part in self.parts))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for part in self.parts:
+            part.step()
+        return loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for part in self.parts:
+            part.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        return {"parts": [part.state_dict() for part in self.parts]}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        for part, state in zip(self.parts, state_dict["parts"], strict=True):
+            part.load_state_dict(state)
+
+    def __repr__(self) -> str:
+        return f"MuonAdamW({', '.join(type(p).__name__ for p in self.parts)})"
+
+
+def optimizer_for(model: torch.nn.Module, schedule: AdamWSchedule, fused: bool = True) -> torch.optim.Optimizer:
+    """The optimizer ``schedule`` asks for: AdamW for everything, or Muon for the hidden matrices + AdamW."""
+    o = schedule
+    if o.matrices == "adamw":
+        return adamw(model, o.lr, o.weight_decay, o.betas, fused=fused)
+    hidden = hidden_matrices(model)
+    ids = {id(p) for p in hidden}
+    rest = [p for p in model.parameters() if id(p) not in ids]
+    # Muon's "match_rms_adamw" scaling would tie its rate to AdamW's; "original" (Keller Jordan's) is what
+    # its usual lr (~0.02) is quoted for
+    muon = BatchedMuon(hidden, lr=o.muon_lr, weight_decay=o.weight_decay, momentum=o.muon_momentum)
+    return MuonAdamW(muon, adamw(model, o.lr, o.weight_decay, o.betas, fused=fused, params=rest))
+
+
+def lr_schedule(optimizer: torch.optim.Optimizer, schedule: AdamWSchedule, max_steps: int):
+    """Linear warmup to each group's rate, cosine decay to ``min_lr_ratio`` of it at ``decay_steps`` (null:
+    ``max_steps``), then held: a per-step ``LambdaLR``."""
+    o = schedule
+    total = max(o.decay_steps or max_steps, 1)
+    warmup = min(o.warmup_steps, total - 1)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / max(warmup, 1)
+        progress = min((step - warmup) / max(total - warmup, 1), 1.0)
+        return o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 class CalculatorModule(L.LightningModule):
@@ -187,16 +352,27 @@ class CalculatorModule(L.LightningModule):
         self._eval_step(batch, "test")
 
     def configure_optimizers(self):
-        o = self.schedule
         mixed = str(self.trainer.precision).endswith("-mixed")
-        optimizer = adamw(self, o.lr, o.weight_decay, o.betas, fused=not mixed)
-        total = max(self.trainer.max_steps, 1)
-        warmup = min(o.warmup_steps, total - 1)
-        warm = torch.optim.lr_scheduler.LinearLR(
-            optimizer, start_factor=1.0 / max(warmup, 1), total_iters=max(warmup, 1)
-        )
-        cosine = torch.optim.lr_scheduler.CosineAnnealingLR(
-            optimizer, T_max=max(total - warmup, 1), eta_min=o.lr * o.min_lr_ratio
-        )
-        schedule = torch.optim.lr_scheduler.SequentialLR(optimizer, [warm, cosine], milestones=[max(warmup, 1)])
+        optimizer = optimizer_for(self, self.schedule, fused=not mixed)
+        schedule = scheduler_for(optimizer, self.schedule, self.trainer.max_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def scheduler_for(optimizer: torch.optim.Optimizer, schedule: AdamWSchedule, max_steps: int):
+    """The per-step learning-rate scheduler of ``schedule`` for a run of ``max_steps``."""
+    if schedule.matrices == "adamw" and schedule.decay_steps is None:
+        return warmup_cosine(optimizer, schedule, max_steps)  # the AdamW recipe's, built as it always was
+    return lr_schedule(optimizer, schedule, max_steps)
+
+
+def warmup_cosine(optimizer: torch.optim.Optimizer, schedule: AdamWSchedule, max_steps: int):
+    """The AdamW recipe's schedule as it has always been built (LinearLR then CosineAnnealingLR), so its runs and
+    the checkpoints they resume from step exactly as before."""
+    o = schedule
+    total = max(max_steps, 1)
+    warmup = min(o.warmup_steps, total - 1)
+    warm = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=1.0 / max(warmup, 1), total_iters=max(warmup, 1))
+    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(
+        optimizer, T_max=max(total - warmup, 1), eta_min=o.lr * o.min_lr_ratio
+    )
+    return torch.optim.lr_scheduler.SequentialLR(optimizer, [warm, cosine], milestones=[max(warmup, 1)])

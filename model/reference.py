@@ -39,3 +39,16 @@ class RefGPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.lm_head(self.ln_f(x))
+
+
+def nanogpt_init(model: RefGPT) -> RefGPT:
+    """nanoGPT's initialisation (normal, std 0.02; the residual projections scaled by 1/sqrt(2 * n_layers); zero
+    biases) -- the one our model uses too, so a reference trained beside ours starts alike."""
+    n_layers = len(model.blocks)
+    for name, p in model.named_parameters():
+        if name.endswith("bias"):
+            torch.nn.init.zeros_(p)
+        elif p.dim() >= 2:
+            std = 0.02 / (2 * n_layers) ** 0.5 if name.endswith(("c_proj.weight", "mlp_proj.weight")) else 0.02
+            torch.nn.init.normal_(p, mean=0.0, std=std)
+    return model

@@ -62,6 +62,10 @@ class Results(TypedDict, total=False):
     analysis_seconds: float
     maps_seconds: float  # drawing attention maps during training
     total_seconds: float  # the whole run in process: training, test, analysis, report
+    # wall seconds per phase of train.py (training/phases.py): startup (its imports and the config, from its first
+    # line; 0 for a sweep's later runs), build (data, model, trainer, loggers), training (validation included),
+    # test, analysis (test mistakes, the end-of-run analysis), report (report.html), total (from startup on)
+    phases: dict
 
 
 def wrong_types(data: dict) -> list[str]:

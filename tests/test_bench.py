@@ -222,18 +222,43 @@ def test_the_clock_times_a_gpu_window_with_two_syncs_and_a_cpu_step_by_step(monk
     assert Clock(torch.device("cuda"), 1, 1).window  # a GPU: always a window
 
 
-def test_converge_runs_train_py_per_seed_and_reads_its_results(capsys):
+def test_converge_runs_each_recipe_per_seed_and_reads_its_results(capsys):
     small = [*SMALL_TASK, "trainer.max_steps=20", "trainer.val_check_interval=10", "analysis=none",
-             "callbacks.attention_maps=null"]  # fmt: skip
+             "callbacks.attention_maps=null", "logger=none"]  # fmt: skip
     out = bench_json(capsys, "converge", "--seeds", "3", *(f"--override={o}" for o in small))
     r = out["converge"]
-    assert r["command"].startswith(f"python train.py experiment=add10 target_accuracy={TARGET_ACCURACY} logger=none ")
     assert r["seeds"] == [3] and r["errors"] == {} and r["device"] == "cpu"
-    (run,) = r["runs"]
+    assert list(r["variants"]) == ["default", "previous", "reference"]
+    default, previous, reference = (r["variants"][n] for n in ("default", "previous", "reference"))
+    assert default["command"].startswith("python train.py data.digits=2 ")
+    assert previous["command"].startswith("python train.py optim=adamw trainer.max_steps=1800 trainer.val_check_")
+    (run,) = default["runs"]
     assert run["seed"] == 3 and run["steps"] == 20 and run["wall_seconds"] > run["train_seconds"] > 0
     assert 0 <= run["test_exact_match"] <= 1 and run["reached"] == (run["test_exact_match"] >= TARGET_ACCURACY)
-    assert r["median_wall_seconds"] == run["wall_seconds"] and r["reached"] == int(run["reached"])
-    assert "whole command: median" in render(bench.print_converge, r)
+    assert 0 <= run["unseen_exact_match"] <= 1 and run["phases"]["total"] < run["wall_seconds"]
+    assert previous["runs"][0]["steps"] == 20  # the run's own overrides come after the previous recipe
+    (ref,) = reference["runs"]
+    assert ref["steps"] == 20 and ref["train_seconds"] > 0 and "wall_seconds" not in ref
+    assert default["median_wall_seconds"] == run["wall_seconds"] and default["reached"] == int(run["reached"])
+    shown = render(bench.print_converge, r)
+    assert "default: median" in shown and "reference" in shown
+
+
+def test_never_seen_problems_are_in_no_held_out_set_and_were_not_trained_on():
+    from benchmarks.converge import unseen_problems
+    from data.datamodule import ArithmeticDataModule
+
+    dm = ArithmeticDataModule(seed=1)
+    seqs = unseen_problems(dm, steps=40, n=2000)
+    assert len(seqs) == 2000 and len(torch.unique(seqs, dim=0)) == 2000
+    stream = iter(dm.training_stream("cpu"))
+    trained = torch.cat([next(stream) for _ in range(40)])
+    others = torch.cat(
+        [trained, *(ArithmeticDataModule(seed=s).held_out_set(k) for s in range(5) for k in ("val", "test"))]
+    )
+    rows = torch.cat([seqs, others])
+    _, ids = torch.unique(rows, dim=0, return_inverse=True)
+    assert set(ids[:2000].tolist()).isdisjoint(ids[2000:].tolist())
 
 
 def test_the_reference_computes_on_its_input_device():

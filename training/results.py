@@ -59,10 +59,13 @@ def test_mistakes(module: CalculatorModule, test_set: torch.Tensor, limit: int =
     wrong, n_wrong = [], 0
     for seqs in test_set.split(5000):
         seqs = seqs.to(module.device)
-        answers = module.decode_answers(seqs)  # (B, A)
-        bad = (answers != seqs[:, P : P + A]).any(dim=1).nonzero().flatten().tolist()
+        # greedy decoding gets a problem wrong exactly when one teacher-forced pass does (forced_scores): that pass
+        # finds them, and only they are decoded, to show what the model writes -- one pass, not a decode of all
+        bad = (~module.forced_scores(seqs)[1]).nonzero().flatten()
         n_wrong += len(bad)
-        for i in bad[: max(limit - len(wrong), 0)]:
+        bad = bad[: max(limit - len(wrong), 0)]
+        answers = dict(zip(bad.tolist(), module.decode_answers(seqs[bad]) if len(bad) else [], strict=True))
+        for i in bad.tolist():
             prompt = "".join(id_to_token[t] for t in seqs[i, 1 : P - 1].tolist())  # a op b, zero-padded
             written = "".join(id_to_token[t] for t in answers[i].tolist())
             truth_text = "".join(id_to_token[t] for t in seqs[i, P : P + A].tolist())
