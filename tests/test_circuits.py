@@ -135,3 +135,14 @@ def test_a_known_circuit_is_found_exactly():
     assert set(circuit.edges) == {Edge("embed", "L0h0", "v"), Edge("L0h0", "logits", "in")}
     assert circuit.faithfulness == pytest.approx(1.0, abs=1e-3)
     assert circuit.random_mean < 0.5
+
+
+def test_a_heads_jobs_read_one_phrase_per_kind():
+    from analysis.metrics.circuit_roles import jobs_in_words
+
+    found = [(0.5, "base add", True, "r0"), (0.6, "base add", True, "r1"), (0.7, "carry", True, "r2")]
+    assert jobs_in_words(found + [(0.2, "carry", False, "r3")]) == [
+        "makes the carry into r2",
+        "base add r0 r1",
+        "uses the carry into r3",
+    ]

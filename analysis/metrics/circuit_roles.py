@@ -40,6 +40,16 @@ def job(kind: str, digit: str, makes: bool) -> str:
     return f"reads {kind} for {digit}"
 
 
+def jobs_in_words(found: list[tuple[float, str, bool, str]]) -> list[str]:
+    """A head's (share, kind, makes, digit) findings -> one phrase per kind, its digits in order, the kind it
+    restores most first: ["base add r0 r1 r2", "makes the carry into r3"]."""
+    groups: dict[tuple[str, bool], list[tuple[float, str]]] = {}
+    for share, kind, makes, digit in found:
+        groups.setdefault((kind, makes), []).append((share, digit))
+    ranked = sorted(groups.items(), key=lambda g: -max(share for share, _ in g[1]))
+    return [job(kind, " ".join(digit for _, digit in found_in), makes) for (kind, makes), found_in in ranked]
+
+
 class CircuitRoles(HeadMetric):
     name = "circuit_roles"
     title = "Roles from the circuits"
@@ -64,7 +74,7 @@ class CircuitRoles(HeadMetric):
         circuits = ctx.shared.get("circuits")
         if not circuits:
             return []
-        jobs: dict[tuple[int, int], list[tuple[float, str]]] = {}
+        jobs: dict[tuple[int, int], list[tuple[float, str, bool, str]]] = {}  # (share, kind, makes, digit)
         circuits_of: dict[str, list[str]] = {}  # head -> the digits whose circuit it is in
         for runs in digit_runs(ctx):
             circuit = circuits.get(runs.pairs.target)
@@ -84,7 +94,7 @@ class CircuitRoles(HeadMetric):
                         if name in members and restored[layer, head] >= MIN_SHARE:
                             makes = all(e.sender == "embed" for e in circuit.edges if e.receiver == name)
                             jobs.setdefault((layer, head), []).append(
-                                (float(restored[layer, head]), job(kind, runs.pairs.target, makes))
+                                (float(restored[layer, head]), kind, makes, runs.pairs.target)
                             )
         zero = {(r.layer, r.head): r.delta_exact_match for r in ctx.done.get("ablation", []) if r.ablation == "zero"}
         mean = {(r.layer, r.head): r.delta_exact_match for r in ctx.done.get("ablation", []) if r.ablation == "mean"}
@@ -93,7 +103,7 @@ class CircuitRoles(HeadMetric):
         for layer in range(ctx.n_layers):
             for head in range(ctx.n_heads):
                 key = (layer, head)
-                named = [text for _, text in sorted(jobs.get(key, []), reverse=True)]
+                named = jobs_in_words(jobs.get(key, []))
                 digits = circuits_of.get(f"L{layer}h{head}", [])
                 if digits and not named:
                     named = [f"in the {', '.join(digits)} circuit{'s' if len(digits) > 1 else ''}, a small share"]
