@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections import ChainMap
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import asdict, dataclass
 
 import lightning as L
@@ -154,6 +153,36 @@ def newton_schulz(g: torch.Tensor, coefficients, steps: int, eps: float) -> torc
     return x
 
 
+class JointState(MutableMapping):
+    """The per-parameter state of several optimizers as one mapping; a write goes to the optimizer that owns the
+    parameter (Lightning moves a resumed optimizer's state to the device by writing ``state[p] = ...``)."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def _owner(self, p: torch.Tensor) -> torch.optim.Optimizer:
+        for part in self.parts:
+            if p in part.state or any(p is q for group in part.param_groups for q in group["params"]):
+                return part
+        raise KeyError("a parameter of neither optimizer")
+
+    def __getitem__(self, p):
+        return self._owner(p).state[p]
+
+    def __setitem__(self, p, value) -> None:
+        self._owner(p).state[p] = value
+
+    def __delitem__(self, p) -> None:
+        del self._owner(p).state[p]
+
+    def __iter__(self):
+        for part in self.parts:
+            yield from part.state
+
+    def __len__(self) -> int:
+        return sum(len(part.state) for part in self.parts)
+
+
 class MuonAdamW(torch.optim.Optimizer):
     """``torch.optim.Muon`` for some parameters and AdamW for the rest, stepped as one optimizer (Lightning's
     automatic optimisation, gradient clipping and LR schedulers take one). Its param groups and state are the
@@ -169,8 +198,8 @@ class MuonAdamW(torch.optim.Optimizer):
         return [g for part in self.parts for g in part.param_groups]
 
     @property
-    def state(self):
-        return ChainMap(*(part.state for part in self.parts))
+    def state(self) -> JointState:
+        return JointState(self.parts)
 
     @torch.no_grad()
     def step(self, closure=None):
