@@ -29,10 +29,6 @@ class Edge:
     def head_to_head(self) -> bool:
         return self.sender[0] == "L" and self.receiver[0] == "L"
 
-    @property
-    def name(self) -> str:
-        return f"{self.sender}->{self.receiver}" + (f".{self.input}" if self.input != "in" else "")
-
 
 def head_name(layer: int, head: int) -> str:
     return f"L{layer}h{head}"
@@ -58,7 +54,7 @@ class ComponentGraph:
         edges += [Edge(s, "logits", "in") for s in self.senders]
         self.edges = edges
         self.index = {e: i for i, e in enumerate(edges)}
-        self.sender_index = {s: i for i, s in enumerate(self.senders)}
+        self._tables: dict[tuple, torch.Tensor] = {}  # _edge_table's, built once per receiver group
 
     def __len__(self) -> int:
         return len(self.edges)
@@ -71,9 +67,12 @@ class ComponentGraph:
 
     def _edge_table(self, receivers: list[tuple[str, str]], n_senders: int) -> torch.Tensor:
         """(n_receivers, n_senders) edge indices: receiver r's edge from sender s."""
-        return torch.tensor(
-            [[self.index[Edge(s, r, i)] for s in self.senders[:n_senders]] for r, i in receivers], dtype=torch.long
-        )
+        key = (tuple(receivers), n_senders)
+        if key not in self._tables:
+            self._tables[key] = torch.tensor(
+                [[self.index[Edge(s, r, i)] for s in self.senders[:n_senders]] for r, i in receivers], dtype=torch.long
+            )
+        return self._tables[key]
 
     def run(self, idx: torch.Tensor, weights: torch.Tensor | None = None, reference: torch.Tensor | None = None):
         """idx (B, T) -> (logits, every sender's output stacked (n_senders, B, T, d_model), ``senders`` order).

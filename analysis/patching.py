@@ -27,15 +27,35 @@ class PairRuns:
     """The clean and corrupted runs of one set of pairs: their metric, head outputs and graph sender outputs."""
 
     pairs: Pairs
-    clean_ld: float  # mean LD of the clean run
-    corrupted_ld: float
+    clean_lds: torch.Tensor  # (n,) LD of each clean problem
+    corrupted_lds: torch.Tensor  # (n,) ... and of each corrupted one
     clean_z: list[torch.Tensor]  # per layer (n, T, n_heads, head_dim)
     corrupted_z: list[torch.Tensor]
-    corrupted_outs: list[torch.Tensor]  # the component graph's sender outputs on the corrupted problems
+    corrupted_outs: torch.Tensor  # the component graph's sender outputs on the corrupted problems (n_senders, n, T, d)
+
+    @property
+    def clean_ld(self) -> float:
+        return float(self.clean_lds.mean())
+
+    @property
+    def corrupted_ld(self) -> float:
+        return float(self.corrupted_lds.mean())
 
     @property
     def gap(self) -> float:
         return self.clean_ld - self.corrupted_ld
+
+    def subset(self, kind: str) -> PairRuns:
+        """The runs of the pairs of one kind only (slices: nothing is run again)."""
+        keep = torch.tensor([k == kind for k in self.pairs.kinds], device=self.clean_lds.device)
+        return PairRuns(
+            self.pairs.subset(kind),
+            self.clean_lds[keep],
+            self.corrupted_lds[keep],
+            [z[keep] for z in self.clean_z],
+            [z[keep] for z in self.corrupted_z],
+            self.corrupted_outs[:, keep],
+        )
 
 
 @torch.no_grad()
@@ -47,8 +67,8 @@ def pair_runs(graph: ComponentGraph, pairs: Pairs) -> PairRuns:
     _, corrupted_outs = graph.run(pairs.corrupted_inputs)
     return PairRuns(
         pairs,
-        float(pairs.logit_diff(clean.logits).mean()),
-        float(pairs.logit_diff(corrupted.logits).mean()),
+        pairs.logit_diff(clean.logits),
+        pairs.logit_diff(corrupted.logits),
         [clean[n] for n in names],
         [corrupted[n] for n in names],
         corrupted_outs,
@@ -139,7 +159,5 @@ def faithfulness(graph: ComponentGraph, runs: PairRuns, keeps: list[set]) -> lis
 
 
 def pearson(x: torch.Tensor, y: torch.Tensor) -> float:
-    x, y = x.flatten().double(), y.flatten().double()
-    x, y = x - x.mean(), y - y.mean()
-    denominator = float(x.norm() * y.norm())
-    return float((x * y).sum()) / denominator if denominator else float("nan")
+    """Pearson correlation of two equally many numbers (nan when either is constant)."""
+    return float(torch.corrcoef(torch.stack([x.flatten(), y.flatten()]).double())[0, 1])

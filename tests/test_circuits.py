@@ -86,7 +86,9 @@ def test_the_component_graph_is_the_model(small):
 def test_patching_a_head_with_its_own_output_changes_nothing(small):
     net, graph, pairs = small
     runs = pair_runs(graph, pairs)
-    itself = PairRuns(pairs, runs.clean_ld, runs.corrupted_ld, runs.corrupted_z, runs.corrupted_z, runs.corrupted_outs)
+    itself = PairRuns(
+        pairs, runs.clean_lds, runs.corrupted_lds, runs.corrupted_z, runs.corrupted_z, runs.corrupted_outs
+    )
     assert head_patching(net, itself).abs().max() < 1e-4  # restored nothing: LD stayed the corrupted run's
     assert faithfulness(graph, runs, [set(graph.edges)]) == pytest.approx([1.0], abs=1e-4)  # every edge: clean
     assert faithfulness(graph, runs, [set()]) == pytest.approx([0.0], abs=1e-4)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from analysis.metric import Column, Context, HeadMetric, points
 from analysis.metrics.patching import digit_runs
-from analysis.patching import head_patching, pair_runs
+from analysis.patching import head_patching
 
 MIN_PAIRS = 8  # a kind with fewer pairs names no role
 MIN_SHARE = 0.1  # the share of a kind's difference a head must restore to be named for it
@@ -84,10 +84,10 @@ class CircuitRoles(HeadMetric):
             for name in members:
                 circuits_of.setdefault(name, []).append(runs.pairs.target)
             for kind in sorted(set(runs.pairs.kinds)):
-                subset = runs.pairs.subset(kind)
-                if len(subset) < MIN_PAIRS:
+                subset = runs.subset(kind)
+                if len(subset.pairs) < MIN_PAIRS:
                     continue
-                restored = head_patching(ctx.module.net, pair_runs(ctx.shared["graph"], subset))
+                restored = head_patching(ctx.module.net, subset)
                 for layer in range(ctx.n_layers):
                     for head in range(ctx.n_heads):
                         name = f"L{layer}h{head}"
