@@ -154,9 +154,16 @@ def answer_lines(calc, texts: list[str], check: bool, attention: bool) -> int:
             parsed.append(ExpressionError(f"longer than {MAX_LINE_CHARS:,} characters"))
             continue
         try:
-            parsed.append(parse_expression(text, calc.fmt, allow_answer=check))
+            parsed.append(parse_expression(text, calc.fmt, allow_answer=check, longest=calc.longest))
         except ExpressionError as e:
             parsed.append(e)
+    longer = max((calc.width_of(p) for p in parsed if not isinstance(p, ExpressionError)), default=0)
+    if longer > calc.trained_digits:  # answered, but the user should know it is a length never trained on
+        print(
+            f"warning: {longer}-digit operands: longer than the {calc.trained_digits} digits this model was trained "
+            f"on (it can address up to {calc.longest}); its answers there are its own generalisation",
+            file=sys.stderr,
+        )
     answers = iter(calc.answer([p for p in parsed if not isinstance(p, ExpressionError)]))
     status = 0
     for text, problem in zip(texts, parsed, strict=True):
@@ -193,7 +200,10 @@ def interactive(calc, check: bool, attention: bool) -> int:
         pass
     from data.expressions import accepted
 
-    print(f"tinycalc: {calc.describe()}; {accepted(calc.fmt)}. An empty line or Ctrl-D quits.", file=sys.stderr)
+    print(
+        f"tinycalc: {calc.describe()}; {accepted(calc.fmt, calc.longest)}. An empty line or Ctrl-D quits.",
+        file=sys.stderr,
+    )
     status = 0
     while True:
         try:

@@ -59,6 +59,7 @@ class Context:
     tolerance: float  # exact-match a pruning may lose
     ablation_kinds: tuple[str, ...] = ("zero", "mean")
     prune: str | None = "ranked"
+    length_problems: int = 0  # problems per operator and length for the length analysis (0: none)
     done: dict[str, list] = field(default_factory=dict)
     shared: dict[str, Any] = field(default_factory=dict)  # what several analyses read, computed once (e.g. pairs)
 

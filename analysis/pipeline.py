@@ -35,6 +35,8 @@ class HeadAnalysis:
         ablation: "zero" (head output x 0 before W_o) and/or "mean" (replaced by its test-set average).
         prune: "ranked", "greedy" (see ``analysis.ablation.prune_heads``) or None for no pruning curve.
         tolerance: prunable_fraction counts heads removable losing at most this much exact-match.
+        length_problems: problems per length (and operator) in the length analysis of a model that can address
+            longer problems than it trained on (``model.place_offset``); 0 skips it.
         circuits: also find each digit's circuit by path patching (analysis/metrics/circuit.py; seconds to a minute
             on a CPU). ``python analyse.py RUN`` adds them to a finished run.
         enabled: False skips it all (``analysis=none`` does the same).
@@ -45,6 +47,7 @@ class HeadAnalysis:
     ablation: tuple[str, ...] = ("zero", "mean")
     prune: str | None = "ranked"
     tolerance: float = 0.01
+    length_problems: int = 500
     circuits: bool = False
     enabled: bool = True
 
@@ -71,6 +74,12 @@ class HeadAnalysis:
             or not 0 <= self.tolerance < 1
         ):
             raise ValueError(f"tolerance={self.tolerance!r}: must be a number in [0, 1)")
+        if (
+            not isinstance(self.length_problems, int)
+            or isinstance(self.length_problems, bool)
+            or self.length_problems < 0
+        ):
+            raise ValueError(f"length_problems={self.length_problems!r}: must be a whole number >= 0 (0 skips it)")
         for name in ("circuits", "enabled"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
@@ -98,8 +107,9 @@ class HeadAnalysis:
         maps = attention_maps(module.fmt, probes, probe_seqs, probe_cache)
         images = {"attention": [str(p) for p in recorder.attention_maps(maps, map_figures(maps, "final"), "final")]}
         ctx = Context(
-            module, problems, cache, Evaluator(module, problems, cache), self.tolerance, self.ablation, self.prune
-        )
+            module, problems, cache, Evaluator(module, problems, cache), self.tolerance, self.ablation, self.prune,
+            self.length_problems,
+        )  # fmt: skip
         results, summary, described = {}, [], []
         for analysis in ANALYSES:
             if analysis.opt_in and not getattr(self, analysis.opt_in):

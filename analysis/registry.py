@@ -14,6 +14,7 @@ REGISTERED = (
     "patching:Patching",
     "circuit:CircuitAnalysis",
     "circuit_roles:CircuitRoles",
+    "length:Length",
 )
 
 

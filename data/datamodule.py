@@ -26,9 +26,13 @@ class HardCases:
         """How many of a batch of n are hard at this step."""
         return round(n * self.share * max(0.0, 1.0 - step / self.fade_steps)) if self.fade_steps else 0
 
-    def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
-        a, op_idx, b = self.sampler.sample("train", n * HARD_TRIES, generator)
-        score = difficulty(self.sampler.fmt, a, op_idx, b).view(n, HARD_TRIES).float()
+    def sample(
+        self, n: int, generator: torch.Generator, sampler: ProblemSampler | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """n hard cases; ``sampler``: one of another width (default the trained one's)."""
+        sampler = sampler or self.sampler
+        a, op_idx, b = sampler.sample("train", n * HARD_TRIES, generator)
+        score = difficulty(sampler.fmt, a, op_idx, b).view(n, HARD_TRIES).float()
         score += torch.rand(n, HARD_TRIES, generator=generator, device=generator.device)  # ties broken at random
         pick = score.argmax(dim=1) + torch.arange(n, device=generator.device) * HARD_TRIES
         return a[pick], op_idx[pick], b[pick]
@@ -46,6 +50,9 @@ class FreshBatches(IterableDataset):
     The batches are drawn on ``device``, ``draw_steps`` steps' worth at a time: on a GPU one draw of many
     batches costs the kernel launches (and the one host sync of picking training problems) of a single
     batch, so a step only slices what is already there. ``draw_steps=1`` draws each batch on its own.
+
+    ``mixed_widths``: each draw is written at a width drawn uniformly from 1..digits (its operands at most that
+    long), so sequences of every length are trained on; its problems' splits are the same hash as at full width.
     """
 
     def __init__(
@@ -60,10 +67,22 @@ class FreshBatches(IterableDataset):
         hard: HardCases | None = None,
         device: torch.device | str = "cpu",
         draw_steps: int = 1,
+        mixed_widths: bool = False,
     ):
         self.sampler, self.encoder, self.batch_size, self.seed = sampler, encoder, batch_size, seed
         self.start, self.rank, self.world_size, self.hard = start, rank, world_size, hard
-        self.device, self.draw_steps = torch.device(device), draw_steps
+        self.device, self.draw_steps, self.mixed_widths = torch.device(device), draw_steps, mixed_widths
+        self.widths: dict[int, tuple[ProblemSampler, ProblemEncoder]] = {}
+
+    def at_width(self, digits: int) -> tuple[ProblemSampler, ProblemEncoder]:
+        """The sampler and encoder of problems written ``digits`` wide."""
+        if digits == self.sampler.fmt.digits:
+            return self.sampler, self.encoder
+        if digits not in self.widths:
+            fmt = self.sampler.fmt.at_width(digits)
+            sampler = ProblemSampler(fmt, self.sampler.fractions["val"], self.sampler.fractions["test"])
+            self.widths[digits] = sampler, ProblemEncoder(fmt, self.encoder.vocab)
+        return self.widths[digits]
 
     def draw(self, index: int) -> torch.Tensor:
         """(draw_steps, batch_size, seq_len): this process's batches of steps index * draw_steps onwards."""
@@ -71,10 +90,15 @@ class FreshBatches(IterableDataset):
         key = mix(torch.tensor([self.seed * 1_000_003 + index]))
         generator = torch.Generator(self.device).manual_seed(int(key) & (2**63 - 1))
         n, steps = self.batch_size * self.world_size, range(index * self.draw_steps, (index + 1) * self.draw_steps)
+        sampler, encoder = self.sampler, self.encoder
+        if self.mixed_widths:
+            top = self.sampler.fmt.digits
+            width = torch.randint(1, top + 1, (1,), generator=generator, device=self.device)
+            sampler, encoder = self.at_width(int(width))  # one host sync per draw on a GPU
         n_hard = [self.hard.count(n, step) if self.hard else 0 for step in steps]  # per step, known on the host
-        problems = self.sampler.sample("train", n * len(steps) - sum(n_hard), generator)
+        problems = sampler.sample("train", n * len(steps) - sum(n_hard), generator)
         if sum(n_hard):  # each step's hard cases shuffled into its uniform ones, so every slice gets its share
-            hard = self.hard.sample(sum(n_hard), generator)
+            hard = self.hard.sample(sum(n_hard), generator, sampler)
             orders = [torch.randperm(n, generator=generator, device=self.device) for _ in steps]
 
             def shuffled_in(uniform: torch.Tensor, hard: torch.Tensor) -> torch.Tensor:  # one column: a, op or b
@@ -82,7 +106,7 @@ class FreshBatches(IterableDataset):
                 return torch.cat([torch.cat([u, h])[order] for u, h, order in pieces])
 
             problems = tuple(map(shuffled_in, problems, hard))
-        batches = self.encoder.encode(*problems).view(len(steps), n, -1)  # (draw_steps, global batch, seq_len)
+        batches = encoder.encode(*problems).view(len(steps), n, -1)  # (draw_steps, global batch, seq_len)
         return batches[:, self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
 
     def __iter__(self):
@@ -96,7 +120,9 @@ class ArithmeticDataModule(L.LightningDataModule):
     """Arithmetic problems as token ids.
 
     Args:
-        digits, operators, reverse_answer, show_work: the :class:`ProblemFormat`.
+        digits, operators, reverse_answer, show_work, mixed_lengths: the :class:`ProblemFormat`.
+        mixed_widths: with streaming, every training batch written at a width drawn from 1..digits
+            (:class:`FreshBatches`); validation and test stay at ``digits``.
         batch_size: training batch size; ``eval_batch_size`` for validation and test.
         streaming: draw a fresh training batch every step (default) instead of cycling a fixed set
             of ``n_train`` problems.
@@ -116,6 +142,8 @@ class ArithmeticDataModule(L.LightningDataModule):
         operators: str = "+",
         reverse_answer: bool = True,
         show_work: bool = False,
+        mixed_lengths: bool = False,
+        mixed_widths: bool = False,
         batch_size: int = 256,
         eval_batch_size: int = 2500,
         streaming: bool = True,
@@ -139,8 +167,14 @@ class ArithmeticDataModule(L.LightningDataModule):
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}={value!r}: must be a whole number >= 1")
-        if not isinstance(streaming, bool):  # reverse_answer and show_work: checked by ProblemFormat
-            raise ValueError(f"streaming={streaming!r}: must be true or false")
+        for name, value in (("streaming", streaming), ("mixed_widths", mixed_widths)):  # the format checks its own
+            if not isinstance(value, bool):
+                raise ValueError(f"{name}={value!r}: must be true or false")
+        if mixed_widths and (show_work or not streaming):
+            raise ValueError(
+                "mixed_widths=true: needs streaming=true and show_work=false (batches of every width are drawn "
+                "as they are trained on, and working has one layout per width)"
+            )
         if not streaming and n_train < batch_size:  # drop_last would leave not one training batch
             raise ValueError(f"n_train={n_train}: must be at least batch_size={batch_size} when streaming is false")
         if isinstance(hard_share, bool) or not isinstance(hard_share, (int, float)) or not 0 <= hard_share <= 1:
@@ -158,12 +192,13 @@ class ArithmeticDataModule(L.LightningDataModule):
             raise ValueError(f"draw_steps={draw_steps!r}: must be a whole number >= 1, or null (chosen for the device)")
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed={seed!r}: must be a whole number")
-        self.fmt = ProblemFormat(digits, operators, reverse_answer, show_work)
+        self.fmt = ProblemFormat(digits, operators, reverse_answer, show_work, mixed_lengths)
         self.sampler = ProblemSampler(self.fmt, val_fraction, test_fraction)
         self.tokenizer = CharTokenizer()
         self.encoder = ProblemEncoder(self.fmt, self.tokenizer.vocab)
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.streaming, self.n_train, self.draw_steps = streaming, n_train, draw_steps
+        self.mixed_widths = mixed_widths
         self.sizes = {"val": n_val, "test": n_test}
         self.seed = seed
         self.hard = HardCases(self.sampler, hard_share, hard_fade_steps) if hard_share else None
@@ -190,6 +225,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         return FreshBatches(
             self.sampler, self.encoder, self.batch_size, self.seed, start, rank, world_size, self.hard, device,
             draw_steps=self.draw_steps or (1 if device.type == "cpu" else ACCELERATOR_DRAW_STEPS),
+            mixed_widths=self.mixed_widths,
         )  # fmt: skip
 
     def train_dataloader(self):

@@ -62,12 +62,17 @@ class Problem:
         return ProblemFormat.evaluate(self.a, self.op, self.b)
 
 
-def accepted(fmt: ProblemFormat) -> str:
-    """What this model can be asked, e.g. 'a+b with whole numbers 0-999 (e.g. 7+45)'."""
+def accepted(fmt: ProblemFormat, longest: int | None = None) -> str:
+    """What this model can be asked, e.g. 'a+b with whole numbers 0-999 (e.g. 7+45)'; ``longest``: the most digits
+    a model that reads places beyond its trained width can address (the trained width by default)."""
     ops = fmt.operators
     shape = f"a{ops}b" if len(ops) == 1 else f"a op b (op one of {' '.join(ops)})"
     example = f"7{ops[0]}{45 if fmt.digits > 1 else 5}"
-    return f"accepted: {shape} with whole numbers 0-{10**fmt.digits - 1} (e.g. {example})"
+    if longest and longest > fmt.digits:
+        numbers = f"whole numbers of up to {longest} digits (trained on up to {fmt.digits})"
+    else:
+        numbers = f"whole numbers 0-{10**fmt.digits - 1}"
+    return f"accepted: {shape} with {numbers} (e.g. {example})"
 
 
 def _character_problem(text: str) -> str | None:
@@ -107,23 +112,24 @@ def _shape_problem(lhs: str) -> str:
     return "a space inside a number"
 
 
-def _number(digits: str, fmt: ProblemFormat) -> int:
+def _number(digits: str, fmt: ProblemFormat, longest: int | None) -> int:
     significant = digits.lstrip("0") or "0"
-    if len(significant) > fmt.digits:  # checked before int(): Python refuses to convert > 4300 digits
+    limit = max(longest or 0, fmt.digits)
+    if len(significant) > limit:  # checked before int(): Python refuses to convert > 4300 digits
         shown = significant if len(significant) <= 20 else significant[:8] + "..."
-        raise ExpressionError(
-            f"{shown} has {len(significant)} digits; this model was trained on at most {fmt.digits}; {accepted(fmt)}"
-        )
+        reach = f"can address at most {limit}" if limit > fmt.digits else f"was trained on at most {fmt.digits}"
+        raise ExpressionError(f"{shown} has {len(significant)} digits; this model {reach}; {accepted(fmt, longest)}")
     return int(significant)
 
 
-def parse_expression(text: str, fmt: ProblemFormat, allow_answer: bool = False) -> Problem:
+def parse_expression(text: str, fmt: ProblemFormat, allow_answer: bool = False, longest: int | None = None) -> Problem:
     """``text`` -> :class:`Problem`, or :class:`ExpressionError` saying what is wrong and what is accepted.
 
     allow_answer: accept ``a op b = answer`` (the answer must be right); otherwise only ``a op b`` or ``a op b =``.
+    longest: the most digits an operand may have (``Calculator.longest``); the trained width by default.
     """
     s = text.strip()
-    fail = lambda why: ExpressionError(f"{why}; {accepted(fmt)}")  # noqa: E731
+    fail = lambda why: ExpressionError(f"{why}; {accepted(fmt, longest)}")  # noqa: E731
     if not s:
         raise fail("empty expression")
     bad = _character_problem(s)
@@ -141,12 +147,12 @@ def parse_expression(text: str, fmt: ProblemFormat, allow_answer: bool = False) 
     if op not in fmt.operators:
         known = " ".join(repr(o) for o in fmt.operators)
         raise fail(f"this model was not trained on {op!r} (only on {known})")
-    a, b = _number(a_text, fmt), _number(b_text, fmt)
+    a, b = _number(a_text, fmt, longest), _number(b_text, fmt, longest)
     given = None
     if rhs:
         if not allow_answer:
             raise fail(f"an answer after '=' ({rhs!r}) is only accepted when checking answers; ask with {a}{op}{b}")
-        if not _INTEGER.fullmatch(rhs) or len(rhs) > 40:
+        if not _INTEGER.fullmatch(rhs) or len(rhs) > 2 * max(longest or 0, fmt.digits, 20):
             raise fail(f"the answer after '=' must be a whole number, got {rhs!r}")
         given = int(rhs)
         truth = ProblemFormat.evaluate(a, op, b)
@@ -164,15 +170,16 @@ class ProblemFile:
     invalid: list[tuple[int, str, str]]  # (line number, text, error)
 
 
-def read_problems(lines: Iterable[str], fmt: ProblemFormat) -> ProblemFile:
-    """Lines ``expr`` or ``expr=answer``; blank lines and ``#`` comments are skipped."""
+def read_problems(lines: Iterable[str], fmt: ProblemFormat, longest: int | None = None) -> ProblemFile:
+    """Lines ``expr`` or ``expr=answer``; blank lines and ``#`` comments are skipped; ``longest`` as in
+    :func:`parse_expression`."""
     out = ProblemFile([], [], [])
     for number, line in enumerate(lines, start=1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue
         try:
-            out.problems.append(parse_expression(text, fmt, allow_answer=True))
+            out.problems.append(parse_expression(text, fmt, allow_answer=True, longest=longest))
             out.lines.append(number)
         except ExpressionError as e:
             out.invalid.append((number, text, str(e)))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from data.problems import ProblemFormat
 
 
@@ -56,14 +58,23 @@ def positions(fmt: ProblemFormat) -> list[Position]:
     ]
 
 
-def place_ids(fmt: ProblemFormat) -> list[int]:
-    """Per position, the digit place it reads or predicts, for the model's place embedding: 1 for units, 2 for
-    tens, ...; 0 for no digit. An operand digit gets its own place; the token *predicting* an answer digit gets
-    that digit's place, so the query that writes the answer's tens and both operands' tens share one id."""
+def place_ids(fmt: ProblemFormat, place_of: str = "predicted") -> list[int]:
+    """Per position, a digit place for the model's place embedding: 1 for units, 2 for tens, ...; 0 for no digit.
+    An operand digit gets its own place. place_of="predicted": the token *predicting* an answer digit gets that
+    digit's place, so the query that writes the answer's tens and both operands' tens share one id (position
+    coupling); "own": every answer digit gets its own place, like the operands' (abacus)."""
     place = lambda p: 0 if p.place is None else p.place + 1  # noqa: E731
     layout = positions(fmt)
+    if place_of == "own":
+        return [place(p) for p in layout]
     predicted = [place(p) for p in layout[fmt.prompt_len :]]  # '=' and each answer token predict the next token
     return [place(p) for p in layout[: fmt.prompt_len - 1]] + predicted + [0]  # [EOS] predicts nothing
+
+
+def shifted(places: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """Place ids (T,) and (B,) offsets -> (B, T): every digit's place moved up by its sequence's offset, so a
+    model trained on short problems has also seen the places of long ones; 0 (no digit) stays 0."""
+    return places + offsets.unsqueeze(1) * (places > 0)
 
 
 def token_labels(text_tokens: list[str]) -> list[str]:

@@ -26,6 +26,7 @@ for training, whatever the seed, batch size or streaming mode.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Iterable
@@ -69,6 +70,9 @@ class ProblemFormat:
     operators: str = "+"
     reverse_answer: bool = True
     show_work: bool = False  # '*': write the partial products and running sums before the answer
+    # Draw operands of every length: each operand's digit count uniform in 1..digits, then its digits uniform
+    # (zero-padded to ``digits`` as always). False: uniform over all values, where 9 in 10 have ``digits`` digits.
+    mixed_lengths: bool = False
 
     def __post_init__(self) -> None:
         given = self.operators
@@ -78,10 +82,7 @@ class ProblemFormat:
             raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', each once (e.g. '+-')")
         if not isinstance(self.digits, int) or isinstance(self.digits, bool) or self.digits < 1:
             raise ValueError(f"digits={self.digits!r}: must be a whole number >= 1")
-        limit = min(MAX_DIGITS[op] for op in self.operators)
-        if self.digits > limit:
-            raise ValueError(f"digits={self.digits}: at most {limit} with operators {self.operators!r}")
-        for name in ("reverse_answer", "show_work"):
+        for name in ("reverse_answer", "show_work", "mixed_lengths"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
         if self.show_work and "*" not in self.operators:
@@ -89,6 +90,17 @@ class ProblemFormat:
                 f"show_work=true: only '*' problems have working to show, and operators={self.operators!r}; "
                 "add '*' or set show_work=false"
             )
+
+    def check_vectorised(self) -> None:
+        """ValueError unless int64 holds every value of this format: what drawing and encoding in bulk need
+        (longer problems are written as text, one by one: :meth:`written_text`)."""
+        limit = min(MAX_DIGITS[op] for op in self.operators)
+        if self.digits > limit:
+            raise ValueError(f"digits={self.digits}: at most {limit} with operators {self.operators!r}")
+
+    def at_width(self, digits: int) -> ProblemFormat:
+        """The same format with operands written ``digits`` wide (a model with places can answer other widths)."""
+        return dataclasses.replace(self, digits=digits)
 
     # ---- layout -------------------------------------------------------------------------------------
     @property
@@ -147,6 +159,8 @@ class ProblemFormat:
 
     def work_text(self, a: int, op: str, b: int) -> str:
         """The working written before the result ('' without ``show_work``)."""
+        if not self.work_len:
+            return ""
         lines = self.work_values(torch.tensor([a]), torch.tensor([self.operators.index(op)]), torch.tensor([b]))
         return "".join(
             self._ordered(f"{int(v):0{self.answer_digits}d}") + sep
@@ -196,8 +210,16 @@ class ProblemFormat:
         high, device = 10**self.digits, generator.device
         a = torch.randint(high, (n,), generator=generator, device=device)
         b = torch.randint(high, (n,), generator=generator, device=device)
+        if self.mixed_lengths:
+            a, b = self._of_random_length(a, generator), self._of_random_length(b, generator)
         op_idx = torch.randint(len(self.operators), (n,), generator=generator, device=device)
         return a, op_idx, b
+
+    def _of_random_length(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """(n,) uniform values below 10**digits -> values of a uniform length 1..digits each (uniform within it)."""
+        length = torch.randint(1, self.digits + 1, x.shape, generator=generator, device=x.device)
+        low = torch.where(length == 1, 0, 10 ** (length - 1))  # (n,) the smallest value of that length
+        return low + x % (10**length - low)  # the remainder's bias is below 10**(length - digits)
 
     def all_problems(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
         """Every problem of this format (only sensible for small digit counts)."""
@@ -240,6 +262,15 @@ class ProblemFormat:
         return torch.where(is_product, torch.stack(lines, dim=1), 0)
 
 
+@functools.cache
+def width_of(fmt: ProblemFormat, seq_len: int) -> ProblemFormat:
+    """``fmt`` at the width whose sequences are ``seq_len`` tokens long (ValueError if none is)."""
+    for digits in range(1, seq_len):
+        if fmt.at_width(digits).seq_len == seq_len:
+            return fmt.at_width(digits)
+    raise ValueError(f"no width of {fmt.operators!r} problems makes sequences of {seq_len} tokens")
+
+
 class ProblemEncoder:
     """Turns problems into token ids in bulk, with no per-problem Python.
 
@@ -247,7 +278,8 @@ class ProblemEncoder:
     """
 
     def __init__(self, fmt: ProblemFormat, vocab: dict[str, int]):
-        self.fmt = fmt
+        fmt.check_vectorised()
+        self.fmt, self.vocab = fmt, vocab
         # token ids of digits 0-9, the operators, the signs '+'/'-' and the work separators; as tensors: _table
         self.digit_ids = tuple(vocab[str(d)] for d in range(10))
         self.op_ids = tuple(vocab[op] for op in fmt.operators)
@@ -301,6 +333,7 @@ class ProblemSampler:
         for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 0.5:
                 raise ValueError(f"{name}={value!r}: must be in (0, 0.5)")
+        fmt.check_vectorised()
         self.fmt = fmt
         self.fractions = {"val": val_fraction, "test": test_fraction}
         self.train_fraction = 1.0 - val_fraction - test_fraction

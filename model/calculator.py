@@ -12,6 +12,7 @@ answers come back on the CPU, so reading and scoring never see another device.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import torch
 
 from data.difficulty import difficulty, operand_digits
 from data.expressions import Problem
+from data.positions import place_ids
 from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.device import resolve_device
@@ -67,6 +69,36 @@ class Calculator:
         self.net.to(resolve_device(device))
         return self
 
+    # ---- widths -----------------------------------------------------------------------------------------
+    @functools.cached_property
+    def longest(self) -> int:
+        """The most digits an operand may have: as far as the model's places (the trained width + place_offset)
+        and its absolute positions (block_size) reach. Beyond the trained width the answers are the model's
+        guesses at lengths it never trained on (``trained_digits``)."""
+        cfg, fmt = self.net.cfg, self.fmt
+        width, places = fmt.digits, fmt.digits + cfg.place_offset if cfg.place_embedding else None
+        while width != places and fmt.at_width(width + 1).seq_len - 1 <= cfg.block_size:
+            width += 1
+        return width
+
+    @property
+    def trained_digits(self) -> int:
+        """The longest operands of the training problems."""
+        return self.fmt.digits
+
+    def width_of(self, problem: Problem) -> int:
+        """The width ``problem`` is written at: the trained one, or its longer operand's digit count."""
+        return max(self.fmt.digits, len(str(problem.a)), len(str(problem.b)))
+
+    def format_at(self, width: int) -> ProblemFormat:
+        return self.fmt if width == self.fmt.digits else self.fmt.at_width(width)
+
+    def places(self, fmt: ProblemFormat) -> torch.Tensor | None:
+        """The place ids (seq_len,) of ``fmt``'s layout on the net's device; None for the trained layout."""
+        if fmt == self.fmt or not self.net.cfg.place_embedding:
+            return None
+        return torch.tensor(place_ids(fmt, self.net.cfg.place_of), device=self.device)
+
     def describe(self) -> str:
         """e.g. '3-digit + problems, reversed answers, 2 layers x 4 heads'."""
         cfg, fmt = self.net.cfg, self.fmt
@@ -77,41 +109,56 @@ class Calculator:
         )
 
     # ---- problems -> tokens -> answers ---------------------------------------------------------------
-    def encode(self, problems: list[Problem]) -> torch.Tensor:
-        """(N, seq_len) token ids: prompt followed by the true answer and [EOS]."""
-        return self.encoder.encode_problems(problems)
+    def encode(self, problems: list[Problem], fmt: ProblemFormat | None = None) -> torch.Tensor:
+        """(N, seq_len) token ids: prompt followed by the true answer and [EOS], in ``fmt`` (the trained one by
+        default); beyond what int64 holds, written as text problem by problem."""
+        fmt = fmt or self.fmt
+        if fmt == self.fmt:
+            return self.encoder.encode_problems(problems)
+        texts = [fmt.prompt_text(p.a, p.op, p.b) + fmt.written_text(p.a, p.op, p.b) for p in problems]
+        ids = [self.tokenizer.encode(text, bos=True, eos=True) for text in texts]
+        return torch.tensor(ids, dtype=torch.int64).reshape(len(problems), fmt.seq_len)
 
     @torch.inference_mode()
-    def generate(self, prompts: torch.Tensor, use_cache: bool = True) -> torch.Tensor:
-        """(N, prompt_len) prompts on any device -> the greedy answer tokens (N, answer_len) on the CPU, batch by
-        batch on the net's device."""
-        n_new = self.fmt.answer_len
+    def generate(self, prompts: torch.Tensor, use_cache: bool = True, fmt: ProblemFormat | None = None) -> torch.Tensor:
+        """(N, prompt_len) prompts of ``fmt`` (the trained format by default) on any device -> the greedy answer
+        tokens (N, answer_len) on the CPU, batch by batch on the net's device."""
+        fmt = fmt or self.fmt
+        n_new, places = fmt.answer_len, self.places(fmt)
         if len(prompts) == 0:
             return torch.zeros(0, n_new, dtype=torch.int64)
         prompts = prompts.to(self.device)  # one copy in; the batches' answers stay there until the one copy out
         return torch.cat(
             [
-                self.net.generate(prompts[i : i + self.batch_size], n_new, use_cache=use_cache)
+                self.net.generate(prompts[i : i + self.batch_size], n_new, use_cache=use_cache, places=places)
                 for i in range(0, len(prompts), self.batch_size)
             ]
         ).cpu()
 
-    def read(self, ids: list[int]) -> Answer:
+    def read(self, ids: list[int], fmt: ProblemFormat | None = None) -> Answer:
         """Answer tokens -> :class:`Answer`; special tokens are kept in the text, so a stray [EOS] shows. The
         value is the result at the end of the text (after any working), when it is in the exact layout."""
+        fmt = fmt or self.fmt
         text = "".join(self.tokenizer.id_to_token[i] for i in ids)
         try:
-            value = self.fmt.parse_answer(text)
+            value = fmt.parse_answer(text)
         except (ValueError, IndexError):
             return Answer(text, None)
-        exact = self.fmt.answer_text(value) == self.fmt.result_text(text) and len(text) == self.fmt.answer_len
+        exact = fmt.answer_text(value) == fmt.result_text(text) and len(text) == fmt.answer_len
         return Answer(text, value if exact else None)  # exact layout only
 
     def answer(self, problems: list[Problem]) -> list[Answer]:
-        if not problems:
-            return []
-        answers = self.generate(self.encode(problems)[:, : self.fmt.prompt_len])
-        return [self.read(row) for row in answers.tolist()]
+        """Each problem answered at its width (:meth:`width_of`), the problems of one width in batches."""
+        answers: list[Answer | None] = [None] * len(problems)
+        by_width: dict[int, list[int]] = {}
+        for i, p in enumerate(problems):
+            by_width.setdefault(self.width_of(p), []).append(i)
+        for width, indices in by_width.items():
+            fmt = self.format_at(width)
+            prompts = self.encode([problems[i] for i in indices], fmt)[:, : fmt.prompt_len]
+            for i, row in zip(indices, self.generate(prompts, fmt=fmt).tolist(), strict=True):
+                answers[i] = self.read(row, fmt)
+        return answers
 
     # ---- scoring ----------------------------------------------------------------------------------------
     def evaluate(self, problems: list[Problem], lines: list[int] | None = None, show_mistakes: int = 10) -> dict:

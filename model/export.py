@@ -77,7 +77,7 @@ def check_expressible(calc: Calculator) -> None:
             f"share {n_kv} key/value head{'s' * (n_kv > 1)}) and GPT2LMHeadModel has one key/value head per query "
             "head; TransformerLens loads it as it is (model.lens.transformer_lens_model)"
         )
-    if calc.fmt.seq_len - 1 > cfg.block_size:
+    if calc.fmt.seq_len - 1 > calc.net.trained_len:
         raise ExportError(f"block_size={cfg.block_size} is shorter than the model's problems")
 
 
@@ -88,7 +88,7 @@ def gpt2_config(calc: Calculator):
     cfg, fmt, tok = calc.net.cfg, calc.fmt, calc.tokenizer
     return GPT2Config(
         vocab_size=cfg.vocab_size,
-        n_positions=cfg.block_size,
+        n_positions=calc.net.trained_len,  # the trained layout (place models fold their places into it)
         n_embd=cfg.d_model,
         n_layer=cfg.n_layers,
         n_head=cfg.n_heads,
@@ -193,7 +193,7 @@ def hf_tokenizer(calc: Calculator):
         pad_token="[PAD]",
         add_bos_token=True,
         add_eos_token=False,
-        model_max_length=calc.net.cfg.block_size,
+        model_max_length=calc.net.trained_len,
         padding_side="left",
         name_or_path="tinycalc",
     )  # TransformerLens reads init_kwargs["name_or_path"]

@@ -36,7 +36,7 @@ def bridge_config(calc: Calculator):
         n_heads=cfg.n_heads,
         n_key_value_heads=cfg.n_kv_heads if (cfg.n_kv_heads or cfg.n_heads) != cfg.n_heads else None,
         n_layers=cfg.n_layers,
-        n_ctx=cfg.block_size,
+        n_ctx=calc.net.trained_len,  # the trained layout (place models fold their places into it)
         d_mlp=cfg.mlp_ratio * cfg.d_model,
         d_vocab=cfg.vocab_size,
         act_fn="gelu",  # exact GELU, as F.gelu

@@ -10,8 +10,8 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from data.positions import place_ids
-from data.problems import ProblemFormat
+from data.positions import place_ids, shifted
+from data.problems import ProblemFormat, width_of
 from model.transformer import Transformer, TransformerConfig
 
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile
@@ -281,12 +281,18 @@ class CalculatorModule(L.LightningModule):
         self.save_hyperparameters(ignore=["compile"])
         self.schedule = AdamWSchedule(**optim)
         self.fmt = ProblemFormat(**fmt)
-        self.net = Transformer(TransformerConfig(**model), place_ids=place_ids(self.fmt))
+        config = TransformerConfig(**model)
+        self.net = Transformer(config, place_ids=place_ids(self.fmt, config.place_of))
         self.val_history: list[dict] = []  # one entry per validation: step, exact_match, loss
         self.compile_mode = compile
         self.training_loss = self.teacher_forced_loss  # compiled in setup("fit") when asked
 
     # ---- the two ways of reading a batch ------------------------------------------------------------
+    def layout(self, seq: torch.Tensor) -> ProblemFormat:
+        """The format of a batch: the trained one, or, for a batch of another width (``mixed_widths`` training),
+        the same format at that width (known from the sequences' length)."""
+        return self.fmt if seq.shape[1] == self.fmt.seq_len else width_of(self.fmt, seq.shape[1])
+
     def forced_scores(self, seq: torch.Tensor):
         """One teacher-forced pass -> (loss on the answer and [EOS] tokens, (B,) whole answer is argmax).
 
@@ -295,13 +301,25 @@ class CalculatorModule(L.LightningModule):
         """
         return self.answer_scores(self.answer_logits(seq), seq)
 
-    def teacher_forced_loss(self, seq: torch.Tensor) -> torch.Tensor:
+    def teacher_forced_loss(self, seq: torch.Tensor, places: torch.Tensor | None = None) -> torch.Tensor:
         """The training loss: cross-entropy on seq's answer and [EOS] tokens, teacher-forced."""
-        return self.forced_scores(seq)[0]
+        return self.answer_scores(self.answer_logits(seq, places), seq)[0]
 
-    def answer_logits(self, seq: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced logits (B, answer_len + 1, vocab) predicting seq's answer and [EOS] tokens."""
-        return self.net(seq[:, :-1], logits_from=self.answer_logits_from)[0]
+    def answer_logits(self, seq: torch.Tensor, places: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher-forced logits (B, answer_len + 1, vocab) predicting seq's answer and [EOS] tokens; ``places``:
+        (B, seq_len) place ids (None: the trained layout's, as every evaluation reads it)."""
+        return self.net(seq[:, :-1], logits_from=self.layout(seq).prompt_len - 1, places=places)[0]
+
+    def training_places(self, seq: torch.Tensor) -> torch.Tensor | None:
+        """A training batch's place ids (B, seq_len), each sequence's shifted by a random 0..k, where k reaches the
+        longest width the model addresses (trained digits + ``place_offset``), so every place up to there is
+        learned at every width; None for a model without places, or one trained on its own layout only."""
+        cfg, fmt = self.net.cfg, self.layout(seq)
+        spare = self.fmt.digits + cfg.place_offset - fmt.digits  # places above this width's top one
+        if not cfg.place_embedding or (fmt == self.fmt and not spare):
+            return None
+        places = torch.tensor(place_ids(fmt, cfg.place_of), device=seq.device)  # (seq_len,)
+        return shifted(places, torch.randint(spare + 1, (len(seq),), device=seq.device))
 
     @property
     def answer_logits_from(self) -> int:
@@ -311,8 +329,9 @@ class CalculatorModule(L.LightningModule):
     def answer_scores(self, logits: torch.Tensor, seq: torch.Tensor):
         """Logits (B, answer_len + 1, vocab) of seq's positions answer_logits_from.. -> (loss on the answer and
         [EOS], (B,) every answer token is the argmax)."""
-        A = self.fmt.answer_len
-        target = seq[:, self.fmt.prompt_len :]  # the answer and [EOS]
+        fmt = self.layout(seq)
+        A = fmt.answer_len
+        target = seq[:, fmt.prompt_len :]  # the answer and [EOS]
         loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
         return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
 
@@ -344,7 +363,7 @@ class CalculatorModule(L.LightningModule):
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         if self.compile_mode in CUDA_GRAPH_MODES:
             torch.compiler.cudagraph_mark_step_begin()  # a new step: the last step's graph outputs may be reused
-        loss = self.training_loss(batch)
+        loss = self.training_loss(batch, self.training_places(batch))
         # logged at the loggers' pace, not every step: each self.log costs Lightning a walk over its result object
         # (host time a GPU step cannot spare), and a prog_bar=True value would be read back from the device every
         # step; the bar shows it at the same pace (training/callbacks.py: StepProgressBar)

@@ -15,6 +15,9 @@ from torch.nn import functional as F
 from model.attention import KVCache, MultiHeadAttention, check_head_sizes, check_size
 
 
+PLACE_SCHEMES = ("predicted", "own")  # TransformerConfig.place_of
+
+
 @dataclass
 class TransformerConfig:
     """Everything needed to rebuild the network; stored in every checkpoint."""
@@ -35,6 +38,14 @@ class TransformerConfig:
     # false: no learned absolute positions, only the place embedding (position coupling, Cho et al. 2024):
     # the same place can then only be found by its place, and '+' and '*' do not need to tell a from b.
     position_embedding: bool = True
+    # Places beyond the trained width (length generalisation): the place embedding gets place_offset more
+    # places, and training shifts every digit's place by a random 0..place_offset (CalculatorModule), so the
+    # model has learned every place of problems up to place_offset digits longer than it was trained on.
+    place_offset: int = 0
+    # Which place a token carries: "predicted" -- an answer token carries the place of the digit it predicts, so
+    # the query writing the tens and both operands' tens share an id (position coupling, Cho et al. 2024) --
+    # or "own" -- every digit carries its own place (abacus embeddings, McLeish et al. 2024).
+    place_of: str = "predicted"
 
     def __post_init__(self) -> None:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
@@ -43,6 +54,10 @@ class TransformerConfig:
         for name in ("bias", "tie_weights", "place_embedding", "position_embedding"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
+        if not isinstance(self.place_offset, int) or isinstance(self.place_offset, bool) or self.place_offset < 0:
+            raise ValueError(f"place_offset={self.place_offset!r}: must be a whole number >= 0")
+        if self.place_of not in PLACE_SCHEMES:
+            raise ValueError(f"place_of={self.place_of!r}: must be one of {', '.join(PLACE_SCHEMES)}")
         if not (self.position_embedding or self.place_embedding):
             raise ValueError("position_embedding=false: needs place_embedding=true, or the model has no positions")
 
@@ -89,8 +104,9 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    """place_ids: with ``cfg.place_embedding``, the digit place of each position (block_size ints, 0 = no digit),
-    given by the problem format (:func:`data.positions.place_ids`)."""
+    """place_ids: with ``cfg.place_embedding``, the digit place of each position of the trained layout (0 = no
+    digit), given by the problem format (:func:`data.positions.place_ids`): what ``forward`` uses when it is given
+    no ``places``. Other layouts (longer problems, shifted places) pass their own ``places``."""
 
     def __init__(self, cfg: TransformerConfig, place_ids: list[int] | None = None):
         super().__init__()
@@ -99,10 +115,10 @@ class Transformer(nn.Module):
         if cfg.position_embedding:
             self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
         if cfg.place_embedding:
-            if place_ids is None or len(place_ids) != cfg.block_size:
-                raise ValueError(f"place_embedding=true needs the digit place of all {cfg.block_size} positions")
-            self.register_buffer("place_ids", torch.tensor(place_ids), persistent=False)  # (block_size,)
-            self.place_emb = nn.Embedding(max(place_ids) + 1, cfg.d_model)
+            if place_ids is None or not 0 < len(place_ids) <= cfg.block_size:
+                raise ValueError(f"place_embedding=true needs the digit place of every position (<= {cfg.block_size})")
+            self.register_buffer("place_ids", torch.tensor(place_ids), persistent=False)  # (trained seq_len,)
+            self.place_emb = nn.Embedding(max(place_ids) + 1 + cfg.place_offset, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
@@ -133,6 +149,7 @@ class Transformer(nn.Module):
         need_weights: bool = False,
         caches: list[KVCache] | None = None,
         logits_from: int = 0,
+        places: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
         """idx (B, T) token ids -> logits (B, T - logits_from, vocab_size), and each layer's weights when asked.
 
@@ -140,24 +157,40 @@ class Transformer(nn.Module):
         caches: one :class:`KVCache` per layer for incremental decoding (idx then holds new tokens only).
         logits_from: the first position whose next-token logits are wanted. Training only needs the
             answer's; the last layer then skips the MLP on earlier positions (~18% of a default step).
+        places: with the place embedding, each position's place id, (T_total,) or (B, T_total) from position 0
+            (with caches, the whole sequence's); None = the trained layout's (``place_ids``).
         """
         if caches and logits_from:
             raise ValueError("logits_from is for whole sequences; with caches idx holds only the new tokens")
-        x = self.embed(idx, start=caches[0].length if caches else 0)
+        x = self.embed(idx, start=caches[0].length if caches else 0, places=places)
         x, weights = self.run_blocks(x, need_weights=need_weights, caches=caches, keep_from=logits_from)
         return self.unembed(x), weights
 
-    def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """Token ids (B, T) at positions start.. -> the residual stream (B, T, d_model)."""
+    def embed(self, idx: torch.Tensor, start: int = 0, places: torch.Tensor | None = None) -> torch.Tensor:
+        """Token ids (B, T) at positions start.. -> the residual stream (B, T, d_model); ``places`` as in ``forward``."""
         T = idx.shape[1]
         if start + T > self.cfg.block_size:
             raise ValueError(f"sequence of {start + T} tokens is longer than block_size={self.cfg.block_size}")
-        return self.drop(self.tok_emb(idx) + self.position_table()[start : start + T])
+        if places is None and start + T <= self.trained_len:
+            return self.drop(self.tok_emb(idx) + self.position_table()[start : start + T])
+        x = self.tok_emb(idx)
+        if self.cfg.position_embedding:
+            x = x + self.pos_emb.weight[start : start + T]
+        if self.cfg.place_embedding:
+            if places is None:
+                raise ValueError(f"a sequence of {start + T} tokens is longer than the trained layout: give its places")
+            x = x + self.place_emb(places[..., start : start + T])
+        return self.drop(x)
+
+    @property
+    def trained_len(self) -> int:
+        """Positions of the layout ``position_table`` covers: the trained one with places, else block_size."""
+        return len(self.place_ids) if self.cfg.place_embedding else self.cfg.block_size
 
     def position_table(self) -> torch.Tensor:
-        """What each position adds to its token's embedding, (block_size, d_model): the learned position
-        embedding, the place embedding, or their sum (a fixed layout makes them one table)."""
-        parts = [self.pos_emb.weight] if self.cfg.position_embedding else []
+        """What each position of the trained layout adds to its token's embedding, (trained_len, d_model): the
+        learned position embedding, the place embedding, or their sum (a fixed layout makes them one table)."""
+        parts = [self.pos_emb.weight[: self.trained_len]] if self.cfg.position_embedding else []
         parts += [self.place_emb(self.place_ids)] if self.cfg.place_embedding else []
         return sum(parts[1:], parts[0])
 
@@ -190,8 +223,11 @@ class Transformer(nn.Module):
         return self.lm_head(self.ln_f(self.hook_resid_final(x)))
 
     @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, n_new: int, use_cache: bool = True) -> torch.Tensor:
-        """Greedy decoding. prompt (B, T) -> the n_new tokens that follow it, (B, n_new).
+    def generate(
+        self, prompt: torch.Tensor, n_new: int, use_cache: bool = True, places: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Greedy decoding. prompt (B, T) -> the n_new tokens that follow it, (B, n_new); ``places`` (as in
+        ``forward``) cover the prompt and the new tokens.
 
         With ``use_cache`` every layer keeps its keys/values, so each new token costs one position
         of compute instead of re-running the whole sequence.
@@ -199,7 +235,7 @@ class Transformer(nn.Module):
         caches = [KVCache() for _ in self.blocks] if use_cache else None
         seq, step_input, new = prompt, prompt, []
         for _ in range(n_new):
-            logits, _ = self(step_input if use_cache else seq, caches=caches)
+            logits, _ = self(step_input if use_cache else seq, caches=caches, places=places)
             next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
             new.append(next_token)
             step_input = next_token

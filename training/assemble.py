@@ -21,7 +21,9 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
         torch.set_num_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, "data")
-    model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=datamodule.fmt.seq_len)
+    # the longest problems the model can be asked: its trained width, plus place_offset digits for a place model
+    longest = datamodule.fmt.at_width(datamodule.fmt.digits + cfg.model.get("place_offset", 0))
+    model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=longest.seq_len)
     optim = build(cfg.optim, "optim")
     try:
         module = CalculatorModule(model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict(), cfg.compile)

@@ -1,0 +1,88 @@
+"""Verify 10-digit adders to AdderBoard's standard: python verify.py RUN [RUN ...] [--json] [--show N]
+
+Each run (a run directory or a .ckpt file) answers 10,000 random pairs drawn with seed 2025 and the edge cases
+that random pairs miss (every carry pattern, carry chains, zeros and nines, sum-9 cascades:
+analysis/adderboard.py). A run passes with >= 99% of the random pairs and every edge case right; the failures
+are listed. Exit status: 0 every run passed, 1 some run failed, 2 a run could not be verified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python verify.py", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories or .ckpt files")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    parser.add_argument("--show", type=int, default=5, metavar="N", help="failures listed per suite (default 5)")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, mps or auto")
+    return parser
+
+
+def check_adder(calc, run: str) -> None:
+    """ValueError unless ``calc`` adds numbers of 10 digits."""
+    from analysis.adderboard import DIGITS
+
+    if "+" not in calc.fmt.operators or calc.longest < DIGITS:
+        raise ValueError(
+            f"{run}: {calc.describe()}; verification is for models that add {DIGITS}-digit numbers "
+            "(python train.py experiment=add10, or experiment=add_length)"
+        )
+
+
+def report(run: str, results, show: int) -> None:
+    from analysis.adderboard import THRESHOLD
+
+    passed = all(r.passed for r in results)
+    print(f"{run}: {'PASS' if passed else 'FAIL'}")
+    for r in results:
+        need = f">= {THRESHOLD:.0%}" if r.name == "random pairs" else "all"
+        mark = "ok" if r.passed else "FAIL"
+        print(f"  {r.name:<16} {r.right:>6,} / {r.n:<6,} {r.exact_match:8.2%}  (need {need})  {mark}")
+        for f in r.failures[:show]:
+            print(
+                f"      {f['problem']} = {f['truth']}, model: {f['model'] if f['model'] is not None else f['model_text']}"
+            )
+        if len(r.failures) > show:
+            print(f"      ... and {len(r.failures) - show} more")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from analysis.adderboard import verify
+    from model.checkpoint import CheckpointError, load_calculator
+    from model.device import DeviceError
+
+    verdicts, status = {}, 0
+    for run in args.runs:
+        try:
+            calc = load_calculator(run, args.device)
+            check_adder(calc, run)
+        except (CheckpointError, DeviceError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            status = 2
+            continue
+        results = verify(calc)
+        passed = all(r.passed for r in results)
+        status = max(status, 0 if passed else 1)
+        verdicts[run] = {
+            "passed": passed,
+            "suites": {
+                r.name: {"n": r.n, "right": r.right, "passed": r.passed, "failures": r.failures} for r in results
+            },
+        }
+        if not args.json:
+            report(run, results, args.show)
+    if args.json:
+        print(json.dumps(verdicts, indent=1))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
