@@ -46,9 +46,8 @@ def report(run: str, results, show: int) -> None:
         mark = "ok" if r.passed else "FAIL"
         print(f"  {r.name:<16} {r.right:>6,} / {r.n:<6,} {r.exact_match:8.2%}  (need {need})  {mark}")
         for f in r.failures[:show]:
-            print(
-                f"      {f['problem']} = {f['truth']}, model: {f['model'] if f['model'] is not None else f['model_text']}"
-            )
+            written = f["model"] if f["model"] is not None else f"? ({f['model_text']!r})"
+            print(f"      {f['problem']} = {f['truth']}, model: {written}")
         if len(r.failures) > show:
             print(f"      ... and {len(r.failures) - show} more")
 

@@ -14,7 +14,6 @@ from torch.nn import functional as F
 
 from model.attention import KVCache, MultiHeadAttention, check_head_sizes, check_size
 
-
 PLACE_SCHEMES = ("predicted", "own")  # TransformerConfig.place_of
 
 
@@ -167,7 +166,7 @@ class Transformer(nn.Module):
         return self.unembed(x), weights
 
     def embed(self, idx: torch.Tensor, start: int = 0, places: torch.Tensor | None = None) -> torch.Tensor:
-        """Token ids (B, T) at positions start.. -> the residual stream (B, T, d_model); ``places`` as in ``forward``."""
+        """Token ids (B, T) at positions start.. -> the residual stream (B, T, d_model); places: as in ``forward``."""
         T = idx.shape[1]
         if start + T > self.cfg.block_size:
             raise ValueError(f"sequence of {start + T} tokens is longer than block_size={self.cfg.block_size}")
