@@ -16,8 +16,10 @@ Our network is GPT-2's architecture: pre-LN blocks, learned absolute positions, 
 
 Grouped-query attention (``n_kv_heads < n_heads``) has no GPT-2 form and is refused with one line.
 The tokenizer becomes a ``PreTrainedTokenizerFast`` (one token per character, [PAD] [BOS] [EOS]) that
-puts [BOS] in front of every text, as our prompts start. Before anything is moved into OUT_DIR the export
-is loaded back from disk and checked against our model: logits on 1,000 problems and greedy answers.
+puts [BOS] in front of every text, as our prompts start, and encodes a character outside the vocabulary as
+[PAD] (TransformerLens' ``boot_transformers`` probes every tokenizer with "a"; ours refuses it). Before
+anything is moved into OUT_DIR the export is loaded back from disk and checked against our model: logits
+on 1,000 problems and greedy answers.
 """
 
 from __future__ import annotations
@@ -183,11 +185,15 @@ def gpt2_model(calc: Calculator):
 
 
 def hf_tokenizer(calc: Calculator):
-    """Our character tokenizer as a ``PreTrainedTokenizerFast`` that writes [BOS] before every text."""
+    """Our character tokenizer as a ``PreTrainedTokenizerFast`` that writes [BOS] before every text and [PAD]
+    for a character it does not know (TransformerLens' loader encodes "a" to learn where [BOS] goes)."""
+    from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
+    spec = json.loads(calc.tokenizer.tokenizer.to_str())  # a copy: our own tokenizer keeps refusing
+    spec["model"]["unk_token"] = "[PAD]"  # unknown characters -> [PAD], so that any text encodes
     return PreTrainedTokenizerFast(
-        tokenizer_object=calc.tokenizer.tokenizer,
+        tokenizer_object=Tokenizer.from_str(json.dumps(spec)),
         bos_token="[BOS]",
         eos_token="[EOS]",
         pad_token="[PAD]",
@@ -315,6 +321,18 @@ print(int({read}))  # {example.truth}
 
 `generation_config.json` already asks for greedy decoding of {fmt.answer_len} tokens. All prompts have the \
 same length, so a batch needs no padding. `config.json` also records the format, under `tinycalc`.
+
+## In TransformerLens
+
+```python
+from transformer_lens.model_bridge import TransformerBridge
+
+model = TransformerBridge.boot_transformers("{out_dir}")  # raw weights: logits equal the model's
+logits, cache = model.run_with_cache(model.to_tokens("{prompt}"))  # [BOS] written once
+cache["blocks.0.attn.hook_pattern"]  # (batch, head, query, key)
+```
+
+A character outside the vocabulary encodes as `[PAD]`: TransformerLens probes every tokenizer with `"a"`.
 
 ## Checked when written
 

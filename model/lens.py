@@ -96,8 +96,8 @@ def transformer_lens_model(source: str | Path | Calculator):
         source = load_calculator(source)
     model = TransformerBridge.boot_native(bridge_config(source))
     model.load_state_dict(bridge_state_dict(source.net), strict=True)
-    # Attached after boot: boot's tokenizer set-up probes it with "a", which our character vocabulary refuses.
-    # What the probe would find: the tokenizer writes [BOS] itself (so to_tokens adds none) and no [EOS].
+    # boot_native loads no tokenizer, so none is probed: set what the probe would find (see boot_transformers):
+    # the tokenizer writes [BOS] itself (so to_tokens adds none) and no [EOS].
     model.tokenizer = hf_tokenizer(source)
     model.cfg.tokenizer_prepends_bos, model.cfg.tokenizer_appends_eos = True, False
     return model.eval()

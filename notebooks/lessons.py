@@ -1,5 +1,6 @@
 """What every notebook in this folder needs first: the repository on the import path, a quiet Lightning,
-one function that trains a calculator, and a way to show the project's figures inline.
+one function that trains a calculator, a way to show the project's figures inline, and the exercises'
+check that an answer was given.
 
 ``import lessons`` works when the notebook runs from this folder (Jupyter's default). Nothing here
 re-implements the project: ``train_calculator`` is ``data.datamodule`` + ``model.module`` + a plain
@@ -116,3 +117,13 @@ def show(figure):
     png = io.BytesIO()
     figure.savefig(png, format="png", dpi=90)
     return Image(data=png.getvalue())
+
+
+class Unanswered(Exception):
+    """An exercise cell run with its ``...`` still in place of an answer."""
+
+
+def answered(*answers) -> None:
+    """Raise :class:`Unanswered` while any answer is still ``...`` (an exercise as the notebook ships it)."""
+    if any(answer is ... for answer in answers):
+        raise Unanswered("replace each ... with your answer and run the cell again (a worked solution is below it)")

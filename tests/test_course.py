@@ -7,6 +7,7 @@ sizes) and compared with what the lessons say it should be.
 from __future__ import annotations
 
 import ast
+import json
 import math
 import os
 import re
@@ -403,6 +404,35 @@ def test_course_md_names_only_what_exists(capsys, monkeypatch, tmp_path):
             check_command(program, args, capsys, monkeypatch, tmp_path / str(i))
         except SystemExit as e:  # argparse or train.py's command-line check rejected it
             pytest.fail(f"docs/course.md: {command!r} exits with {e.code}: {capsys.readouterr().err}")
+
+
+def notebook_cells(stem: str) -> list[dict] | None:
+    path = ROOT / "notebooks" / f"{stem}.ipynb"
+    return json.loads(path.read_text())["cells"] if path.is_file() else None
+
+
+def test_course_md_notebook_cells_and_their_solutions_are_real():
+    """Every `notebooks/X.ipynb#cell-id` on the page is a cell of that notebook; one ending in -solution is a
+    "Solution" heading followed by the collapsed code cell that holds the worked answer; and a line that names
+    an exercise (a cell with a solution) names its solution too."""
+    text = COURSE_MD.read_text()
+    refs = re.findall(r"`notebooks/(\w+)\.ipynb#([\w-]+)`", text)
+    assert len({r for r in refs if r[1].endswith("-solution")}) >= 16, refs
+    for stem, cell_id in sorted(set(refs)):
+        cells = notebook_cells(stem)
+        assert cells is not None, f"docs/course.md: no notebook notebooks/{stem}.ipynb"
+        ids = [c["id"] for c in cells]
+        assert cell_id in ids, f"docs/course.md: notebooks/{stem}.ipynb has no cell {cell_id!r}"
+        if cell_id.endswith("-solution"):
+            heading, solution = cells[ids.index(cell_id)], cells[ids.index(cell_id) + 1]
+            assert "".join(heading["source"]).startswith("#### Solution"), f"{stem}#{cell_id} is no Solution heading"
+            assert solution["cell_type"] == "code", f"{stem}#{cell_id} is followed by no code"
+            assert solution["metadata"].get("jupyter", {}).get("source_hidden"), f"{stem}#{cell_id}: not collapsed"
+    for line in text.splitlines():
+        named = set(re.findall(r"`notebooks/(\w+)\.ipynb#([\w-]+)`", line))
+        for stem, cell_id in named:
+            if f"{cell_id}-solution" in {c["id"] for c in notebook_cells(stem)}:
+                assert (stem, f"{cell_id}-solution") in named, f"docs/course.md: {stem}#{cell_id} without its solution"
 
 
 def check_train_command(args: list[str], run_dir) -> None:

@@ -395,6 +395,66 @@ def test_lens_loads_grouped_query_attention(runs, problems):
     assert logit_diff <= 1e-4 and pattern_diff <= 1e-5
 
 
+LENS_ONLY = textwrap.dedent("""
+    # TransformerLens' own loader on the export: no tinycalc code is importable (python -I, cwd outside the checkout)
+    import importlib.util, json, sys
+    import torch
+    from transformer_lens.model_bridge import TransformerBridge
+    assert importlib.util.find_spec("model") is None and importlib.util.find_spec("data") is None
+    out_dir, work = sys.argv[1], sys.argv[2]
+    job = json.load(open(f"{work}/job.json"))
+    model = TransformerBridge.boot_transformers(out_dir, device="cpu")
+    with torch.inference_mode():
+        logits, cache = model.run_with_cache(torch.tensor(job["sequences"]))
+    torch.save({
+        "prompt": model.to_tokens(job["prompt"]),
+        "logits": logits,
+        "patterns": [cache[f"blocks.{layer}.attn.hook_pattern"] for layer in range(model.cfg.n_layers)],
+    }, f"{work}/lens.pt")
+""")
+
+
+@needs_extra
+def test_transformer_lens_loads_the_export_from_any_directory(hf_dir, calc_add, problems, tmp_path):
+    """TransformerBridge.boot_transformers(OUT_DIR) in a process started in tmp_path, without PYTHONPATH: its
+    to_tokens writes [BOS] once (the probe of the tokenizer passed), and its logits and every layer x head
+    pattern equal ours, within the fp32 tolerances of the boot_native bridge above."""
+    fmt, seqs = calc_add.fmt, calc_add.encode(problems)[:, :-1]
+    job = {"prompt": fmt.prompt_text(problems[0].a, problems[0].op, problems[0].b), "sequences": seqs.tolist()}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    (tmp_path / "lens_only.py").write_text(LENS_ONLY)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-I", str(tmp_path / "lens_only.py"), str(hf_dir), str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    theirs = torch.load(tmp_path / "lens.pt")
+    assert torch.equal(theirs["prompt"], seqs[:1, : fmt.prompt_len])  # [BOS] 1 2 + 3 4 =, [BOS] once
+    with torch.inference_mode():
+        ours, weights = calc_add.net(seqs, need_weights=True)
+    assert (theirs["logits"] - ours).abs().max() <= 1e-4
+    assert len(theirs["patterns"]) == len(weights)
+    assert max(float((p - w).abs().max()) for p, w in zip(theirs["patterns"], weights, strict=True)) <= 1e-5
+
+
+@needs_extra
+def test_the_export_tokenizer_writes_pad_for_an_unknown_character():
+    """What lets TransformerLens' loader probe it with "a"; our own tokenizer still refuses the character."""
+    from data.tokenizer import UnknownCharacterError
+
+    calc = random_calculator()
+    tokenizer, ours = hf_tokenizer(calc), calc.tokenizer
+    assert tokenizer("a").input_ids == [ours.bos_id, ours.pad_id]
+    assert tokenizer("12+34=").input_ids == ours.encode("12+34=", bos=True)
+    with pytest.raises(UnknownCharacterError):
+        ours.encode("a")
+
+
 # ---- the worked example: activation patching of a carry ----------------------------------------------------
 def load_example():
     spec = importlib.util.spec_from_file_location("patching_example", ROOT / "docs" / "patching.py")

@@ -1,5 +1,6 @@
-"""The lessons as notebooks (notebooks/*.ipynb): they are committed clean, they run top to bottom with their
-exercises' asserts passing, and docs/course.md's pointers into them name real cells.
+"""The lessons as notebooks (notebooks/*.ipynb): they are committed clean, they run top to bottom, every
+exercise waits for the learner's answer and its worked solution passes the exercise's assert, and
+docs/course.md's pointers into them name real cells.
 
 Executing needs the notebooks extra (pip install -e ".[notebooks]"). Without it the execution tests are
 skipped, unless TINYCALC_REQUIRE_NOTEBOOKS=1 (CI sets it), which makes a missing extra a failure.
@@ -36,10 +37,25 @@ def source(cell: dict) -> str:
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
-def exercise_cells(nb: dict) -> list[dict]:
-    """The code cells after the notebook's "Exercises" heading."""
+def exercise_section(nb: dict) -> list[dict]:
+    """The cells from the notebook's "Exercises" heading on."""
     ids = [c["id"] for c in nb["cells"]]
-    return [c for c in nb["cells"][ids.index("exercises") :] if c["cell_type"] == "code"]
+    return nb["cells"][ids.index("exercises") :]
+
+
+def is_solution(cell: dict) -> bool:
+    """A worked solution: a code cell Jupyter shows collapsed."""
+    return cell["cell_type"] == "code" and cell["metadata"].get("jupyter", {}).get("source_hidden") is True
+
+
+def exercises_and_solutions(nb: dict) -> list[tuple[dict, dict]]:
+    """(exercise cell, its worked solution) for every exercise, in order."""
+    code = [c for c in exercise_section(nb) if c["cell_type"] == "code"]
+    return list(zip(code[::2], code[1::2], strict=True))
+
+
+def tags(cell: dict) -> list[str]:
+    return cell["metadata"].get("tags", [])
 
 
 def require(module: str):
@@ -79,19 +95,27 @@ def test_notebook_code_is_python_that_uses_the_projects_real_code(stem):
 
 def test_the_attention_block_notebook_runs_and_its_exercises_are_right(monkeypatch, capsys):
     """Notebook 01 (no training) run in this process, cell by cell from its folder, without the notebooks
-    extra: no cell raises, every exercise's assert passes and it prints "right", and the cells docs/course.md
-    cites for a fact print that fact, measured on our MultiHeadAttention."""
+    extra: every exercise, as it ships, stops with lessons.Unanswered; no other cell raises; every worked
+    solution's assert passes and it prints "right"; and the cells docs/course.md cites for a fact print that
+    fact, measured on our MultiHeadAttention."""
     monkeypatch.chdir(NOTEBOOKS)
     monkeypatch.syspath_prepend(str(NOTEBOOKS))
     namespace = {"__name__": "__main__"}
     printed = {}
+    nb = read("01_attention_block")
     with torch.random.fork_rng(), torch.enable_grad():  # the notebook turns autograd off: not for the next test
-        for cell in read("01_attention_block")["cells"]:
+        for cell in nb["cells"]:
             if cell["cell_type"] == "code":
-                exec(compile(source(cell), f"01_attention_block#{cell['id']}", "exec"), namespace)
+                code = compile(source(cell), f"01_attention_block#{cell['id']}", "exec")
+                if "raises-exception" in tags(cell):
+                    with pytest.raises(namespace["lessons"].Unanswered):
+                        exec(code, namespace)
+                else:
+                    exec(code, namespace)
                 printed[cell["id"]] = capsys.readouterr().out
-    for cell in exercise_cells(read("01_attention_block")):
-        assert printed[cell["id"]].startswith("right"), (cell["id"], printed[cell["id"]])
+    for exercise, solution in exercises_and_solutions(nb):
+        assert printed[exercise["id"]] == "", exercise["id"]  # stopped before any check ran
+        assert printed[solution["id"]].startswith("right"), (solution["id"], printed[solution["id"]])
     assert "our calculator: d_model=64, n_heads=4, head_dim=16" in printed["calculator-row-1"]
     assert "same shape: True   same numbers: False" in printed["wrong-view-1"]  # the view without the transpose
     assert "head 0 and head 1 differ: True" in printed["softmax-1"]
@@ -117,14 +141,52 @@ def test_notebook_is_committed_without_outputs(stem):
     assert "import lessons" in source(nb["cells"][1]), "the second cell sets up the import path"
 
 
+def answers(cell: dict) -> dict[str, bool]:
+    """The cell's top-level answers -> whether each is still blank: ``answer_x = ...``, or a
+    ``def answer_x(...)`` whose return value is ``...``."""
+    out = {}
+    for node in ast.parse(source(cell)).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id.startswith("answer_"):
+            out[target.id] = isinstance(node.value, ast.Constant) and node.value.value is ...
+        elif isinstance(node, ast.FunctionDef) and node.name.startswith("answer_"):
+            returned = [n.value for n in ast.walk(node) if isinstance(n, ast.Return)]
+            out[node.name] = all(isinstance(r, ast.Constant) and r.value is ... for r in returned)
+    return out
+
+
+def check_part(cell: dict) -> str:
+    """The cell from its ``lessons.answered(...)`` line on: what checks the answers."""
+    text = source(cell)
+    return text[text.index("lessons.answered(") :]
+
+
 @pytest.mark.parametrize("stem", LESSONS)
-def test_every_notebook_ends_with_exercises_checked_by_asserts(stem):
-    exercises = exercise_cells(read(stem))
-    assert len(exercises) >= 3
-    for cell in exercises:
-        text = source(cell)
-        assert re.search(r"^answer_\w* = ", text, re.M), f"{cell['id']}: no answer for the learner to change"
-        assert "assert " in text and 'print("right' in text, f"{cell['id']}: the answer is not checked"
+def test_every_notebook_ends_with_blank_exercises_each_followed_by_its_worked_solution(stem):
+    """After "Exercises": per exercise a question, the code cell the learner fills in (every answer ``...``,
+    tagged raises-exception so that nbclient and nbconvert run past it), a "Solution" heading, and a
+    collapsed cell that fills in every answer and runs exactly the exercise's check."""
+    nb = read(stem)
+    section = exercise_section(nb)[1:]
+    assert len(section) % 4 == 0 and len(section) >= 12, [c["id"] for c in section]
+    for question, exercise, heading, solution in zip(*[iter(section)] * 4, strict=True):
+        name = question["id"]
+        assert question["cell_type"] == "markdown" and exercise["id"] == f"{name}-1", name
+        assert exercise["cell_type"] == "code" and not is_solution(exercise), name
+        assert tags(exercise) == ["raises-exception"], f"{name}: not tagged raises-exception"
+        assert heading["cell_type"] == "markdown" and heading["id"] == f"{name}-solution", name
+        assert source(heading).startswith("#### Solution"), name
+        assert is_solution(solution) and solution["id"] == f"{name}-solution-1" and not tags(solution), name
+
+        blank, worked = answers(exercise), answers(solution)
+        assert blank and all(blank.values()), f"{name}: an answer is not left as ... for the learner"
+        assert worked.keys() == blank.keys() and not any(worked.values()), f"{name}: the solution misses an answer"
+        check = check_part(exercise)
+        assert check_part(solution) == check, f"{name}: the solution is checked differently from the exercise"
+        called = check.splitlines()[0]
+        assert all(answer in called for answer in blank), f"{name}: lessons.answered() misses an answer"
+        assert "assert " in check and 'print("right' in check, f"{name}: the answer is not checked"
+        assert source(solution).split("\n", 1)[0].startswith("# "), f"{name}: the solution is not worked"
 
 
 # ---- they run -----------------------------------------------------------------------------------------------
@@ -147,10 +209,12 @@ def test_notebook_runs_top_to_bottom(stem):
 
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert [c.execution_count for c in code] == list(range(1, len(code) + 1))  # every cell ran, in order
-    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
-    for cell in exercise_cells(nb):
-        printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
-        assert "right" in printed, f"{stem}: exercise cell {cell.id} did not confirm its answer"
+    errors = {c.id: [o.ename for o in c.outputs if o.output_type == "error"] for c in code}
+    for exercise, solution in exercises_and_solutions(nb):
+        assert errors.pop(exercise.id) == ["Unanswered"], f"{stem}: exercise cell {exercise.id} as it ships"
+        printed = "".join(o.get("text", "") for o in solution.outputs if o.output_type == "stream")
+        assert "right" in printed, f"{stem}: the solution {solution.id} did not confirm its answer"
+    assert not {cell: names for cell, names in errors.items() if names}, f"{stem}: a cell failed"
     if stem != "01_attention_block":  # the others draw figures inline
         assert any("image/png" in o.get("data", {}) for c in code for o in c.outputs), stem
 
@@ -193,7 +257,8 @@ def test_course_md_references_into_notebooks_name_real_cells():
 
 def test_every_lesson_idea_and_exercise_has_a_notebook_location():
     """Every row of the page's map of ideas and of its exercise table appears in "In the notebooks", with at
-    least one cell reference. A new idea added to the map without a notebook location fails here."""
+    least one cell reference, and every notebook exercise is named there with its worked solution. A new idea
+    added to the map without a notebook location fails here, and so does a new exercise the page leaves out."""
     page = sections(COURSE_MD.read_text())
     for heading in ("The map", "The exercises and the quiz, as tests", "In the notebooks"):
         assert heading in page, f"docs/course.md has no section '## {heading}'; update this test with it"
@@ -204,5 +269,10 @@ def test_every_lesson_idea_and_exercise_has_a_notebook_location():
     for name in ideas + exercises:
         assert name in located, f"docs/course.md, In the notebooks: no row for {name!r}"
         assert CELL_REF.search(located[name]), f"docs/course.md, In the notebooks: {name!r} names no cell"
-    # and every notebook is pointed at from the page
-    assert {stem for stem, _ in CELL_REF.findall(page["In the notebooks"])} == set(LESSONS)
+    # and every notebook is pointed at from the page, every exercise with its worked solution
+    named = set(CELL_REF.findall(page["In the notebooks"]))
+    assert {stem for stem, _ in named} == set(LESSONS)
+    for stem in LESSONS:
+        for exercise, solution in exercises_and_solutions(read(stem)):
+            heading = solution["id"].removesuffix("-1")
+            assert {(stem, exercise["id"].removesuffix("-1")), (stem, heading)} <= named, f"{stem}: {heading}"
