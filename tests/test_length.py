@@ -1,0 +1,252 @@
+"""Beyond the trained length: mixed lengths and widths in training, places shifted at random, answering any width
+a model addresses, the length analysis's bookkeeping, and the 10-digit verification suites (analysis/adderboard.py).
+
+Whether a model really generalises is measured, not tested here: docs/arithmetic.md, python docs/regenerate.py."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from analysis import adderboard
+from analysis.length import accuracy_by_length, long_problems, longest_learned
+from data.datamodule import ArithmeticDataModule
+from data.expressions import ExpressionError, Problem, parse_expression
+from data.positions import place_ids, shifted
+from data.problems import ProblemFormat
+from data.tokenizer import CharTokenizer
+from model.calculator import Calculator
+from model.transformer import Transformer, TransformerConfig
+from tests.conftest import ROOT, run_train
+
+
+def carries_by_column(p: Problem, digits: int = 10) -> list[int]:
+    """1 where column i (units first) of p.a + p.b carries out, else 0."""
+    out, carry = [], 0
+    for i in range(digits):
+        carry = int((p.a // 10**i) % 10 + (p.b // 10**i) % 10 + carry >= 10)
+        out.append(carry)
+    return out
+
+
+# ---- drawing ----------------------------------------------------------------------------------------------
+def test_a_fixed_length_format_draws_exactly_as_before():
+    fmt, g1, g2 = ProblemFormat(3, "+"), torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    a, op, b = fmt.random_problems(1000, g1)
+    assert torch.equal(a, torch.randint(1000, (1000,), generator=g2))
+    assert torch.equal(b, torch.randint(1000, (1000,), generator=g2))
+    assert torch.equal(op, torch.randint(1, (1000,), generator=g2))
+
+
+def test_mixed_lengths_draw_every_operand_length_about_equally_often():
+    fmt = ProblemFormat(10, "+", mixed_lengths=True)
+    a, _, b = fmt.random_problems(20_000, torch.Generator().manual_seed(0))
+    for x in (a, b):
+        lengths = torch.tensor([len(str(v)) for v in x.tolist()])
+        counts = torch.bincount(lengths, minlength=11)[1:]
+        assert counts.min() > 1_700 and counts.max() < 2_300  # 2,000 each expected
+        assert int(x.max()) < 10**10 and int(x.min()) >= 0
+
+
+def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
+    dm = ArithmeticDataModule(
+        digits=4, mixed_lengths=True, mixed_widths=True, n_val=50, n_test=50, val_fraction=0.05, test_fraction=0.05
+    )
+    tokenizer, widths = CharTokenizer(), set()
+    for batch in dm.training_stream().draw(0), *(dm.training_stream().draw(i) for i in range(1, 40)):
+        fmt = dm.fmt.at_width((batch.shape[-1] - 5) // 3)  # '+': 3 * digits + 5 tokens
+        assert fmt.seq_len == batch.shape[-1]
+        widths.add(fmt.digits)
+        for row in batch[0, :20].tolist():
+            a, b = tokenizer.decode(row).split("=")[0].split("+")
+            split = dm.fmt.split_of(torch.tensor([int(a)]), torch.tensor([0]), torch.tensor([int(b)]), 0.05, 0.05)
+            assert int(split) == 0  # the training split, as at full width
+    assert widths == {1, 2, 3, 4}
+
+
+def test_mixed_widths_refuse_what_they_cannot_draw():
+    with pytest.raises(ValueError, match="mixed_widths=true: needs streaming=true"):
+        ArithmeticDataModule(digits=3, mixed_widths=True, streaming=False)
+
+
+# ---- places -------------------------------------------------------------------------------------------------
+def place_net(offset: int = 4, place_of: str = "predicted", digits: int = 3) -> tuple[Transformer, ProblemFormat]:
+    torch.manual_seed(0)
+    fmt = ProblemFormat(digits, "+")
+    longest = fmt.at_width(digits + offset)
+    cfg = TransformerConfig(
+        vocab_size=CharTokenizer().vocab_size, block_size=longest.seq_len, d_model=32, n_heads=4,
+        place_embedding=True, position_embedding=False, place_offset=offset, place_of=place_of,
+    )  # fmt: skip
+    return Transformer(cfg, place_ids(fmt, place_of)).eval(), fmt
+
+
+def test_places_default_to_the_trained_layout_and_shifted_places_change_the_output():
+    net, fmt = place_net()
+    idx = torch.randint(10, (5, fmt.seq_len - 1))
+    places = torch.tensor(place_ids(fmt))
+    torch.testing.assert_close(net(idx)[0], net(idx, places=places)[0])
+    assert not torch.allclose(net(idx)[0], net(idx, places=shifted(places, torch.full((5,), 2)))[0])
+    assert net.place_emb.num_embeddings == max(place_ids(fmt)) + 1 + 4  # the trained places and 4 more
+
+
+def test_shifting_moves_every_digit_and_leaves_the_rest():
+    places = torch.tensor([0, 3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3, 4, 0])
+    out = shifted(places, torch.tensor([0, 5]))
+    assert torch.equal(out[0], places) and torch.equal(out[1] - places, 5 * (places > 0))
+
+
+@pytest.mark.parametrize("place_of", ["predicted", "own"])
+def test_decoding_a_longer_problem_with_the_cache_equals_decoding_without(place_of):
+    net, fmt = place_net(place_of=place_of)
+    wide = fmt.at_width(6)
+    prompt = torch.randint(10, (3, wide.prompt_len))
+    places = torch.tensor(place_ids(wide, place_of))
+    with_cache = net.generate(prompt, wide.answer_len, use_cache=True, places=places)
+    assert torch.equal(with_cache, net.generate(prompt, wide.answer_len, use_cache=False, places=places))
+
+
+def test_own_places_number_every_digit_by_its_own_place():
+    fmt = ProblemFormat(2, "+")  # ^ a1 a0 + b1 b0 = r0 r1 r2 $
+    assert place_ids(fmt, "own") == [0, 2, 1, 0, 2, 1, 0, 1, 2, 3, 0]
+    assert place_ids(fmt, "predicted") == [0, 2, 1, 0, 2, 1, 1, 2, 3, 0, 0]
+
+
+def test_training_places_reach_the_longest_width_at_every_width():
+    from model.module import CalculatorModule
+
+    net, fmt = place_net(offset=4)
+    module = CalculatorModule(net.cfg.to_dict(), fmt.to_dict(), {})
+    torch.manual_seed(0)
+    for width in (1, 2, 3):
+        seq = torch.zeros(2000, fmt.at_width(width).seq_len, dtype=torch.int64)
+        places = module.training_places(seq)
+        assert int(places.max()) == 3 + 4 + 1  # the top answer place of a 7-digit problem, at every width
+        assert torch.equal(places == 0, (torch.tensor(place_ids(fmt.at_width(width))) == 0).expand_as(places))
+
+
+# ---- answering any width ------------------------------------------------------------------------------------
+def test_a_calculator_answers_each_problem_at_its_own_width_up_to_its_longest():
+    net, fmt = place_net(offset=4)
+    calc = Calculator(net, fmt, CharTokenizer())
+    assert (calc.trained_digits, calc.longest) == (3, 7)
+    problems = [Problem(12, "+", 7), Problem(1234567, "+", 1), Problem(98765, "+", 43210)]
+    answers = calc.answer(problems)
+    assert [len(a.text) for a in answers] == [4, 8, 6]  # each answer as wide as its problem's layout
+    seqs = calc.encode(problems[1:2], fmt.at_width(7))
+    text = fmt.at_width(7).prompt_text(1234567, "+", 1) + fmt.at_width(7).written_text(1234567, "+", 1)
+    assert seqs[0].tolist() == CharTokenizer().encode(text, bos=True, eos=True)
+
+
+def test_a_model_with_absolute_positions_only_addresses_its_block():
+    fmt = ProblemFormat(3, "+")
+    cfg = TransformerConfig(vocab_size=CharTokenizer().vocab_size, block_size=fmt.at_width(5).seq_len, d_model=32)
+    assert Calculator(Transformer(cfg), fmt, CharTokenizer()).longest == 5
+    cfg = TransformerConfig(vocab_size=CharTokenizer().vocab_size, block_size=fmt.seq_len, d_model=32)
+    assert Calculator(Transformer(cfg), fmt, CharTokenizer()).longest == 3
+
+
+def test_expressions_longer_than_the_model_addresses_are_one_clear_error():
+    fmt = ProblemFormat(3, "+")
+    assert parse_expression("1234567+1", fmt, longest=7).a == 1234567
+    with pytest.raises(ExpressionError, match="12345678 has 8 digits; this model can address at most 7"):
+        parse_expression("12345678+1", fmt, longest=7)
+    with pytest.raises(ExpressionError, match="1234 has 4 digits; this model was trained on at most 3"):
+        parse_expression("1234+1", fmt)
+
+
+# ---- the length analysis's bookkeeping ----------------------------------------------------------------------
+class RuleCalculator(Calculator):
+    """Writes the true answer up to ``right_up_to`` digits and a wrong last token beyond: the analysis must say so."""
+
+    def __init__(self, right_up_to: int):
+        net, fmt = place_net(offset=7)
+        super().__init__(net, fmt, CharTokenizer())
+        self.right_up_to = right_up_to
+
+    def generate(self, prompts, use_cache=True, fmt=None):
+        fmt = fmt or self.fmt
+        truth = []
+        for row in prompts.tolist():
+            a, b = CharTokenizer().decode(row).rstrip("=").split("+")
+            truth.append(CharTokenizer().encode(fmt.written_text(int(a), "+", int(b))))
+        out = torch.tensor(truth)
+        if fmt.digits > self.right_up_to:
+            out[:, -1] = (out[:, -1] + 1) % 10
+        return out
+
+
+def test_accuracy_by_length_scores_each_width_and_finds_the_longest_learned():
+    rows = accuracy_by_length(RuleCalculator(right_up_to=6), list(range(1, 11)), n=20)
+    assert [r.exact_match for r in rows] == [1.0] * 6 + [0.0] * 4
+    assert [r.trained for r in rows] == [True] * 3 + [False] * 7
+    assert longest_learned(rows, "+") == 6
+    problems = long_problems("+", 25, 50)
+    assert all(len(str(p.a)) == len(str(p.b)) == 25 for p in problems) and problems == long_problems("+", 25, 50)
+
+
+# ---- 10-digit verification ------------------------------------------------------------------------------------
+def test_every_carry_pattern_is_drawn_and_each_problem_carries_exactly_there():
+    problems = adderboard.carry_patterns(random.Random(0), per_pattern=1)
+    patterns = {tuple(carries_by_column(p)) for p in problems}
+    assert len(patterns) == 2**10  # all of them
+    assert all(p.a < 10**10 and p.b < 10**10 for p in problems)
+
+
+def test_sum9_cascades_carry_through_the_whole_run_or_not_at_all():
+    problems = adderboard.sum9_cascades(random.Random(0))
+    runs = [(s, n, c) for s in range(1, 10) for n in range(1, 11 - s) for c in (True, False)]
+    assert len(problems) == len(runs)
+    for p, (start, length, carry) in zip(problems, runs, strict=True):
+        column = [(p.a // 10**i) % 10 + (p.b // 10**i) % 10 for i in range(10)]
+        assert column[start : start + length] == [9] * length
+        assert carries_by_column(p)[start : start + length] == [int(carry)] * length
+
+
+def test_carry_chains_carry_through_every_place():
+    chains = adderboard.carry_chains()
+    assert Problem(9999999999, "+", 1) in chains and Problem(5000000000, "+", 5000000000) in chains
+    assert all(sum(carries_by_column(p)) >= 1 for p in chains)
+    assert any(carries_by_column(p) == [1] * 10 for p in chains)
+
+
+class Truthful:
+    """A calculator that is right except on ``wrong``."""
+
+    def __init__(self, wrong=()):
+        self.wrong = set(wrong)
+
+    def answer(self, problems):
+        from model.calculator import Answer
+
+        return [Answer("?", None) if (p.a, p.b) in self.wrong else Answer(str(p.truth), p.truth) for p in problems]
+
+
+def test_a_right_adder_passes_and_one_wrong_edge_case_fails_its_suite_and_is_named():
+    assert all(r.passed for r in adderboard.verify(Truthful()))
+    results = {r.name: r for r in adderboard.verify(Truthful(wrong={(0, 0)}))}
+    assert not results["zeros and nines"].passed and results["random pairs"].passed
+    assert results["zeros and nines"].failures[0]["problem"] == "0+0"
+
+
+def test_random_pairs_are_the_fixed_seed_draw():
+    pairs = adderboard.random_pairs()
+    assert len(pairs) == 10_000 and pairs == adderboard.random_pairs()
+    assert pairs != adderboard.random_pairs(seed=1) and max(max(p.a, p.b) for p in pairs) < 10**10
+
+
+def test_verify_refuses_a_model_that_does_not_add_ten_digit_numbers_in_one_line(tmp_path):
+    ran = run_train(tmp_path, "data.digits=2", "trainer.max_steps=2", "logger=none", "analysis=none")
+    assert ran.returncode == 0, ran.stderr
+    out = subprocess.run(
+        [sys.executable, "verify.py", str(tmp_path), str(tmp_path / "missing")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 2 and "verification is for models that add 10-digit numbers" in lines[0]
+    assert "missing" in lines[1]
