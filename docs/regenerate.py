@@ -54,6 +54,7 @@ DRAWN_BY = {
     "why_multi_head.png": ["analysis/plots.py", "analysis/compare.py"],
     "patching.png": ["docs/patching.py"],
     "circuit.png": ["analysis/plots.py", "analysis/metrics/circuit.py"],
+    "length.png": ["analysis/plots.py", "analysis/sweep.py", "analysis/length.py"],
 }
 
 
@@ -72,7 +73,7 @@ class Ran:
     peak_gb: float
 
 
-def run(args: list[str], cwd: Path, timeout: float = 3600) -> Ran:
+def run(args: list[str], cwd: Path, timeout: float = 3600, ok: tuple[int, ...] = (0,)) -> Ran:
     """``python <args>`` from ``cwd`` (wandb offline), timed as a whole command; stops with its output on failure."""
     env = os.environ | {"WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
     started = time.perf_counter()
@@ -83,7 +84,7 @@ def run(args: list[str], cwd: Path, timeout: float = 3600) -> Ran:
         seconds = time.perf_counter() - started
         out.seek(0)
         text = out.read()
-    if child.returncode != 0:
+    if child.returncode not in ok:
         sys.exit(f"error: python {' '.join(args)} exited {child.returncode}:\n{text[-3000:]}")
     return Ran(text, round(seconds, 1), round(usage.ru_maxrss / 2**20, 2))
 
@@ -338,6 +339,50 @@ def section_circuits(scratch: Path) -> dict:
     }
 
 
+LENGTH_WIDTHS = (1, 5, 10, 11, 12, 15, 20, 25, 30, 35, 40)  # the widths the docs' table shows
+
+
+def section_length(scratch: Path) -> dict:
+    """experiment=add_length, coupling on seeds 0, 1, 2 and abacus and absolute positions on seed 0: exact-match
+    by operand length, the figure, and python verify.py on every run."""
+    ran = train(scratch, "-m", "experiment=add_length", "seed=0,1,2", "hydra.sweep.dir=multirun/length")
+    train(scratch, "-m", "experiment=add_length", "position=abacus,absolute", "hydra.sweep.dir=multirun/length_others")
+    sys.path.insert(0, str(ROOT))
+    from omegaconf import OmegaConf
+
+    from analysis.plots import length_curves
+    from analysis.record import save_figure
+
+    runs, curves = [], {}
+    for sweep in ("length", "length_others"):
+        for job in sorted((scratch / "multirun" / sweep).iterdir()):
+            if not (job / "results.json").is_file():
+                continue
+            r, model = results(job), OmegaConf.load(job / "config.yaml").model
+            name = "absolute" if not model.place_embedding else {"own": "abacus"}.get(model.place_of, "coupling")
+            verified = run([str(ROOT / "verify.py"), str(job), "--json"], scratch, timeout=600, ok=(0, 1))  # 1: failed
+            curve = r["length_exact_match"]["+"]
+            runs.append(
+                {
+                    "position": name,
+                    "seed": r["seed"],
+                    "steps": r["steps"],
+                    "train_seconds": r["train_seconds"],
+                    "test_exact_match": r["test_exact_match"],
+                    "longest_99": r["length_longest_99"],
+                    "exact_match": {str(w): curve[str(w)] for w in LENGTH_WIDTHS if str(w) in curve},
+                    "verify": verified and next(iter(json.loads(verified.text).values())),
+                }
+            )
+            curves[f"{name}, seed {r['seed']}"] = {int(w): x for w, x in curve.items()}
+    figure = scratch / "length.png"
+    save_figure(length_curves(curves, 10), figure)
+    images: dict[str, str] = {}
+    image(images, figure, "length.png")
+    return {"command": "python train.py -m experiment=add_length seed=0,1,2", "whole_seconds": ran.seconds,
+            "runs": runs, "images": images}  # fmt: skip
+
+
 def section_bad_configs(scratch: Path) -> dict:
     """How many mistakes tests/test_bad_configs.py holds (read from the test, nothing trained)."""
     import ast
@@ -370,6 +415,7 @@ SECTIONS = [
     Section("why_multi_head", section_why_multi_head, "~2 min"),
     Section("seeds", section_seeds, "~3 min"),
     Section("head_sweep", section_head_sweep, "~10 min"),
+    Section("length", section_length, "~30 min"),
 ]
 
 
@@ -589,7 +635,28 @@ def block_circuits(m: dict) -> str:
     return "\n".join(lines)
 
 
+def block_length(m: dict) -> str:
+    x = m.get("length")
+    if not x:
+        return not_measured("length")
+    widths = [w for w in LENGTH_WIDTHS if str(w) in x["runs"][0]["exact_match"]]
+    lines = [
+        "| position | seed | steps | training | " + " | ".join(f"{w} digits" for w in widths) + " | verify.py |",
+        "|---|---|---|---|" + "---|" * len(widths) + "---|",
+    ]
+    for r in x["runs"]:
+        cells = " | ".join(pct(r["exact_match"][str(w)], 1) for w in widths)
+        v = r["verify"]
+        failed = [name for name, suite in v["suites"].items() if not suite["passed"]] if v else []
+        verdict = "pass" if v and v["passed"] else "fails " + ", ".join(failed) if v else "—"
+        lines.append(
+            f"| {r['position']} | {r['seed']} | {r['steps']:,} | {secs(r['train_seconds'])} | {cells} | {verdict} |"
+        )
+    return "\n".join([*lines, "", "![exact-match by operand length](images/length.png)"])
+
+
 BLOCKS: dict[str, Callable[[dict], str]] = {
+    "length": block_length,
     "circuits": block_circuits,
     "machine": block_machine,
     "summary": block_summary,
