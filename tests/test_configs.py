@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 
 import hydra
@@ -114,7 +115,9 @@ def file_values(group: str, option: str) -> dict:
     """The settings an option's own file writes (its defaults list left out), as dotted keys of the whole config."""
     raw = OmegaConf.to_container(OmegaConf.load(CONFIGS / group / f"{option}.yaml"), resolve=False) or {}
     raw.pop("defaults", None)
-    prefix = "" if group == "experiment" else f"{group}."  # experiments are @package _global_
+    header = re.match(r"# @package (\S+)", (CONFIGS / group / f"{option}.yaml").read_text())
+    package = header.group(1) if header else group  # experiments are @package _global_, positions @package model
+    prefix = "" if package == "_global_" else f"{package}."
     flat = {}
 
     def walk(node, key):
@@ -145,6 +148,7 @@ def test_every_config_file_composes_and_builds_what_it_names(group, option, tmp_
         net = hydra.utils.instantiate(cfg.model, vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len)
         assert_built_with(net, "model", cfg.model, tmp_path)
         return
+    group = "model" if group == "position" else group  # a position option sets model keys (@package model)
     node = cfg.get(group)
     if group in BUILT and node:
         if group == "trainer" and node.accelerator == "gpu" and not torch.cuda.is_available():
