@@ -19,6 +19,11 @@ class SweepSummary(Callback):
         damage = Damage()
         rows = summarise(sweep, damage)  # what is readable: a job with a damaged file counts as failed
         record_summary(sweep, rows)
+        from analysis.sweep_length import record_length_sweep
+
+        drawn = record_length_sweep(sweep, rows)
+        if drawn:
+            print(f"length by run: {drawn}")
         failed = sum(row["status"] != "ok" for row in rows)
         print(f"sweep summary: {sweep.summary_md} ({len(rows)} runs, {failed} failed)")
         page = write_sweep_report(sweep.path, rows, damage=damage)

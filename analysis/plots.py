@@ -292,28 +292,6 @@ def head_count_comparison(runs: list[dict]) -> Figure:
 INPUT_COLOURS = {"q": "#3b6fb6", "k": "#2e9e5b", "v": "#e08a1e", "in": "#55606e"}  # a circuit edge, by what it feeds
 
 
-def length_curves(curves: dict[str, dict[int, float]], trained: int) -> Figure:
-    """Exact-match against operand length, one curve per label ({label: {digits: exact-match}}), the trained
-    lengths shaded."""
-    fig = Figure(figsize=(8, 4.8))  # 720 x 432 px at 90 dpi
-    fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.12)
-    ax = fig.subplots()
-    ax.axvspan(0.5, trained + 0.5, color="0.9", zorder=0)
-    ax.text(trained / 2 + 0.5, 50, f"trained:\n1-{trained} digits", ha="center", va="center", fontsize=10, color="0.35")
-    for label, curve in curves.items():
-        widths = sorted(curve)
-        ax.plot(widths, [100 * curve[w] for w in widths], marker="o", markersize=3, label=label)
-    ax.axhline(99, color="grey", linestyle="--", linewidth=0.8)
-    ax.set_xlabel("digits of each operand", fontsize=10)
-    ax.set_ylabel("exact-match (%)", fontsize=10)
-    ax.set_ylim(-2, 104)
-    ax.set_xlim(0.5, max(max(c) for c in curves.values()) + 0.5)
-    ax.tick_params(labelsize=10)
-    ax.legend(fontsize=10, loc="lower left")
-    ax.set_title("beyond the trained length", fontsize=11)
-    return fig
-
-
 def circuit_graphs(rows, nodes: list[dict], circuits: dict[str, dict], per_row: int = 4) -> Figure:
     """One panel per studied digit: components where ``nodes`` places them, the circuit's edges as lines (width: the
     share of the logit difference the edge alone carries; colour: the receiver's input, q / k / v / in).

@@ -68,16 +68,12 @@ class Recorder:
                 logger.experiment.summary[key] = value
 
 
-def record_sweep(
-    sweep: SweepDir, columns: list[str], rows: list[dict], markdown: str, figures: dict, wandb: bool
-) -> None:
-    """A sweep's summary: CSV, Markdown and figures ({path in the sweep directory: figure}); with ``wandb``, the
-    same table and figures as a wandb run of its own in the sweep's group (offline unless WANDB_MODE says
-    otherwise)."""
+def record_sweep(sweep: SweepDir, columns: list[str], rows: list[dict], markdown: str, figure, wandb: bool) -> None:
+    """A sweep's summary: CSV, Markdown and figure in the sweep directory; with ``wandb``, the same table and
+    figure as a wandb run of its own in the sweep's group (offline unless WANDB_MODE says otherwise)."""
     write_csv(sweep.summary_csv, columns, rows)
     RunDir.write_text(sweep.summary_md, markdown)
-    for path, figure in figures.items():
-        save_figure(figure, path)
+    save_figure(figure, sweep.summary_figure)
     if not wandb:
         return
     import wandb as wb
@@ -94,11 +90,6 @@ def record_sweep(
         {
             "sweep/summary": wb.Table(columns=columns, data=[[row[c] for c in columns] for row in rows]),
             "sweep/figure": wb.Image(str(sweep.summary_figure)),
-            **{
-                f"sweep/{path.stem.removeprefix('sweep_')}": wb.Image(str(path))
-                for path in figures
-                if path != sweep.summary_figure
-            },
         }
     )
     run.finish()

@@ -117,11 +117,6 @@
     axis.append(svg("text", { x: (m.l + W - m.r) / 2, y: H - 6, "text-anchor": "middle" }, opts.xLabel || ""));
     axis.append(svg("text", { transform: `translate(14,${(m.t + H - m.b) / 2}) rotate(-90)`, "text-anchor": "middle" },
                     opts.yLabel || ""));
-    for (const band of opts.bands || []) {  // a shaded x range, e.g. the lengths a model trained on
-      const left = X(Math.max(band.x0, x0)), right = X(Math.min(band.x1, x1));
-      grid.append(svg("rect", { x: left, y: m.t, width: Math.max(0, right - left), height: H - m.t - m.b, fill: "#eceef1" }),
-                  svg("text", { x: (left + right) / 2, y: m.t + 14, "text-anchor": "middle", fill: "#555" }, band.label));
-    }
     chart.append(grid, axis);
     for (const line of opts.hlines || []) {
       if (!isNum(line.y) || line.y < y0 || line.y > y1) continue;
@@ -440,20 +435,14 @@
     s.append(maps, detail, el("details", {}, el("summary", { text: `every row (${rows.length}); click a column to sort` }), sortableTable(a, rows)));
   }
   function curveView(s, a, rows, d) {
-    // a.x, a.y: the columns drawn; a.series: a column with one curve per value; a.hlines, a.vlines, a.bands: marks
-    // the analysis declares (a pruning curve's come from the run's tolerance and prunable fraction)
     const x = column(a, a.x), y = column(a, a.y), scale = (c) => (c.unit === "fraction" ? 100 : 1);
-    const r = d.results, tol = d.tolerance, pruning = a.x === "fraction_removed";
-    const hlines = a.hlines || (pruning && isNum(tol) && rows.length ? [{ y: scale(y) * (rows[0][a.y] - tol), label: `intact − ${d.tolerance_text}`, below: true }] : []);
-    const vlines = a.vlines || (pruning && isNum(r.prunable_fraction) ? [{ x: 100 * r.prunable_fraction, label: `prunable ${pct(r.prunable_fraction, 0)}`, colour: "#1f7a3d", bottom: true }] : []);
-    const groups = a.series ? [...new Set(rows.map((p) => p[a.series]))] : [null];
-    const series = groups.map((g, i) => ({ label: g === null ? y.label : `${column(a, a.series).label} ${g}`, colour: PALETTE[i % PALETTE.length],
-      points: rows.filter((p) => g === null || p[a.series] === g)
-        .map((p) => [scale(x) * p[a.x], scale(y) * p[a.y], a.columns.map((c) => `${c.label} ${show(c, p[c.key])}`).join(", "), p[a.point_label]]) }));
-    const chart = lineChart(series,
+    const r = d.results, tol = d.tolerance;
+    const hlines = isNum(tol) && rows.length ? [{ y: scale(y) * (rows[0][a.y] - tol), label: `intact − ${d.tolerance_text}`, below: true }] : [];
+    const vlines = isNum(r.prunable_fraction) ? [{ x: 100 * r.prunable_fraction, label: `prunable ${pct(r.prunable_fraction, 0)}`, colour: "#1f7a3d", bottom: true }] : [];
+    const chart = lineChart([{ label: y.label, colour: PALETTE[0],
+      points: rows.map((p) => [scale(x) * p[a.x], scale(y) * p[a.y], a.columns.map((c) => `${c.label} ${show(c, p[c.key])}`).join(", "), p[a.point_label]]) }],
       { xLabel: x.label + (x.unit === "fraction" ? " (%)" : ""), yLabel: y.label + (y.unit === "fraction" ? " (%)" : ""),
-        yDomain: y.unit === "fraction" ? [-2, 108] : null, xDomain: x.unit === "fraction" ? [0, 100] : null, title: a.title, hlines, vlines,
-        bands: a.bands });
+        yDomain: y.unit === "fraction" ? [-2, 108] : null, xDomain: x.unit === "fraction" ? [0, 100] : null, title: a.title, hlines, vlines });
     s.append(el("div", { class: "row" }, chart, sortableTable(a, rows)));
     if (r.learned === false && a.x === "fraction_removed") {
       s.append(el("p", { class: "muted", text: `Not learned (below ${pct(r.learned_threshold, 0)} exact-match): removing heads costs nothing when there is nothing to lose, so no pruning claim.` }));

@@ -133,9 +133,6 @@ def read_job(job: RunDir, damaged: list[str] | None = None) -> dict:
         "seed": _get(cfg, "seed"),
         "history": history,
         "wandb": bool(logger) and "wandb" in logger,
-        # exact-match by operand length, for a model that can address longer problems than it trained on
-        "length": results.get("length_exact_match") if isinstance(results.get("length_exact_match"), dict) else None,
-        "length_trained_digits": number("length_trained_digits"),
     }
 
 
@@ -215,20 +212,4 @@ def record_summary(sweep: SweepDir, rows: list[dict]) -> None:
     """sweep_summary.csv/.md/.png, and the same table and figure to wandb when the sweep used it."""
     from analysis.plots import sweep_figure  # matplotlib only when a sweep ends
 
-    figures = {sweep.summary_figure: sweep_figure(rows)}
-    curves = length_curves_of(rows)
-    if curves:
-        from analysis.plots import length_curves
-
-        figures[sweep.length_figure] = length_curves(curves, max(r["length_trained_digits"] or 0 for r in rows))
-    record_sweep(sweep, COLUMNS, rows, markdown(rows), figures, wandb=any(row["wandb"] for row in rows))
-
-
-def length_curves_of(rows: list[dict]) -> dict[str, dict[int, float]]:
-    """{run (and operator, when several): {digits: exact-match}} of the runs with a length analysis."""
-    curves = {}
-    for row in rows:
-        for op, curve in (row.get("length") or {}).items():
-            label = row["run"] if len(row["length"]) == 1 else f"{row['run']} '{op}'"
-            curves[label] = {int(w): float(x) for w, x in curve.items()}
-    return curves
+    record_sweep(sweep, COLUMNS, rows, markdown(rows), sweep_figure(rows), wandb=any(row["wandb"] for row in rows))

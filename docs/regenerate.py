@@ -54,7 +54,7 @@ DRAWN_BY = {
     "why_multi_head.png": ["analysis/plots.py", "analysis/compare.py"],
     "patching.png": ["docs/patching.py"],
     "circuit.png": ["analysis/plots.py", "analysis/metrics/circuit.py"],
-    "length.png": ["analysis/plots.py", "analysis/sweep.py", "analysis/length.py"],
+    "length.png": ["analysis/length_figure.py", "analysis/length.py"],
 }
 
 
@@ -350,7 +350,7 @@ def section_length(scratch: Path) -> dict:
     sys.path.insert(0, str(ROOT))
     from omegaconf import OmegaConf
 
-    from analysis.plots import length_curves
+    from analysis.length_figure import length_curves
     from analysis.record import save_figure
 
     runs, curves = [], {}

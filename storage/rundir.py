@@ -471,7 +471,6 @@ class SweepDir:
     summary_csv = property(lambda self: self.path / "sweep_summary.csv")
     summary_md = property(lambda self: self.path / "sweep_summary.md")
     summary_figure = property(lambda self: self.path / "sweep_summary.png")
-    length_figure = property(lambda self: self.path / "sweep_length.png")  # runs that were asked longer problems
     report = property(lambda self: self.path / "sweep_report.html")
     comparison_figure = property(lambda self: self.path / "why_multi_head.png")
     comparison_md = property(lambda self: self.path / "why_multi_head.md")

@@ -4,8 +4,8 @@ trained on (``model.place_offset``); nothing for a model that cannot (analysis/l
 from __future__ import annotations
 
 from analysis.length import LengthRow, accuracy_by_length, longest_learned
+from analysis.length_figure import length_curves
 from analysis.metric import Analysis, Column, Context
-from analysis.plots import length_curves
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 
@@ -27,7 +27,6 @@ class Length(Analysis):
         Column("digit_accuracy", "digit accuracy", "fraction"),
     )
     figure_key = "curve"
-    view = "curve"
 
     def compute(self, ctx: Context) -> list[LengthRow]:
         calc = Calculator(ctx.module.net, ctx.fmt, CharTokenizer())
@@ -62,13 +61,3 @@ class Length(Analysis):
                 )
             )
         return lines
-
-    def facts(self, rows: list[LengthRow], ctx: Context) -> dict:
-        trained = ctx.fmt.digits
-        return {
-            "x": "digits",
-            "y": "exact_match",
-            "series": "operator",
-            "bands": [{"x0": 0.5, "x1": trained + 0.5, "label": f"trained: 1-{trained} digits"}],
-            "hlines": [{"y": 99, "label": "99%"}],
-        }

@@ -1,0 +1,28 @@
+"""The length figure: exact-match against operand length, the trained lengths shaded (a run's length.png, a
+sweep's sweep_length.png, docs/images/length.png)."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+
+def length_curves(curves: dict[str, dict[int, float]], trained: int) -> Figure:
+    """Exact-match against operand length, one curve per label ({label: {digits: exact-match}}), the trained
+    lengths shaded."""
+    fig = Figure(figsize=(8, 4.8))  # 720 x 432 px at 90 dpi
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.12)
+    ax = fig.subplots()
+    ax.axvspan(0.5, trained + 0.5, color="0.9", zorder=0)
+    ax.text(trained / 2 + 0.5, 50, f"trained:\n1-{trained} digits", ha="center", va="center", fontsize=10, color="0.35")
+    for label, curve in curves.items():
+        widths = sorted(curve)
+        ax.plot(widths, [100 * curve[w] for w in widths], marker="o", markersize=3, label=label)
+    ax.axhline(99, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("digits of each operand", fontsize=10)
+    ax.set_ylabel("exact-match (%)", fontsize=10)
+    ax.set_ylim(-2, 104)
+    ax.set_xlim(0.5, max(max(c) for c in curves.values()) + 0.5)
+    ax.tick_params(labelsize=10)
+    ax.legend(fontsize=10, loc="lower left")
+    ax.set_title("beyond the trained length", fontsize=11)
+    return fig
