@@ -38,7 +38,7 @@ def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[L
     for op in calc.fmt.operators:
         for width in widths:
             problems = long_problems(op, width, n, seed)
-            fmt = calc.format_at(calc.width_of(problems[0]))
+            fmt = calc.fmt.at_width(calc.width_of(problems[0]))
             seqs = calc.encode(problems, fmt)  # (n, seq_len)
             written = calc.generate(seqs[:, : fmt.prompt_len], fmt=fmt)  # (n, answer_len)
             right = written == seqs[:, fmt.prompt_len : fmt.prompt_len + fmt.answer_len]

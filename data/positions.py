@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -69,6 +70,13 @@ def place_ids(fmt: ProblemFormat, place_of: str = "predicted") -> list[int]:
         return [place(p) for p in layout]
     predicted = [place(p) for p in layout[fmt.prompt_len :]]  # '=' and each answer token predict the next token
     return [place(p) for p in layout[: fmt.prompt_len - 1]] + predicted + [0]  # [EOS] predicts nothing
+
+
+@functools.cache
+def place_tensor(fmt: ProblemFormat, place_of: str, device: torch.device) -> torch.Tensor:
+    """:func:`place_ids` as a (seq_len,) int64 tensor on ``device``, made once per format, scheme and device (a
+    training step or a decoding call then copies nothing to a GPU)."""
+    return torch.tensor(place_ids(fmt, place_of), device=device)
 
 
 def shifted(places: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ import torch
 
 from data.difficulty import difficulty, operand_digits
 from data.expressions import Problem
-from data.positions import place_ids
+from data.positions import place_tensor
 from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.device import resolve_device
@@ -90,14 +90,11 @@ class Calculator:
         """The width ``problem`` is written at: the trained one, or its longer operand's digit count."""
         return max(self.fmt.digits, len(str(problem.a)), len(str(problem.b)))
 
-    def format_at(self, width: int) -> ProblemFormat:
-        return self.fmt if width == self.fmt.digits else self.fmt.at_width(width)
-
     def places(self, fmt: ProblemFormat) -> torch.Tensor | None:
         """The place ids (seq_len,) of ``fmt``'s layout on the net's device; None for the trained layout."""
         if fmt == self.fmt or not self.net.cfg.place_embedding:
             return None
-        return torch.tensor(place_ids(fmt, self.net.cfg.place_of), device=self.device)
+        return place_tensor(fmt, self.net.cfg.place_of, self.device)
 
     def describe(self) -> str:
         """e.g. '3-digit + problems, reversed answers, 2 layers x 4 heads'."""
@@ -154,7 +151,7 @@ class Calculator:
         for i, p in enumerate(problems):
             by_width.setdefault(self.width_of(p), []).append(i)
         for width, indices in by_width.items():
-            fmt = self.format_at(width)
+            fmt = self.fmt.at_width(width)
             prompts = self.encode([problems[i] for i in indices], fmt)[:, : fmt.prompt_len]
             for i, row in zip(indices, self.generate(prompts, fmt=fmt).tolist(), strict=True):
                 answers[i] = self.read(row, fmt)

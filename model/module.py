@@ -10,7 +10,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from data.positions import place_ids, shifted
+from data.positions import place_ids, place_tensor, shifted
 from data.problems import ProblemFormat, width_of
 from model.transformer import Transformer, TransformerConfig
 
@@ -318,7 +318,7 @@ class CalculatorModule(L.LightningModule):
         spare = self.fmt.digits + cfg.place_offset - fmt.digits  # places above this width's top one
         if not cfg.place_embedding or (fmt == self.fmt and not spare):
             return None
-        places = torch.tensor(place_ids(fmt, cfg.place_of), device=seq.device)  # (seq_len,)
+        places = place_tensor(fmt, cfg.place_of, seq.device)  # (seq_len,)
         return shifted(places, torch.randint(spare + 1, (len(seq),), device=seq.device))
 
     @property

@@ -170,16 +170,19 @@ class Transformer(nn.Module):
         T = idx.shape[1]
         if start + T > self.cfg.block_size:
             raise ValueError(f"sequence of {start + T} tokens is longer than block_size={self.cfg.block_size}")
-        if places is None and start + T <= self.trained_len:
-            return self.drop(self.tok_emb(idx) + self.position_table()[start : start + T])
-        x = self.tok_emb(idx)
-        if self.cfg.position_embedding:
-            x = x + self.pos_emb.weight[start : start + T]
+        ids = None
         if self.cfg.place_embedding:
-            if places is None:
+            if places is None and start + T > self.trained_len:
                 raise ValueError(f"a sequence of {start + T} tokens is longer than the trained layout: give its places")
-            x = x + self.place_emb(places[..., start : start + T])
-        return self.drop(x)
+            ids = self.place_ids[start : start + T] if places is None else places[..., start : start + T]
+        return self.drop(self.tok_emb(idx) + self.added_positions(start, T, ids))
+
+    def added_positions(self, start: int, T: int, places: torch.Tensor | None) -> torch.Tensor:
+        """What positions start..start+T add to their tokens' embeddings, (T, d_model) or (B, T, d_model): the
+        learned position embedding, the place embedding of ``places`` (T,) or (B, T), or their sum."""
+        parts = [self.pos_emb.weight[start : start + T]] if self.cfg.position_embedding else []
+        parts += [self.place_emb(places)] if self.cfg.place_embedding else []
+        return sum(parts[1:], parts[0])
 
     @property
     def trained_len(self) -> int:
@@ -187,11 +190,9 @@ class Transformer(nn.Module):
         return len(self.place_ids) if self.cfg.place_embedding else self.cfg.block_size
 
     def position_table(self) -> torch.Tensor:
-        """What each position of the trained layout adds to its token's embedding, (trained_len, d_model): the
-        learned position embedding, the place embedding, or their sum (a fixed layout makes them one table)."""
-        parts = [self.pos_emb.weight[: self.trained_len]] if self.cfg.position_embedding else []
-        parts += [self.place_emb(self.place_ids)] if self.cfg.place_embedding else []
-        return sum(parts[1:], parts[0])
+        """What each position of the trained layout adds to its token's embedding, (trained_len, d_model): one
+        table, as a fixed layout makes it (the Hugging Face export and TransformerLens fold it in)."""
+        return self.added_positions(0, self.trained_len, self.place_ids if self.cfg.place_embedding else None)
 
     def run_blocks(
         self,
