@@ -142,7 +142,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         operators: str = "+",
         reverse_answer: bool = True,
         show_work: bool = False,
-        mixed_lengths: bool = False,
+        mixed_lengths: bool | float = False,
         mixed_widths: bool = False,
         batch_size: int = 256,
         eval_batch_size: int = 2500,

@@ -70,9 +70,10 @@ class ProblemFormat:
     operators: str = "+"
     reverse_answer: bool = True
     show_work: bool = False  # '*': write the partial products and running sums before the answer
-    # Draw operands of every length: each operand's digit count uniform in 1..digits, then its digits uniform
-    # (zero-padded to ``digits`` as always). False: uniform over all values, where 9 in 10 have ``digits`` digits.
-    mixed_lengths: bool = False
+    # The share of problems whose operands are of mixed lengths: each operand's digit count uniform in 1..digits,
+    # then its digits uniform (zero-padded to ``digits`` as always); the rest uniform over all values, where 9 in
+    # 10 have ``digits`` digits. true = 1.0, false = 0.0.
+    mixed_lengths: float = 0.0
 
     def __post_init__(self) -> None:
         given = self.operators
@@ -82,9 +83,13 @@ class ProblemFormat:
             raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', each once (e.g. '+-')")
         if not isinstance(self.digits, int) or isinstance(self.digits, bool) or self.digits < 1:
             raise ValueError(f"digits={self.digits!r}: must be a whole number >= 1")
-        for name in ("reverse_answer", "show_work", "mixed_lengths"):
+        for name in ("reverse_answer", "show_work"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
+        share = self.mixed_lengths
+        if not isinstance(share, (bool, int, float)) or not 0 <= share <= 1:
+            raise ValueError(f"mixed_lengths={share!r}: must be true, false or a share in [0, 1]")
+        object.__setattr__(self, "mixed_lengths", float(share))  # true -> 1.0: one format, one hash
         if self.show_work and "*" not in self.operators:
             raise ValueError(
                 f"show_work=true: only '*' problems have working to show, and operators={self.operators!r}; "
@@ -211,7 +216,11 @@ class ProblemFormat:
         a = torch.randint(high, (n,), generator=generator, device=device)
         b = torch.randint(high, (n,), generator=generator, device=device)
         if self.mixed_lengths:
-            a, b = self._of_random_length(a, generator), self._of_random_length(b, generator)
+            short_a, short_b = self._of_random_length(a, generator), self._of_random_length(b, generator)
+            if self.mixed_lengths < 1:  # (n,) which problems get them (at 1, all: no draw)
+                mixed = torch.rand(n, generator=generator, device=device) < self.mixed_lengths
+                short_a, short_b = torch.where(mixed, short_a, a), torch.where(mixed, short_b, b)
+            a, b = short_a, short_b
         op_idx = torch.randint(len(self.operators), (n,), generator=generator, device=device)
         return a, op_idx, b
 

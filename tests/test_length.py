@@ -52,6 +52,18 @@ def test_mixed_lengths_draw_every_operand_length_about_equally_often():
         assert int(x.max()) < 10**10 and int(x.min()) >= 0
 
 
+def test_a_share_of_mixed_lengths_mixes_that_share_of_problems():
+    for share, given in ((0.0, False), (1.0, True), (0.5, 0.5)):
+        fmt = ProblemFormat(10, "+", mixed_lengths=given)
+        assert fmt.mixed_lengths == share
+    a, _, b = ProblemFormat(10, "+", mixed_lengths=0.5).random_problems(20_000, torch.Generator().manual_seed(0))
+    short = ((a < 10**9) | (b < 10**9)).float().mean().item()
+    # uniform operands are short 1 time in 10 each (19% of pairs), mixed ones 9 in 10 (99%): 0.5 * 0.19 + 0.5 * 0.99
+    assert abs(short - 0.59) < 0.02
+    with pytest.raises(ValueError, match="mixed_lengths=1.5: must be true, false or a share"):
+        ProblemFormat(10, "+", mixed_lengths=1.5)
+
+
 def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
     dm = ArithmeticDataModule(
         digits=4, mixed_lengths=True, mixed_widths=True, n_val=50, n_test=50, val_fraction=0.05, test_fraction=0.05
