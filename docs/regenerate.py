@@ -73,19 +73,23 @@ class Ran:
     peak_gb: float
 
 
-def run(args: list[str], cwd: Path, timeout: float = 3600, ok: tuple[int, ...] = (0,)) -> Ran:
-    """``python <args>`` from ``cwd`` (wandb offline), timed as a whole command; stops with its output on failure."""
+def run(args: list[str], cwd: Path, ok: tuple[int, ...] = (0,), merged: bool = True) -> Ran:
+    """``python <args>`` from ``cwd`` (wandb offline), timed as a whole command; stops with its output on failure.
+    ``merged``: stderr is part of ``Ran.stdout`` (else it is shown only on failure)."""
     env = os.environ | {"WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
     started = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out:
-        child = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen(
+            [sys.executable, *args], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT if merged else err
+        )
         _, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.perf_counter() - started
         out.seek(0)
-        text = out.read()
+        err.seek(0)
+        text, errors = out.read(), err.read()
     if child.returncode not in ok:
-        sys.exit(f"error: python {' '.join(args)} exited {child.returncode}:\n{text[-3000:]}")
+        sys.exit(f"error: python {' '.join(args)} exited {child.returncode}:\n{(errors + text)[-3000:]}")
     return Ran(text, round(seconds, 1), round(usage.ru_maxrss / 2**20, 2))
 
 
@@ -360,7 +364,7 @@ def section_length(scratch: Path) -> dict:
                 continue
             r, model = results(job), OmegaConf.load(job / "config.yaml").model
             name = "absolute" if not model.place_embedding else {"own": "abacus"}.get(model.place_of, "coupling")
-            verified = run([str(ROOT / "verify.py"), str(job), "--json"], scratch, timeout=600, ok=(0, 1))  # 1: failed
+            verified = run([str(ROOT / "verify.py"), str(job), "--json"], scratch, ok=(0, 1), merged=False)  # 1: failed
             curve = r["length_exact_match"]["+"]
             runs.append(
                 {
@@ -371,7 +375,7 @@ def section_length(scratch: Path) -> dict:
                     "test_exact_match": r["test_exact_match"],
                     "longest_99": r["length_longest_99"],
                     "exact_match": {str(w): curve[str(w)] for w in LENGTH_WIDTHS if str(w) in curve},
-                    "verify": verified and next(iter(json.loads(verified.text).values())),
+                    "verify": next(iter(json.loads(verified.stdout).values())),
                 }
             )
             curves[f"{name}, seed {r['seed']}"] = {int(w): x for w, x in curve.items()}
@@ -381,6 +385,42 @@ def section_length(scratch: Path) -> dict:
     image(images, figure, "length.png")
     return {"command": "python train.py -m experiment=add_length seed=0,1,2", "whole_seconds": ran.seconds,
             "runs": runs, "images": images}  # fmt: skip
+
+
+def bench(scratch: Path, *args: str) -> dict:
+    """``python bench.py ARGS --json``: its one JSON object."""
+    return json.loads(run([str(ROOT / "bench.py"), *args, "--json"], scratch, merged=False).stdout)
+
+
+def section_performance(scratch: Path) -> dict:
+    """python bench.py train (3 and 10 digits), python bench.py converge (seeds 0-4), and the quick sweep's whole
+    command under the default recipe and under the AdamW one."""
+    from benchmarks.converge import PREVIOUS_RECIPE
+
+    keep = ("ms_per_step", "tokens_per_second", "mfu", "lightning_over_bare", "model_over_nanogpt")
+    keep += ("matmul_peak_gflops", "matmul_share_of_step", "batch_size")
+    train_speed = {}
+    for digits in (3, 10):
+        figures = bench(scratch, "train", "--digits", str(digits))["train"]
+        train_speed[str(digits)] = {key: figures[key] for key in keep}
+    converge = bench(scratch, "converge")["converge"]
+    sweeps = {}
+    for recipe, overrides in (("default", ()), ("previous", PREVIOUS_RECIPE)):
+        ran = train(scratch, "-m", "experiment=quick_sweep", *overrides, f"hydra.sweep.dir=multirun/speed_{recipe}")
+        sweep = scratch / f"multirun/speed_{recipe}"
+        jobs = [results(job) for job in sorted(sweep.iterdir()) if (job / "results.json").is_file()]
+        sweeps[recipe] = {
+            "command": " ".join(["python train.py -m experiment=quick_sweep", *overrides]),
+            "whole_seconds": ran.seconds,
+            "steps": {str(r["n_heads"]): r["steps"] for r in jobs},
+            "test_exact_match": {str(r["n_heads"]): r["test_exact_match"] for r in jobs},
+        }
+    return {
+        "command": "python bench.py train [--digits 10]; python bench.py converge; the quick sweep, both recipes",
+        "train": train_speed,
+        "converge": converge,
+        "quick_sweep": sweeps,
+    }
 
 
 def section_bad_configs(scratch: Path) -> dict:
@@ -416,6 +456,7 @@ SECTIONS = [
     Section("seeds", section_seeds, "~3 min"),
     Section("head_sweep", section_head_sweep, "~10 min"),
     Section("length", section_length, "~30 min"),
+    Section("performance", section_performance, "~15 min (on a quiet machine: it times)"),
 ]
 
 
@@ -655,7 +696,83 @@ def block_length(m: dict) -> str:
     return "\n".join([*lines, "", "![exact-match by operand length](images/length.png)"])
 
 
+def block_performance(m: dict) -> str:
+    x = m.get("performance")
+    if not x:
+        return not_measured("performance")
+    rows = [
+        ("3-digit addition (default)", "3", "[Results](#results)", "`python bench.py train`; `python train.py`"),
+        (
+            "10-digit addition (`add10`)", "10", "every seed: [Arithmetic](#arithmetic)",
+            "`python bench.py train --digits 10`; `python train.py experiment=add10`",
+        ),
+    ]  # fmt: skip
+    lines = [
+        "| | ms / step | tokens / s | MFU | time to ≥ 99.9% held-out exact-match | command |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, digits, to_target, command in rows:
+        t = x["train"][digits]
+        lines.append(
+            f"| {name}, batch {t['batch_size']} | {t['ms_per_step']['lightning']:.1f} | {t['tokens_per_second']:,} | "
+            f"{t['mfu']:.3f} | {to_target} | {command} |"
+        )
+    t = x["train"]["3"]
+    lines += [
+        "",
+        f"`python bench.py train` times our Lightning path, the same model in a bare PyTorch loop and a nanoGPT-style "
+        f"reference (fused `c_attn`, `scaled_dot_product_attention`) side by side in one process, and measures the "
+        f"machine's matrix-multiply peak in the same run: `lightning_over_bare` **{t['lightning_over_bare']:.3f}**, "
+        f"`model_over_nanogpt` **{t['model_over_nanogpt']:.3f}**, MFU **{t['mfu']:.3f}** against a "
+        f"{t['matmul_peak_gflops']:.0f} GFLOP/s fp32 GEMM peak, with matrix multiplication "
+        f"{t['matmul_share_of_step']:.0%} of a step.",
+    ]
+    return "\n".join(lines)
+
+
+def block_converge(m: dict) -> str:
+    x = m.get("performance")
+    if not x:
+        return not_measured("performance")
+    c = x["converge"]
+    names = {"default": "default", "previous": "AdamW recipe", "reference": "nanoGPT-style reference, bare loop"}
+    lines = [
+        "| recipe | steps per seed (" + ", ".join(map(str, c["seeds"])) + ") | training s (median) | "
+        "whole command s (median) | lowest test exact-match | never-seen exact-match |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, v in c["variants"].items():
+        steps = " / ".join(str(r.get("steps", "failed")) for r in v["runs"])
+        wall = f"{v['median_wall_seconds']:.1f}" if v["median_wall_seconds"] else "—"
+        unseen = [r["unseen_exact_match"] for r in v["runs"] if r.get("unseen_exact_match") is not None]
+        lines.append(
+            f"| {names[name]} | {steps} | {v['median_train_seconds']:.1f} | {wall} | "
+            f"{pct(v['min_test_exact_match'])} | {pct(min(unseen)) if unseen else '—'} |"
+        )
+    phases = c["variants"]["default"]["runs"][0].get("phases") or {}
+    if phases:
+        lines += [
+            "",
+            f"Where seed {c['seeds'][0]}'s default command spends its seconds (results.json `phases`): "
+            + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.items())
+            + ".",
+        ]
+    q = x["quick_sweep"]
+    steps = {recipe: " / ".join(str(s) for s in q[recipe]["steps"].values()) for recipe in q}
+    lines += [
+        "",
+        f"Default over AdamW (medians over seeds): steps ×{c['steps_ratio']}, training seconds "
+        f"×{c['train_seconds_ratio']}, whole command ×{c['wall_seconds_ratio']}. The quick sweep "
+        f"(`python train.py -m experiment=quick_sweep`, 1/2/4/8 heads) takes {secs(q['default']['whole_seconds'])} "
+        f"(steps {steps['default']}); with the AdamW recipe {secs(q['previous']['whole_seconds'])} "
+        f"(steps {steps['previous']}).",
+    ]
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, Callable[[dict], str]] = {
+    "performance": block_performance,
+    "converge": block_converge,
     "length": block_length,
     "circuits": block_circuits,
     "machine": block_machine,
