@@ -74,6 +74,10 @@ class ProblemFormat:
     # then its digits uniform (zero-padded to ``digits`` as always); the rest uniform over all values, where 9 in
     # 10 have ``digits`` digits. true = 1.0, false = 0.0.
     mixed_lengths: float = 0.0
+    # The share of operands drawn as round numbers: a run of random digits of uniform length 1..digits, then a
+    # uniform number of zeros that keeps it within ``digits`` (5000000000, 120000, 7): carries out of a column
+    # with nothing but zeros below it, which uniform operands almost never have.
+    round_numbers: float = 0.0
 
     def __post_init__(self) -> None:
         given = self.operators
@@ -86,10 +90,11 @@ class ProblemFormat:
         for name in ("reverse_answer", "show_work"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
-        share = self.mixed_lengths
-        if not isinstance(share, (bool, int, float)) or not 0 <= share <= 1:
-            raise ValueError(f"mixed_lengths={share!r}: must be true, false or a share in [0, 1]")
-        object.__setattr__(self, "mixed_lengths", float(share))  # true -> 1.0: one format, one hash
+        for name in ("mixed_lengths", "round_numbers"):
+            share = getattr(self, name)
+            if not isinstance(share, (bool, int, float)) or not 0 <= share <= 1:
+                raise ValueError(f"{name}={share!r}: must be true, false or a share in [0, 1]")
+            object.__setattr__(self, name, float(share))  # true -> 1.0: one format, one hash
         if self.show_work and "*" not in self.operators:
             raise ValueError(
                 f"show_work=true: only '*' problems have working to show, and operators={self.operators!r}; "
@@ -216,19 +221,29 @@ class ProblemFormat:
         a = torch.randint(high, (n,), generator=generator, device=device)
         b = torch.randint(high, (n,), generator=generator, device=device)
         if self.mixed_lengths:
-            short_a, short_b = self._of_random_length(a, generator), self._of_random_length(b, generator)
+            (short_a, _), (short_b, _) = self._of_random_length(a, generator), self._of_random_length(b, generator)
             if self.mixed_lengths < 1:  # (n,) which problems get them (at 1, all: no draw)
                 mixed = torch.rand(n, generator=generator, device=device) < self.mixed_lengths
                 short_a, short_b = torch.where(mixed, short_a, a), torch.where(mixed, short_b, b)
             a, b = short_a, short_b
+        if self.round_numbers:
+            a, b = self._rounded(a, generator), self._rounded(b, generator)
         op_idx = torch.randint(len(self.operators), (n,), generator=generator, device=device)
         return a, op_idx, b
 
-    def _of_random_length(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """(n,) uniform values below 10**digits -> values of a uniform length 1..digits each (uniform within it)."""
+    def _of_random_length(self, x: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """(n,) uniform values below 10**digits -> (values of a uniform length 1..digits each, uniform within it;
+        those (n,) lengths)."""
         length = torch.randint(1, self.digits + 1, x.shape, generator=generator, device=x.device)
         low = torch.where(length == 1, 0, 10 ** (length - 1))  # (n,) the smallest value of that length
-        return low + x % (10**length - low)  # the remainder's bias is below 10**(length - digits)
+        return low + x % (10**length - low), length  # the remainder's bias is below 10**(length - digits)
+
+    def _rounded(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """(n,) values -> the share ``round_numbers`` of them replaced by round numbers (see the field)."""
+        run, length = self._of_random_length(x, generator)  # (n,) a run of digits, (n,) its length
+        zeros = (torch.rand(x.shape, generator=generator, device=x.device) * (self.digits - length + 1)).long()
+        picked = torch.rand(x.shape, generator=generator, device=x.device) < self.round_numbers
+        return torch.where(picked, run * 10**zeros, x)
 
     def all_problems(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
         """Every problem of this format (only sensible for small digit counts)."""

@@ -64,6 +64,17 @@ def test_a_share_of_mixed_lengths_mixes_that_share_of_problems():
         ProblemFormat(10, "+", mixed_lengths=1.5)
 
 
+def test_round_numbers_are_runs_of_digits_followed_by_zeros_at_every_place():
+    fmt = ProblemFormat(10, "+", round_numbers=0.5)
+    a, _, b = fmt.random_problems(20_000, torch.Generator().manual_seed(0))
+    assert int(a.max()) < 10**10 and int(b.max()) < 10**10
+    texts = [str(x) for x in a.tolist()]
+    trailing = torch.tensor([len(t) - len(t.rstrip("0")) for t in texts if t != "0"])
+    # uniform operands end in k zeros 1 time in 10^k; round ones in 0..9 zeros, uniformly over their run's length
+    assert 0.13 < (trailing >= 3).float().mean().item() < 0.25
+    assert (trailing == 9).sum() > 50  # 5000000000-like operands, about 0.5 * 1/10 * 1/10 of them
+
+
 def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
     dm = ArithmeticDataModule(
         digits=4, mixed_lengths=True, mixed_widths=True, n_val=50, n_test=50, val_fraction=0.05, test_fraction=0.05
