@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the project's own modules, for the sections that read runs in-process
 MEASURED = ROOT / "docs" / "measured"
 IMAGES = ROOT / "docs" / "images"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -244,7 +245,6 @@ def section_seeds(scratch: Path) -> dict:
 
 
 def sweep_rows(sweep: Path) -> list[dict]:
-    sys.path.insert(0, str(ROOT))
     from analysis.sweep import summarise
     from storage.rundir import SweepDir
 
@@ -351,7 +351,6 @@ def section_length(scratch: Path) -> dict:
     by operand length, the figure, and python verify.py on every run."""
     ran = train(scratch, "-m", "experiment=add_length", "seed=0,1,2", "hydra.sweep.dir=multirun/length")
     train(scratch, "-m", "experiment=add_length", "position=abacus,absolute", "hydra.sweep.dir=multirun/length_others")
-    sys.path.insert(0, str(ROOT))
     from omegaconf import OmegaConf
 
     from analysis.length_figure import length_curves
