@@ -2,7 +2,8 @@
 
     python docs/patching.py [--ckpt runs/<run>] [--place 1] [--n 500] [--out FILE] [--json FILE]
 
-The figure goes to the run's directory (``runs/<run>/patching.png``) unless ``--out`` says otherwise;
+The figure goes to the run's directory (``runs/<run>/lens_patching.png``, beside the run's own ``patching.png``)
+unless ``--out`` says otherwise;
 ``--json`` also writes the numbers it prints.
 
 (``pip install -e ".[interop]"`` first.) Our built-in analysis switches heads off and watches accuracy
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ckpt", help="checkpoint file or run directory (default: the newest run's)")
     parser.add_argument("--place", type=int, default=1, help="answer digit r_k whose incoming carry is patched")
     parser.add_argument("--n", type=int, default=500, help="clean/corrupted pairs (default 500)")
-    parser.add_argument("--out", type=Path, help="the figure (default: patching.png in the model's run directory)")
+    parser.add_argument("--out", type=Path, help="the figure (default: lens_patching.png in the model's run directory)")
     parser.add_argument("--json", type=Path, help="also write the numbers printed here to this file")
     args = parser.parse_args(argv)
     if args.n < 1:
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         from storage.rundir import RunDir
 
         run = RunDir.of_checkpoint(Path(calc.path))
-        args.out = (run.path if run is not None else Path(calc.path).parent) / "patching.png"
+        args.out = (run.path if run is not None else Path(calc.path).parent) / "lens_patching.png"
     labels = position_labels(calc.fmt, args.place)
     title = (
         f"{calc.describe()}: which activation carries the carry into answer digit r{args.place}?\n"

@@ -315,7 +315,7 @@ def section_patching(scratch: Path) -> dict:
     facts_file = scratch / "patching.json"
     run([str(ROOT / "docs/patching.py"), "--ckpt", str(run_dir), "--json", str(facts_file)], scratch)
     images: dict[str, str] = {}
-    image(images, run_dir / "patching.png", "patching.png")
+    image(images, run_dir / "lens_patching.png", "patching.png")
     r = results(run_dir)
     return json.loads(facts_file.read_text()) | {
         "run": {"steps": r["steps"], "test_exact_match": r["test_exact_match"], "seed": 0},

@@ -181,12 +181,14 @@ class StepsColumn(ProgressColumn):
         super().__init__()
 
     def render(self, task) -> Text:
-        done = int(task.completed)
-        if task.total is None or task.total == float("inf"):
+        done, total = int(task.completed), task.total
+        fitting = self.trainer.state.fn == "fit" and task.description == "training"
+        if fitting:  # the run's steps, also when it resumed part-way (the task counts this process's batches)
+            done, total = self.trainer.global_step, self.trainer.max_steps
+        if total is None or total == float("inf") or total < 0:
             return Text(f"{done:,}", style=self.style)
-        stopper = self.trainer.early_stopping_callback
-        early = self.trainer.state.fn == "fit" and getattr(stopper, "stopping_threshold", None) is not None
-        return Text(f"{done:,}/{'≤' if early else ''}{int(task.total):,}", style=self.style)
+        early = fitting and getattr(self.trainer.early_stopping_callback, "stopping_threshold", None) is not None
+        return Text(f"{done:,}/{'≤' if early else ''}{int(total):,}", style=self.style)
 
 
 class ElapsedColumn(ProgressColumn):

@@ -129,5 +129,7 @@ def quiet_known_noise(verbose: bool = False) -> None:
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
     lightning_log.propagate = False
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+    # a run directory holds only this run's checkpoints (storage/rundir.py); resuming finds them there by design
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
     # the litlogger advert is logged here; a filter on the logger that logs it holds for every handler
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
