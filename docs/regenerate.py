@@ -748,12 +748,14 @@ def block_converge(m: dict) -> str:
             f"| {names[name]} | {steps} | {v['median_train_seconds']:.1f} | {wall} | "
             f"{pct(v['min_test_exact_match'])} | {pct(min(unseen)) if unseen else '—'} |"
         )
-    phases = c["variants"]["default"]["runs"][0].get("phases") or {}
-    if phases:
+    timed = sorted((r for r in c["variants"]["default"]["runs"] if r.get("phases")), key=lambda r: r["wall_seconds"])
+    if timed:  # the run of median whole-command seconds: one slowed by a neighbour does not speak for the rest
+        median = timed[(len(timed) - 1) // 2]
         lines += [
             "",
-            f"Where seed {c['seeds'][0]}'s default command spends its seconds (results.json `phases`): "
-            + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.items())
+            f"Where the default command spends its seconds (results.json `phases` of seed {median['seed']}, the median "
+            f"run, {median['wall_seconds']:.1f} s whole): "
+            + ", ".join(f"{name} {seconds:.2f}" for name, seconds in median["phases"].items())
             + ".",
         ]
     q = x["quick_sweep"]
