@@ -102,6 +102,13 @@ def results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
 
 
+def finished_jobs(sweep: Path) -> list[Path]:
+    """The job directories of the multirun at ``sweep`` that wrote results.json, in job order."""
+    from storage.rundir import SweepDir
+
+    return [job.path for job in SweepDir(sweep).jobs() if job.results.is_file()]
+
+
 def image(section_images: dict, source: Path, name: str) -> None:
     """Copy a drawn figure into docs/images and note what drew it."""
     shutil.copyfile(source, IMAGES / name)
@@ -237,10 +244,9 @@ def section_seeds(scratch: Path) -> dict:
     """python train.py -m seed=1,2,3,4: how many steps other seeds need."""
     train(scratch, "-m", "seed=1,2,3,4", "hydra.sweep.dir=multirun/seeds")
     rows = []
-    for job in sorted((scratch / "multirun/seeds").iterdir()):
-        if (job / "results.json").is_file():
-            r = results(job)
-            rows.append({k: r[k] for k in ("seed", "steps", "train_seconds", "total_seconds", "test_exact_match")})
+    for job in finished_jobs(scratch / "multirun/seeds"):
+        r = results(job)
+        rows.append({k: r[k] for k in ("seed", "steps", "train_seconds", "total_seconds", "test_exact_match")})
     return {"command": "python train.py -m seed=1,2,3,4", "runs": sorted(rows, key=lambda r: r["seed"])}
 
 
@@ -275,7 +281,7 @@ def section_quick_sweep(scratch: Path) -> dict:
     image(images, sweep / "sweep_summary.png", "quick_sweep.png")
     if screenshot(sweep / "sweep_report.html", IMAGES / "sweep_report.png", 1400, scratch):
         images["sweep_report.png"] = code_hash(DRAWN_BY["sweep_report.png"])
-    runs = [results(job) for job in sorted(sweep.iterdir()) if (job / "results.json").is_file()]
+    runs = [results(job) for job in finished_jobs(sweep)]
     return {
         "command": "python train.py -m experiment=quick_sweep",
         "whole_seconds": ran.seconds,
@@ -358,9 +364,7 @@ def section_length(scratch: Path) -> dict:
 
     runs, curves = [], {}
     for sweep in ("length", "length_others"):
-        for job in sorted((scratch / "multirun" / sweep).iterdir()):
-            if not (job / "results.json").is_file():
-                continue
+        for job in finished_jobs(scratch / "multirun" / sweep):
             r, model = results(job), OmegaConf.load(job / "config.yaml").model
             name = "absolute" if not model.place_embedding else {"own": "abacus"}.get(model.place_of, "coupling")
             verified = run([str(ROOT / "verify.py"), str(job), "--json"], scratch, ok=(0, 1), merged=False)  # 1: failed
@@ -407,7 +411,7 @@ def section_performance(scratch: Path) -> dict:
     for recipe, overrides in (("default", ()), ("previous", PREVIOUS_RECIPE)):
         ran = train(scratch, "-m", "experiment=quick_sweep", *overrides, f"hydra.sweep.dir=multirun/speed_{recipe}")
         sweep = scratch / f"multirun/speed_{recipe}"
-        jobs = [results(job) for job in sorted(sweep.iterdir()) if (job / "results.json").is_file()]
+        jobs = [results(job) for job in finished_jobs(sweep)]
         sweeps[recipe] = {
             "command": " ".join(["python train.py -m experiment=quick_sweep", *overrides]),
             "whole_seconds": ran.seconds,
