@@ -146,6 +146,22 @@ HF_ONLY = textwrap.dedent("""
 """)
 
 
+def run_alone(name: str, script: str, hf_dir: Path, job: dict, work: Path, **env: str) -> None:
+    """``script`` (saved as ``work/name``) in a fresh ``python -I`` started in ``work``, so no tinycalc code is on
+    its path, given the export and ``work/job.json``; it must exit 0. ``env``: more environment variables."""
+    (work / "job.json").write_text(json.dumps(job))
+    (work / name).write_text(script)
+    result = subprocess.run(
+        [sys.executable, "-I", str(work / name), str(hf_dir), str(work)],
+        cwd=work,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
 @needs_extra
 def test_hf_model_equals_ours_without_tinycalc_code(hf_dir, calc_add, problems, tmp_path):
     """Logits within 1e-5 (fp32) and the same greedy answers on 1,000 problems, with transformers alone."""
@@ -156,16 +172,7 @@ def test_hf_model_equals_ours_without_tinycalc_code(hf_dir, calc_add, problems, 
         "answer_len": fmt.answer_len,
         "sequences": seqs[:, :-1].tolist(),
     }
-    (tmp_path / "job.json").write_text(json.dumps(job))
-    (tmp_path / "hf_only.py").write_text(HF_ONLY)
-    result = subprocess.run(
-        [sys.executable, "-I", str(tmp_path / "hf_only.py"), str(hf_dir), str(tmp_path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_alone("hf_only.py", HF_ONLY, hf_dir, job, tmp_path)
     theirs = torch.load(tmp_path / "logits.pt")
     assert torch.equal(theirs["prompts"], seqs[:, : fmt.prompt_len])  # the tokenizer writes [BOS] + characters
     with torch.inference_mode():
@@ -421,18 +428,7 @@ def test_transformer_lens_loads_the_export_from_any_directory(hf_dir, calc_add, 
     pattern equal ours, within the fp32 tolerances of the boot_native bridge above."""
     fmt, seqs = calc_add.fmt, calc_add.encode(problems)[:, :-1]
     job = {"prompt": fmt.prompt_text(problems[0].a, problems[0].op, problems[0].b), "sequences": seqs.tolist()}
-    (tmp_path / "job.json").write_text(json.dumps(job))
-    (tmp_path / "lens_only.py").write_text(LENS_ONLY)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run(
-        [sys.executable, "-I", str(tmp_path / "lens_only.py"), str(hf_dir), str(tmp_path)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_alone("lens_only.py", LENS_ONLY, hf_dir, job, tmp_path, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     theirs = torch.load(tmp_path / "lens.pt")
     assert torch.equal(theirs["prompt"], seqs[:1, : fmt.prompt_len])  # [BOS] 1 2 + 3 4 =, [BOS] once
     with torch.inference_mode():
