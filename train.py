@@ -103,7 +103,8 @@ def train(cfg: DictConfig, run_dir: RunDir, run_name: str, group: str | None) ->
         phases.lap("test")
 
         phase = "analysis"  # from here on the run is finished: a signal leaves it "ok"
-        run_dir.write_json(run_dir.mistakes, test_mistakes(module, test_set))
+        found = module.test_wrong if trainer.world_size == 1 else None  # each process tested a share
+        run_dir.write_json(run_dir.mistakes, test_mistakes(module, test_set, found=found))
         for maps in (c for c in callbacks if isinstance(c, AttentionMaps)):
             results["maps_seconds"] = round(maps.seconds, 2)  # drawing attention maps during training
         if analysis is not None and analysis.enabled:

@@ -339,6 +339,19 @@ class CalculatorModule(L.LightningModule):
         """Greedy answers (B, answer_len) for the prompts in ``seq``, decoded with the KV cache."""
         return self.net.generate(seq[:, : self.fmt.prompt_len], self.fmt.answer_len)
 
+    def greedy_answers(self, seq: torch.Tensor, logits: torch.Tensor | None = None) -> torch.Tensor:
+        """The answers (B, answer_len) greedy decoding writes for seq's prompts, for one teacher-forced pass
+        (``logits``, when the caller has them) plus decoding only the problems that pass gets wrong: greedy writes
+        the true answer exactly when every true answer token is the argmax (see ``forced_scores``)."""
+        P, A = self.fmt.prompt_len, self.fmt.answer_len
+        truth = seq[:, P : P + A]
+        logits = self.answer_logits(seq) if logits is None else logits
+        wrong = (logits[:, :A].argmax(-1) != truth).any(dim=1).nonzero().flatten()
+        answers = truth.clone()
+        if len(wrong):
+            answers[wrong] = self.decode_answers(seq[wrong])
+        return answers
+
     def score(self, seq: torch.Tensor, greedy: bool = True) -> dict[str, torch.Tensor]:
         """loss, exact_match (whole answer right) and digit_accuracy (per answer position); the answer is every
         token the model writes, the working included when the format shows it.
@@ -347,12 +360,17 @@ class CalculatorModule(L.LightningModule):
         teacher-forced pass that gives the loss: the same exact-match (see ``forced_scores``) for less than
         half the cost, with digit accuracy then counting each digit given the true digits before it.
         """
+        return self._score(seq, greedy)[0]
+
+    def _score(self, seq: torch.Tensor, greedy: bool) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """score's values, and the (B, answer_len) answers they judge."""
         P, A = self.fmt.prompt_len, self.fmt.answer_len
         logits = self.answer_logits(seq)
         loss, _ = self.answer_scores(logits, seq)
-        answers = self.decode_answers(seq) if greedy else logits[:, :A].argmax(-1)
+        answers = self.greedy_answers(seq, logits) if greedy else logits[:, :A].argmax(-1)
         right = answers == seq[:, P : P + A]  # (B, A)
-        return {"loss": loss, "exact_match": right.all(dim=1).float().mean(), "digit_accuracy": right.float().mean()}
+        metrics = {"loss": loss, "exact_match": right.all(dim=1).float().mean(), "digit_accuracy": right.float().mean()}
+        return metrics, answers
 
     # ---- Lightning hooks ----------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -371,13 +389,13 @@ class CalculatorModule(L.LightningModule):
             self.log("train/loss", loss)
         return loss
 
-    def _eval_step(self, batch: torch.Tensor, split: str) -> None:
-        # validation runs often during training: teacher-forced; the test decodes greedily
-        for name, value in self.score(batch, greedy=split == "test").items():
-            self.log(f"{split}/{name}", value, prog_bar=name == "exact_match", batch_size=len(batch), sync_dist=True)
+    def _log_scores(self, metrics: dict[str, torch.Tensor], split: str, batch_size: int) -> None:
+        for name, value in metrics.items():
+            self.log(f"{split}/{name}", value, prog_bar=name == "exact_match", batch_size=batch_size, sync_dist=True)
 
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
-        self._eval_step(batch, "val")
+        # validation runs often during training: teacher-forced (the same exact-match, see forced_scores)
+        self._log_scores(self.score(batch, greedy=False), "val", len(batch))
 
     def on_validation_epoch_end(self) -> None:
         if not self.trainer.sanity_checking:
@@ -396,8 +414,16 @@ class CalculatorModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.val_history = list(checkpoint.get("val_history", []))
 
+    def on_test_epoch_start(self) -> None:
+        self.test_wrong: list[tuple[torch.Tensor, torch.Tensor]] = []  # (problems, answers written) per batch
+
     def test_step(self, batch: torch.Tensor, batch_idx: int) -> None:
-        self._eval_step(batch, "test")
+        # the test decodes greedily, as a user of the model gets the answers, and keeps the ones it gets wrong
+        metrics, answers = self._score(batch, greedy=True)
+        P, A = self.fmt.prompt_len, self.fmt.answer_len
+        wrong = (answers != batch[:, P : P + A]).any(dim=1)
+        self.test_wrong.append((batch[wrong].cpu(), answers[wrong].cpu()))
+        self._log_scores(metrics, "test", len(batch))
 
     def configure_optimizers(self):
         mixed = str(self.trainer.precision).endswith("-mixed")

@@ -78,6 +78,25 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
     assert torch.equal(forced, (decoded == test[:, P : P + A]).all(dim=1))
 
 
+def test_the_test_decodes_only_what_it_gets_wrong_and_writes_what_a_full_decode_writes(trained):
+    from training.results import test_mistakes
+
+    module, test = trained
+    with zero_ablated(module.net, [(0, 1)]):  # a model that gets some problems wrong
+        decoded = module.decode_answers(test)
+        answers = module.greedy_answers(test)
+        P, A = module.fmt.prompt_len, module.fmt.answer_len
+        wrong = (decoded != test[:, P : P + A]).any(dim=1)
+        assert 0 < wrong.sum() < len(test)
+        assert torch.equal(answers, decoded)  # every row as a full greedy decode writes it
+        assert module.score(test)["digit_accuracy"] == (decoded == test[:, P : P + A]).float().mean()
+        # what Lightning's test keeps, batch by batch, is what test_mistakes would find by itself
+        quiet = dict(logger=False, enable_progress_bar=False, enable_model_summary=False)
+        L.Trainer(accelerator="cpu", **quiet).test(module, torch.utils.data.DataLoader(test, 64), verbose=False)
+        kept, searched = test_mistakes(module, test, found=module.test_wrong), test_mistakes(module, test)
+    assert kept == searched and kept["n_mistakes"] == wrong.sum() and len(kept["mistakes"]) == min(50, wrong.sum())
+
+
 def test_mean_ablation_over_a_single_problem_changes_nothing(trained):
     module, test = trained
     one = test[:1]
@@ -235,3 +254,20 @@ def test_a_head_with_no_single_habit_is_described_answer_digit_by_answer_digit()
     pattern[eq + 1, where[("bos", None)]] = 1.0  # r1 reads [BOS]
     # r2's query keeps the uniform row: spread out
     assert describe_head(fmt, pattern) == "reads r0<-a0+b0 r1<-^ r2<-~"
+
+
+def test_maps_during_training_skip_the_validation_where_training_ends(tmp_path):
+    from types import SimpleNamespace
+
+    from analysis.callbacks import AttentionMaps
+
+    module, _ = untrained_calculator()
+    maps = AttentionMaps(tmp_path, every_n_val=1)
+    maps.setup(None, module, "fit")
+    for step, stopping in ((25, False), (50, True), (100, False)):  # drawn; a stop (the target reached); the last
+        state = dict(global_step=step, max_steps=100, should_stop=stopping, loggers=[])
+        trainer = SimpleNamespace(sanity_checking=False, is_global_zero=True, **state)
+        maps.on_validation_end(trainer, module)
+    assert sorted(p.name for p in (tmp_path / "attention").iterdir()) == [
+        "step000025.json", "step000025_layer0.png", "step000025_layer1.png"
+    ]  # fmt: skip

@@ -49,26 +49,33 @@ def run_record(
 
 
 @torch.no_grad()
-def test_mistakes(module: CalculatorModule, test_set: torch.Tensor, limit: int = 50) -> dict:
-    """The first ``limit`` held-out problems the model gets wrong under greedy decoding, as calc.py shows them."""
+def test_mistakes(
+    module: CalculatorModule, test_set: torch.Tensor, limit: int = 50, found: list[tuple] | None = None
+) -> dict:
+    """The first ``limit`` held-out problems the model gets wrong under greedy decoding, as calc.py shows them.
+
+    found: (problems, answers written) batches holding every problem of ``test_set`` that the test got wrong, in
+    order (``module.test_wrong`` after a one-process test); None: find them here.
+    """
     from data.tokenizer import CharTokenizer
 
     fmt, id_to_token = module.fmt, CharTokenizer().id_to_token
     P, A = fmt.prompt_len, fmt.answer_len
-    module.eval()
-    wrong, n_wrong = [], 0
-    for seqs in test_set.split(5000):
-        seqs = seqs.to(module.device)
-        # greedy decoding gets a problem wrong exactly when one teacher-forced pass does (forced_scores): that pass
-        # finds them, and only they are decoded, to show what the model writes -- one pass, not a decode of all
-        bad = (~module.forced_scores(seqs)[1]).nonzero().flatten()
-        n_wrong += len(bad)
-        bad = bad[: max(limit - len(wrong), 0)]
-        answers = dict(zip(bad.tolist(), module.decode_answers(seqs[bad]) if len(bad) else [], strict=True))
-        for i in bad.tolist():
-            prompt = "".join(id_to_token[t] for t in seqs[i, 1 : P - 1].tolist())  # a op b, zero-padded
-            written = "".join(id_to_token[t] for t in answers[i].tolist())
-            truth_text = "".join(id_to_token[t] for t in seqs[i, P : P + A].tolist())
+    if found is None:
+        module.eval()
+        found = []
+        for seqs in test_set.split(5000):
+            seqs = seqs.to(module.device)
+            answers = module.greedy_answers(seqs)
+            bad = (answers != seqs[:, P : P + A]).any(dim=1)
+            found.append((seqs[bad], answers[bad]))
+    n_wrong = sum(len(seqs) for seqs, _ in found)
+    wrong = []
+    for seqs, answers in found:
+        for seq, answer in zip(seqs[: max(limit - len(wrong), 0)].tolist(), answers.tolist(), strict=False):
+            prompt = "".join(id_to_token[t] for t in seq[1 : P - 1])  # a op b, zero-padded
+            written = "".join(id_to_token[t] for t in answer)
+            truth_text = "".join(id_to_token[t] for t in seq[P : P + A])
             truth = fmt.parse_answer(truth_text)
             try:
                 model = fmt.parse_answer(written)
