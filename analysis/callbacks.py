@@ -16,8 +16,9 @@ class AttentionMaps(L.Callback):
     """Draw every layer x head attention pattern of the probe problems every ``every_n_val`` validations.
 
     probes: problems such as ["999+1"]; None = the task's own (carries rippling through every place).
-    The sanity check is skipped, and so is a validation at the last step: the end-of-run analysis draws the
-    final maps, on the best weights.
+    The sanity check is skipped, and so is a validation where training ends (the last step, or a stop such as
+    reaching the target): the end-of-run analysis draws the final maps, on the best weights. Listed after the
+    early-stopping callback (configs/callbacks/default.yaml), it sees that callback's stop.
     """
 
     def __init__(self, run_dir: str | Path, probes: list[str] | None = None, every_n_val: int = 3):
@@ -40,7 +41,8 @@ class AttentionMaps(L.Callback):
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
         self.n_validations += 1
-        if self.n_validations % self.every_n_val == 0 and trainer.global_step < trainer.max_steps:
+        ending = trainer.should_stop or trainer.global_step >= trainer.max_steps
+        if self.n_validations % self.every_n_val == 0 and not ending:
             from analysis.plots import map_figures  # matplotlib: only once a map is drawn
 
             started, step, tag = time.perf_counter(), trainer.global_step, f"step{trainer.global_step:06d}"
