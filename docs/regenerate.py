@@ -24,6 +24,7 @@ import csv
 import datetime as dt
 import hashlib
 import json
+import operator
 import os
 import platform
 import re
@@ -390,6 +391,68 @@ def section_length(scratch: Path) -> dict:
             "runs": runs, "images": images}  # fmt: skip
 
 
+ARITHMETIC = [  # the README's Arithmetic table: (experiment, extra overrides, what the task is, seeds)
+    ("add10", (), "10-digit `+` (8 heads of 8 dims; operands of every length, round numbers)", (0, 1, 2, 3, 4)),
+    ("mul3", (), "3-digit `*` (104,000 parameters)", (0, 1, 2)),
+    ("mixed", (), "2-digit `+-*`, trained on 61% of the space", (0, 1, 2)),
+    ("mixed", ("data.test_fraction=0.1",), "2-digit `+-*`, trained on 85%", (0, 1, 2)),
+    ("sub3", (), "3-digit `-`, negative answers too", (0, 1, 2)),
+    ("mul2", (), "2-digit `*`", (0, 1, 2)),
+]
+
+
+def whole_space(scratch: Path, job: Path) -> dict:
+    """python calc.py --eval on every problem of a 2-digit task's space (training problems included)."""
+    from omegaconf import OmegaConf
+
+    data = OmegaConf.load(job / "config.yaml").data
+    ops = list(data.operators)
+    value = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+    lines = [f"{a}{op}{b}={value[op](a, b)}" for op in ops for a in range(100) for b in range(100)]
+    problems = scratch / f"space_{''.join(ops)}.txt"
+    problems.write_text("\n".join(lines) + "\n")
+    ran = run([str(ROOT / "calc.py"), "--ckpt", str(job), "--eval", str(problems), "--json"], scratch, (0, 1), False)
+    report = json.loads(ran.stdout)
+    return {"right": report["right"], "n": report["n_problems"]}
+
+
+def section_arithmetic(scratch: Path) -> dict:
+    """Every experiment of the Arithmetic table on its seeds, two whole train.py commands at a time, one thread
+    each; the 2-digit tasks also over their whole problem space."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from omegaconf import OmegaConf
+
+    jobs = [(i, seed) for i, (*_, seeds) in enumerate(ARITHMETIC) for seed in seeds]
+
+    def one(job: tuple[int, int]) -> dict:
+        i, seed = job
+        experiment, overrides, _, _ = ARITHMETIC[i]
+        out = scratch / "arithmetic" / f"{i}_{experiment}_{seed}"
+        ran = train(
+            scratch, f"experiment={experiment}", *overrides, f"seed={seed}", "threads=1", f"hydra.run.dir={out}"
+        )
+        r, cap = results(out), OmegaConf.load(out / "config.yaml").trainer.max_steps
+        row = {"seed": seed, "steps": r["steps"], "capped": r["steps"] >= cap, "whole_seconds": ran.seconds}
+        row |= {"test_exact_match": r["test_exact_match"], "n_test": r["n_test"]}
+        if OmegaConf.load(out / "config.yaml").data.digits == 2:
+            row["whole_space"] = whole_space(scratch, out)
+        return row
+
+    with ThreadPoolExecutor(2) as pool:  # two runs sharing the machine, in the order listed (longest first)
+        done = list(pool.map(one, jobs))
+    rows = [
+        {
+            "experiment": e,
+            "overrides": list(o),
+            "task": task,
+            "runs": [r for (i, _), r in zip(jobs, done, strict=True) if i == n],
+        }
+        for n, (e, o, task, _) in enumerate(ARITHMETIC)
+    ]
+    return {"command": "python train.py experiment=<name> seed=<s> threads=1, two at a time", "rows": rows}
+
+
 def bench(scratch: Path, *args: str) -> dict:
     """``python bench.py ARGS --json``: its one JSON object."""
     return json.loads(run([str(ROOT / "bench.py"), *args, "--json"], scratch, merged=False).stdout)
@@ -459,6 +522,7 @@ SECTIONS = [
     Section("seeds", section_seeds, "~3 min"),
     Section("head_sweep", section_head_sweep, "~10 min"),
     Section("length", section_length, "~30 min"),
+    Section("arithmetic", section_arithmetic, "~1 h"),
     Section("performance", section_performance, "~15 min (on a quiet machine: it times)"),
 ]
 
@@ -593,6 +657,30 @@ def sweep_table(rows: list[dict], with_seed: bool) -> list[str]:
         prunable = " / ".join(f"{r['prunable_fraction']:.2g}" if r["learned"] else "not learned" for r in group)
         lines.append(f"| {n} | {group[0]['head_dim']} | {reached} | {exact} | {seconds} | {prunable} |")
     return lines
+
+
+def block_arithmetic(m: dict) -> str:
+    a = m.get("arithmetic")
+    if not a:
+        return not_measured("arithmetic")
+    lines = ["| experiment | task | seed | steps | whole command | test exact-match |", "|---|---|---|---|---|---|"]
+    for row in a["rows"]:
+        runs = row["runs"]
+        name = " ".join([f"`{row['experiment']}", *row["overrides"]]) + "`"
+        seeds = " / ".join(str(r["seed"]) for r in runs)
+        steps = " / ".join(f"{r['steps']:,}" + (" (the cap)" if r["capped"] else "") for r in runs)
+        seconds = " / ".join(secs(r["whole_seconds"]) for r in runs)
+        exact = [pct(r["test_exact_match"]) for r in runs]
+        sizes = {r["n_test"] for r in runs}
+        score = (f"**{exact[0]}** on every seed" if len(set(exact)) == 1 else f"**{' / '.join(exact)}**") + (
+            f" of {sizes.pop():,}" if len(sizes) == 1 else ""
+        )
+        spaces = [r["whole_space"] for r in runs if "whole_space" in r]
+        if spaces:
+            right = " / ".join(f"{space['right']:,}" for space in spaces)
+            score += f" (whole space: {right} of {spaces[0]['n']:,})"
+        lines.append(f"| {name} | {row['task']} | {seeds} | {steps} | {seconds} | {score} |")
+    return "\n".join(lines)
 
 
 def block_quick_sweep(m: dict) -> str:
@@ -778,6 +866,7 @@ def block_converge(m: dict) -> str:
 BLOCKS: dict[str, Callable[[dict], str]] = {
     "performance": block_performance,
     "converge": block_converge,
+    "arithmetic": block_arithmetic,
     "length": block_length,
     "circuits": block_circuits,
     "machine": block_machine,
