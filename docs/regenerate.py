@@ -458,6 +458,9 @@ def bench(scratch: Path, *args: str) -> dict:
     return json.loads(run([str(ROOT / "bench.py"), *args, "--json"], scratch, merged=False).stdout)
 
 
+TRAIN_ROUNDS = 5  # bench.py train --repeat: the variants take turns this many times, each figure a median
+
+
 def section_performance(scratch: Path) -> dict:
     """python bench.py train (3 and 10 digits), python bench.py converge (seeds 0-4), and the quick sweep's whole
     command under the default recipe and under the AdamW one."""
@@ -467,8 +470,8 @@ def section_performance(scratch: Path) -> dict:
     keep += ("matmul_peak_gflops", "matmul_share_of_step", "batch_size")
     train_speed = {}
     for digits in (3, 10):
-        figures = bench(scratch, "train", "--digits", str(digits))["train"]
-        train_speed[str(digits)] = {key: figures[key] for key in keep}
+        figures = bench(scratch, "train", "--digits", str(digits), "--repeat", str(TRAIN_ROUNDS))["train"]
+        train_speed[str(digits)] = {key: figures[key] for key in keep} | {"rounds": TRAIN_ROUNDS}
     converge = bench(scratch, "converge")["converge"]
     sweeps = {}
     for recipe, overrides in (("default", ()), ("previous", PREVIOUS_RECIPE)):
@@ -809,10 +812,12 @@ def block_performance(m: dict) -> str:
             f"{t['mfu']:.3f} | {to_target} | {command} |"
         )
     t = x["train"]["3"]
+    repeat, turns = (f" --repeat {t['rounds']}", ", taking turns") if "rounds" in t else ("", "")
     lines += [
         "",
-        f"`python bench.py train` times our Lightning path, the same model in a bare PyTorch loop and a nanoGPT-style "
-        f"reference (fused `c_attn`, `scaled_dot_product_attention`) side by side in one process, and measures the "
+        f"`python bench.py train{repeat}` times our Lightning path, the same model in a bare PyTorch loop and a "
+        f"nanoGPT-style reference (fused `c_attn`, `scaled_dot_product_attention`) side by side in one process{turns}, "
+        "and measures the "
         f"machine's matrix-multiply peak in the same run: `lightning_over_bare` **{t['lightning_over_bare']:.3f}**, "
         f"`model_over_nanogpt` **{t['model_over_nanogpt']:.3f}**, MFU **{t['mfu']:.3f}** against a "
         f"{t['matmul_peak_gflops']:.0f} GFLOP/s fp32 GEMM peak, with matrix multiplication "
