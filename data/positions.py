@@ -85,6 +85,14 @@ def shifted(places: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     return places + offsets.unsqueeze(1) * (places > 0)
 
 
+def randomised(places: torch.Tensor, n_places: int, batch: int) -> torch.Tensor:
+    """Place ids (T,) whose digits hold places 1..m -> (batch, T): in each sequence, places 1..m become a sorted
+    random draw of m distinct places from 1..n_places (randomised positions, Ruoss et al. 2023); 0 stays 0."""
+    m = int(places.max())
+    draw = torch.rand(batch, n_places, device=places.device).argsort(dim=1)[:, :m].sort(dim=1).values + 1  # (B, m)
+    return torch.where(places > 0, draw.gather(1, (places - 1).clamp(min=0).expand(batch, -1)), 0)
+
+
 def token_labels(text_tokens: list[str]) -> list[str]:
     """Short axis labels for a sequence's tokens ([BOS] -> '^', [EOS] -> '$')."""
     return [{"[BOS]": "^", "[EOS]": "$"}.get(t, t) for t in text_tokens]

@@ -117,6 +117,7 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``x`` (B, T_q, d_model) to itself, or to ``context`` (B, T_k, d_model).
 
@@ -126,6 +127,8 @@ class MultiHeadAttention(nn.Module):
             need_weights: also return the attention weights (B, n_heads, T_q, T_k).
             cache: a :class:`KVCache` for incremental self-attention decoding; the new keys and
                 values are appended to it and ``x`` holds only the new positions.
+            bias: float scores added to Q Kᵀ / √head_dim before the mask, broadcastable to
+                (B, n_heads, T_q, T_k) (relative place scores: ``Transformer.place_score_table``).
 
         Returns:
             ``(out, weights)``: out is (B, T_q, d_model); weights is None unless ``need_weights``.
@@ -145,11 +148,12 @@ class MultiHeadAttention(nn.Module):
 
         causal = self.causal and context is None
         if need_weights or self.hook_pattern._forward_hooks:
-            weights = self.hook_pattern(self.attention_weights(q, k, self.allowed(T_q, k.shape[-2], causal, mask)))
+            allowed = self.allowed(T_q, k.shape[-2], causal, mask)
+            weights = self.hook_pattern(self.attention_weights(q, k, allowed, bias))
             z = F.dropout(weights, self.dropout, self.training) @ v  # (B, n_heads, T_q, head_dim)
         else:
             weights = None
-            z = self.fused_attention(q, k, v, causal, mask)
+            z = self.fused_attention(q, k, v, causal, mask, bias)
         z = self.hook_z(z.transpose(1, 2))  # (B, T_q, n_heads, head_dim)
         out = self.W_o(z.reshape(B, T_q, self.n_heads * self.head_dim))  # concatenate the heads, then mix
         return out, (weights if need_weights else None)
@@ -162,22 +166,29 @@ class MultiHeadAttention(nn.Module):
         future_ok = torch.ones(T_q, T_k, dtype=torch.bool, device=self.W_q.weight.device).tril(diagonal=T_k - T_q)
         return future_ok if mask is None else mask & future_ok
 
-    def attention_weights(self, q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    def attention_weights(
+        self, q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor | None, bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The lesson's steps: scaled scores, the mask, softmax over the keys -> (B, n_heads, T_q, T_k)."""
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if bias is not None:
+            scores = scores + bias
         if allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
         return scores.softmax(dim=-1).nan_to_num(0.0)  # a query allowed no key at all gets zeros, not NaN
 
-    def fused_attention(self, q, k, v, causal: bool, mask: torch.Tensor | None) -> torch.Tensor:
+    def fused_attention(self, q, k, v, causal: bool, mask: torch.Tensor | None, bias=None) -> torch.Tensor:
         """The same as ``attention_weights(...) @ v`` in one fused kernel (weights never materialised)."""
         T_q, T_k = q.shape[-2], k.shape[-2]
-        own_triangle = causal and mask is None and T_q == T_k  # the kernel's is_causal is exactly our mask
+        own_triangle = causal and mask is None and bias is None and T_q == T_k  # the kernel's is_causal: our mask
+        allowed = None if own_triangle else self.allowed(T_q, T_k, causal, mask)
+        if bias is not None:  # one float mask: the scores to add, -inf where a key may not be seen
+            allowed = bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
         return F.scaled_dot_product_attention(
             q,
             k,
             v,
-            attn_mask=None if own_triangle else self.allowed(T_q, T_k, causal, mask),
+            attn_mask=allowed,
             dropout_p=self.dropout if self.training else 0.0,
             is_causal=own_triangle and T_q > 1,
         )

@@ -10,7 +10,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from data.positions import place_ids, place_tensor, shifted
+from data.positions import place_ids, place_tensor, randomised, shifted
 from data.problems import ProblemFormat, width_of
 from model.transformer import Transformer, TransformerConfig
 
@@ -319,7 +319,11 @@ class CalculatorModule(L.LightningModule):
         if not cfg.place_embedding or (fmt == self.fmt and not spare):
             return None
         places = place_tensor(fmt, cfg.place_of, seq.device)  # (seq_len,)
-        return shifted(places, torch.randint(spare + 1, (len(seq),), device=seq.device))
+        out = shifted(places, torch.randint(spare + 1, (len(seq),), device=seq.device))  # (B, seq_len)
+        if cfg.random_places:  # this share of the sequences: places drawn from all the model has, in order
+            pick = torch.rand(len(seq), 1, device=seq.device) < cfg.random_places
+            out = torch.where(pick, randomised(places, int(places.max()) + spare, len(seq)), out)
+        return out
 
     @property
     def answer_logits_from(self) -> int:

@@ -45,6 +45,15 @@ class TransformerConfig:
     # the query writing the tens and both operands' tens share an id (position coupling, Cho et al. 2024) --
     # or "own" -- every digit carries its own place (abacus embeddings, McLeish et al. 2024).
     place_of: str = "predicted"
+    # Randomised places (Ruoss et al. 2023): this share of training sequences gets, instead of a contiguous run
+    # of places shifted by a random offset, a sorted random draw of distinct places from all the model has, so
+    # digits far apart in place -- as in a problem longer than any trained on -- have been seen side by side.
+    random_places: float = 0.0
+    # Relative place scores (with place_embedding): > 0 adds to every attention score a learned bias of its layer
+    # and head by the place difference between query and key -- one per difference from -place_bias to
+    # place_bias, one shared by every farther key below and one by every farther key above, one for a token with
+    # no place --, so a key further away than any in training scores as the trained far ones did (T5-style).
+    place_bias: int = 0
 
     def __post_init__(self) -> None:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
@@ -57,6 +66,13 @@ class TransformerConfig:
             raise ValueError(f"place_offset={self.place_offset!r}: must be a whole number >= 0")
         if self.place_of not in PLACE_SCHEMES:
             raise ValueError(f"place_of={self.place_of!r}: must be one of {', '.join(PLACE_SCHEMES)}")
+        if not isinstance(self.place_bias, int) or isinstance(self.place_bias, bool) or self.place_bias < 0:
+            raise ValueError(f"place_bias={self.place_bias!r}: must be a whole number >= 0")
+        if self.place_bias and not self.place_embedding:
+            raise ValueError("place_bias > 0 needs place_embedding=true (a position scheme with places)")
+        share = self.random_places
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+            raise ValueError(f"random_places={share!r}: must be a share from 0 to 1")
         if not (self.position_embedding or self.place_embedding):
             raise ValueError("position_embedding=false: needs place_embedding=true, or the model has no positions")
 
@@ -92,11 +108,12 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
         self.hook_resid_pre = nn.Identity()  # the residual stream entering the block, (B, T, d_model)
 
-    def forward(self, x, need_weights=False, cache=None, keep_from: int = 0):
+    def forward(self, x, need_weights=False, cache=None, keep_from: int = 0, bias=None):
         """x (B, T, d_model) -> (B, T - keep_from, d_model): every position attends, but only positions
-        keep_from.. go on through the MLP (the others served as keys and values; nothing reads them later)."""
+        keep_from.. go on through the MLP (the others served as keys and values; nothing reads them later).
+        bias: scores added to the attention's (see ``MultiHeadAttention.forward``)."""
         x = self.hook_resid_pre(x)
-        attn_out, weights = self.attn(self.ln_attn(x), need_weights=need_weights, cache=cache)
+        attn_out, weights = self.attn(self.ln_attn(x), need_weights=need_weights, cache=cache, bias=bias)
         x = (x + attn_out)[:, keep_from:]
         x = x + self.mlp(self.ln_mlp(x))
         return x, weights
@@ -118,6 +135,8 @@ class Transformer(nn.Module):
                 raise ValueError(f"place_embedding=true needs the digit place of every position (<= {cfg.block_size})")
             self.register_buffer("place_ids", torch.tensor(place_ids), persistent=False)  # (trained seq_len,)
             self.place_emb = nn.Embedding(max(place_ids) + 1 + cfg.place_offset, cfg.d_model)
+        if cfg.place_bias:  # (place-difference buckets, one bias per layer and head), from no bias at all
+            self.place_scores = nn.Embedding(2 * cfg.place_bias + 4, cfg.n_layers * cfg.n_heads)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
@@ -126,6 +145,8 @@ class Transformer(nn.Module):
         if cfg.tie_weights:
             self.lm_head.weight = self.tok_emb.weight
         self.apply(self._init_weights)
+        if cfg.place_bias:
+            nn.init.zeros_(self.place_scores.weight)
         # GPT-2's trick: scale the residual-writing projections down with depth.
         for name, p in self.named_parameters():
             if name.endswith(("attn.W_o.weight", "mlp.fc_out.weight")):
@@ -162,7 +183,7 @@ class Transformer(nn.Module):
         if caches and logits_from:
             raise ValueError("logits_from is for whole sequences; with caches idx holds only the new tokens")
         x = self.embed(idx, start=caches[0].length if caches else 0, places=places)
-        x, weights = self.run_blocks(x, need_weights=need_weights, caches=caches, keep_from=logits_from)
+        x, weights = self.run_blocks(x, need_weights=need_weights, caches=caches, keep_from=logits_from, places=places)
         return self.unembed(x), weights
 
     def embed(self, idx: torch.Tensor, start: int = 0, places: torch.Tensor | None = None) -> torch.Tensor:
@@ -201,22 +222,46 @@ class Transformer(nn.Module):
         need_weights: bool = False,
         caches: list[KVCache] | None = None,
         keep_from: int = 0,
+        places: torch.Tensor | None = None,
     ):
         """The residual stream (B, T, d_model) through blocks[start_layer:] -> (stream, weights or None).
 
-        The returned stream holds positions keep_from.. only: the last block skips the others (see ``forward``)."""
+        The returned stream holds positions keep_from.. only: the last block skips the others (see ``forward``);
+        ``places`` as in ``forward`` (for the place scores of ``cfg.place_bias``)."""
         all_weights = [] if need_weights else None
         last = len(self.blocks) - 1
+        T_k = (caches[0].length if caches else 0) + x.shape[1]  # the keys each query may see, cached ones included
+        scores = self.place_score_table(x.shape[1], T_k, places)
         for i in range(start_layer, len(self.blocks)):
             x, weights = self.blocks[i](
                 x,
                 need_weights=need_weights,
                 cache=None if caches is None else caches[i],
                 keep_from=keep_from if i == last else 0,
+                bias=None if scores is None else scores[i],
             )
             if need_weights:
                 all_weights.append(weights)
         return x, all_weights
+
+    def place_score_table(self, T_q: int, T_k: int, places: torch.Tensor | None) -> torch.Tensor | None:
+        """The place scores of ``cfg.place_bias`` for queries at positions T_k - T_q .. T_k - 1 against keys 0 ..
+        T_k - 1, per layer: (n_layers, B or 1, n_heads, T_q, T_k); None without them. ``places``: as in
+        ``forward`` (None: the trained layout's)."""
+        K = self.cfg.place_bias
+        if not K:
+            return None
+        if places is None and T_k > self.trained_len:
+            raise ValueError(f"a sequence of {T_k} tokens is longer than the trained layout: give its places")
+        places = (self.place_ids if places is None else places)[..., :T_k]
+        if places.dim() == 1:
+            places = places.unsqueeze(0)  # (1, T_k): the same for every sequence
+        query, key = places[:, T_k - T_q :, None], places[:, None, :]  # (B, T_q, 1), (B, 1, T_k)
+        bucket = (query - key).clamp(-K - 1, K + 1) + K + 1  # 0 .. 2K + 2: farther below, -K .. K, farther above
+        bucket = bucket.masked_fill((query == 0) | (key == 0), 2 * K + 3)  # a token with no place
+        table = self.place_scores(bucket)  # (B, T_q, T_k, n_layers * n_heads)
+        B, L, H = len(places), self.cfg.n_layers, self.cfg.n_heads
+        return table.view(B, T_q, T_k, L, H).permute(3, 0, 4, 1, 2)
 
     def unembed(self, x: torch.Tensor) -> torch.Tensor:
         """Residual stream (B, T, d_model) -> next-token logits (B, T, vocab_size)."""

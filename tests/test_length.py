@@ -16,7 +16,7 @@ from analysis import adderboard
 from analysis.length import accuracy_by_length, long_problems, longest_learned
 from data.datamodule import ArithmeticDataModule
 from data.expressions import ExpressionError, Problem, parse_expression
-from data.positions import place_ids, shifted
+from data.positions import place_ids, positions, randomised, shifted
 from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
@@ -97,13 +97,15 @@ def test_mixed_widths_refuse_what_they_cannot_draw():
 
 
 # ---- places -------------------------------------------------------------------------------------------------
-def place_net(offset: int = 4, place_of: str = "predicted", digits: int = 3) -> tuple[Transformer, ProblemFormat]:
+def place_net(
+    offset: int = 4, place_of: str = "predicted", digits: int = 3, place_bias: int = 0
+) -> tuple[Transformer, ProblemFormat]:
     torch.manual_seed(0)
     fmt = ProblemFormat(digits, "+")
     longest = fmt.at_width(digits + offset)
     cfg = TransformerConfig(
         vocab_size=CharTokenizer().vocab_size, block_size=longest.seq_len, d_model=32, n_heads=4,
-        place_embedding=True, position_embedding=False, place_offset=offset, place_of=place_of,
+        place_embedding=True, position_embedding=False, place_offset=offset, place_of=place_of, place_bias=place_bias,
     )  # fmt: skip
     return Transformer(cfg, place_ids(fmt, place_of)).eval(), fmt
 
@@ -123,9 +125,82 @@ def test_shifting_moves_every_digit_and_leaves_the_rest():
     assert torch.equal(out[0], places) and torch.equal(out[1] - places, 5 * (places > 0))
 
 
-@pytest.mark.parametrize("place_of", ["predicted", "own"])
-def test_decoding_a_longer_problem_with_the_cache_equals_decoding_without(place_of):
-    net, fmt = place_net(place_of=place_of)
+def test_randomised_places_are_sorted_distinct_places_kept_the_same_for_the_same_digit_place():
+    places = torch.tensor([0, 3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3, 4, 0])  # a2 a1 a0 + b2 b1 b0 = answer (4 places)
+    torch.manual_seed(0)
+    out = randomised(places, 20, 500)  # (500, T)
+    assert torch.equal(out == 0, (places == 0).expand_as(out))
+    by_place = out[:, [3, 2, 1, 12]]  # places 1, 2, 3, 4 as a0, a1, a2 and the answer's top digit hold them
+    assert (by_place[:, 1:] > by_place[:, :-1]).all() and by_place.min() >= 1 and by_place.max() <= 20
+    assert torch.equal(out[:, 1:4], out[:, 5:8]) and torch.equal(out[:, 9:12], out[:, [3, 2, 1]])  # a, b, answer
+    assert (by_place[:, 3] - by_place[:, 0] > 3).float().mean() > 0.9  # mostly spread, not a contiguous run
+    assert len(set(by_place[:, 0].tolist())) > 10  # the lowest place lands anywhere low
+
+
+def test_random_places_are_given_to_that_share_of_training_sequences():
+    from model.module import CalculatorModule
+
+    net, fmt = place_net(offset=4)
+    a_digits = torch.tensor([p.kind == "a" for p in positions(fmt)])
+
+    def spread_share(share: float) -> float:  # how often a's three digits are not three neighbouring places
+        cfg = net.cfg.to_dict() | {"random_places": share}
+        torch.manual_seed(0)
+        places = CalculatorModule(cfg, fmt.to_dict(), {}).training_places(torch.zeros(8000, fmt.seq_len).long())
+        return (places[:, a_digits].diff(dim=1) != -1).any(dim=1).float().mean().item()
+
+    everyone = spread_share(1.0)
+    assert spread_share(0.0) == 0 and everyone > 0.5 and spread_share(0.5) == pytest.approx(everyone / 2, abs=0.03)
+    with pytest.raises(ValueError, match="random_places=2"):
+        TransformerConfig(**(net.cfg.to_dict() | {"random_places": 2}))
+
+
+def random_place_scores(net: Transformer) -> Transformer:
+    with torch.no_grad():
+        net.place_scores.weight.normal_(0, 2)  # trained ones are not zero: make them count
+    return net
+
+
+def test_place_scores_start_at_zero_and_then_change_what_the_model_writes():
+    net, fmt = place_net(place_bias=2)
+    plain, _ = place_net()
+    plain.load_state_dict({k: v for k, v in net.state_dict().items() if not k.startswith("place_scores")})
+    seq = torch.randint(10, (4, fmt.seq_len - 1))
+    assert torch.allclose(net(seq)[0], plain(seq)[0], atol=1e-6)  # a zero bias: the same model (another kernel)
+    assert not torch.allclose(random_place_scores(net)(seq)[0], plain(seq)[0])
+
+
+def test_place_scores_are_one_per_place_difference_and_one_for_every_farther_key():
+    net, fmt = place_net(place_bias=2, offset=8)
+    random_place_scores(net)
+    places = torch.tensor([0, 9, 5, 4, 3, 1, 0])  # no place, then places 9, 5, 4, 3, 1
+    table = net.place_score_table(7, 7, places)  # (layers, 1, heads, 7, 7)
+    weight = net.place_scores.weight.view(-1, 2, 4)  # (buckets, layers, heads)
+    assert torch.equal(table[:, 0, :, 2, 3], weight[2 + 1 + 1])  # 5 - 4 = +1
+    assert torch.equal(table[:, 0, :, 3, 1], table[:, 0, :, 5, 1])  # 4 - 9 and 1 - 9: farther below, one bucket
+    assert torch.equal(table[:, 0, :, 1, 5], table[:, 0, :, 2, 5])  # 9 - 1 and 5 - 1: farther above, one bucket
+    assert torch.equal(table[:, 0, :, 0, 0], table[:, 0, :, 6, 3]) and torch.equal(table[:, 0, :, 6, 3], weight[-1])
+    seq = torch.randint(10, (3, fmt.seq_len - 1))
+    fused = net(seq)[0]
+    explicit, weights = net(seq, need_weights=True)  # the lesson's path, weights materialised
+    assert torch.allclose(fused, explicit, atol=1e-5) and torch.allclose(weights[0].sum(-1), torch.ones(1))
+
+
+def test_a_model_with_place_scores_is_refused_by_the_exports_in_one_line():
+    from model.calculator import Calculator
+    from model.export import ExportError, check_expressible
+
+    net, fmt = place_net(place_bias=2)
+    calc = Calculator(net, fmt, CharTokenizer())
+    with pytest.raises(ExportError, match="place scores"):
+        check_expressible(calc)
+
+
+@pytest.mark.parametrize("place_of, place_bias", [("predicted", 0), ("own", 0), ("predicted", 2)])
+def test_decoding_a_longer_problem_with_the_cache_equals_decoding_without(place_of, place_bias):
+    net, fmt = place_net(place_of=place_of, place_bias=place_bias)
+    if place_bias:
+        random_place_scores(net)
     wide = fmt.at_width(6)
     prompt = torch.randint(10, (3, wide.prompt_len))
     places = torch.tensor(place_ids(wide, place_of))
