@@ -675,9 +675,9 @@ def block_arithmetic(m: dict) -> str:
         seconds = " / ".join(secs(r["whole_seconds"]) for r in runs)
         exact = [pct(r["test_exact_match"]) for r in runs]
         sizes = {r["n_test"] for r in runs}
-        score = (f"**{exact[0]}** on every seed" if len(set(exact)) == 1 else f"**{' / '.join(exact)}**") + (
-            f" of {sizes.pop():,}" if len(sizes) == 1 else ""
-        )
+        every = len(set(exact)) == 1
+        score = f"**{exact[0] if every else ' / '.join(exact)}**" + (f" of {sizes.pop():,}" if len(sizes) == 1 else "")
+        score += " on every seed" if every else ""
         spaces = [r["whole_space"] for r in runs if "whole_space" in r]
         if spaces:
             right = " / ".join(f"{space['right']:,}" for space in spaces)
