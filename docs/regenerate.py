@@ -353,11 +353,21 @@ def section_circuits(scratch: Path) -> dict:
 LENGTH_WIDTHS = (1, 5, 10, 11, 12, 15, 20, 25, 30, 35, 40)  # the widths the docs' table shows
 
 
+def scheme_name(model) -> str:
+    """A length run's position scheme, named from its model config as the docs name it."""
+    if not model.place_embedding:
+        return "absolute"
+    name = {"own": "abacus"}.get(model.place_of, "coupling")
+    name += " + place scores" if model.get("place_bias") else ""
+    return name + (f" + {model.random_places:.0%} randomised places" if model.get("random_places") else "")
+
+
 def section_length(scratch: Path) -> dict:
-    """experiment=add_length, coupling on seeds 0, 1, 2 and abacus and absolute positions on seed 0: exact-match
-    by operand length, the figure, and python verify.py on every run."""
+    """experiment=add_length on seeds 0, 1, 2, and coupling alone, abacus and absolute positions on seed 0:
+    exact-match by operand length, the figure, and python verify.py on every run."""
     ran = train(scratch, "-m", "experiment=add_length", "seed=0,1,2", "hydra.sweep.dir=multirun/length")
-    train(scratch, "-m", "experiment=add_length", "position=abacus,absolute", "hydra.sweep.dir=multirun/length_others")
+    others = "position=coupling,abacus,absolute"
+    train(scratch, "-m", "experiment=add_length", others, "hydra.sweep.dir=multirun/length_others")
     from omegaconf import OmegaConf
 
     from analysis.length_figure import length_curves
@@ -367,7 +377,7 @@ def section_length(scratch: Path) -> dict:
     for sweep in ("length", "length_others"):
         for job in finished_jobs(scratch / "multirun" / sweep):
             r, model = results(job), OmegaConf.load(job / "config.yaml").model
-            name = "absolute" if not model.place_embedding else {"own": "abacus"}.get(model.place_of, "coupling")
+            name = scheme_name(model)
             verified = run([str(ROOT / "verify.py"), str(job), "--json"], scratch, ok=(0, 1), merged=False)  # 1: failed
             curve = r["length_exact_match"]["+"]
             runs.append(
