@@ -182,7 +182,8 @@ class MultiHeadAttention(nn.Module):
         T_q, T_k = q.shape[-2], k.shape[-2]
         own_triangle = causal and mask is None and bias is None and T_q == T_k  # the kernel's is_causal: our mask
         allowed = None if own_triangle else self.allowed(T_q, T_k, causal, mask)
-        if bias is not None:  # one float mask: the scores to add, -inf where a key may not be seen
+        if bias is not None:  # one float mask in the queries' dtype (bf16 under autocast): scores, -inf where hidden
+            bias = bias.to(q.dtype)
             allowed = bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
         return F.scaled_dot_product_attention(
             q,

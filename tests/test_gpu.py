@@ -227,3 +227,15 @@ def test_the_attention_block_agrees_on_cpu_and_cuda():
         torch.set_float32_matmul_precision(before)
     torch.testing.assert_close(gpu_out.cpu(), cpu_out, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(gpu_weights.cpu(), cpu_weights, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_experiment_add_length_trains_on_cuda_in_bf16(tmp_path):
+    """position=relative adds place scores as a float attention mask, which CUDA's kernels take only in the
+    queries' dtype (bf16 under autocast)."""
+    bf16 = ("trainer=gpu", "trainer.precision=bf16-mixed", "trainer.max_steps=30")
+    done = run_train(tmp_path, "experiment=add_length", *bf16, "logger=none", "analysis=none")
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["device"].startswith("cuda") and results["precision"] == "bf16-mixed"

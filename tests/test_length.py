@@ -186,6 +186,14 @@ def test_place_scores_are_one_per_place_difference_and_one_for_every_farther_key
     assert torch.allclose(fused, explicit, atol=1e-5) and torch.allclose(weights[0].sum(-1), torch.ones(1))
 
 
+def test_place_scores_run_under_bf16_autocast():  # what bf16-mixed does on a GPU, caught on the CPU
+    net, fmt = place_net(place_bias=2)
+    seq = torch.randint(10, (3, fmt.seq_len - 1))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = random_place_scores(net)(seq)[0]
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits).all()
+
+
 def test_a_model_with_place_scores_is_refused_by_the_exports_in_one_line():
     from model.calculator import Calculator
     from model.export import ExportError, check_expressible
