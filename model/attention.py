@@ -78,6 +78,9 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the attention weights (training only).
         bias: whether the four projections carry a bias.
         causal: mask future positions in self-attention (ignored for cross-attention).
+        log_scale: 0, or a base b: every query's scores are multiplied by log(n + 1) / log(b), n the keys it
+            sees (scalable softmax), so attention stays as sharp over the many keys of a long sequence as over
+            the few of a short one.
     """
 
     def __init__(
@@ -88,14 +91,17 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         causal: bool = True,
+        log_scale: int = 0,
     ):
         super().__init__()
         check_head_sizes(d_model, n_heads, n_kv_heads, dropout)
+        if isinstance(log_scale, bool) or not isinstance(log_scale, int) or log_scale < 0 or log_scale == 1:
+            raise ValueError(f"log_scale={log_scale!r}: must be 0 (off) or a whole number >= 2")
         self.d_model, self.n_heads = d_model, n_heads
         self.n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         self.head_dim = d_model // n_heads
         self.group_size = n_heads // self.n_kv_heads  # query heads sharing one key/value head
-        self.causal, self.dropout = causal, dropout
+        self.causal, self.dropout, self.log_scale = causal, dropout, log_scale
 
         self.W_q = nn.Linear(d_model, n_heads * self.head_dim, bias=bias)
         self.W_k = nn.Linear(d_model, self.n_kv_heads * self.head_dim, bias=bias)
@@ -147,6 +153,11 @@ class MultiHeadAttention(nn.Module):
             v = v.repeat_interleave(self.group_size, dim=1)
 
         causal = self.causal and context is None
+        if self.log_scale:  # query t sees T_k - T_q + t + 1 keys when causal (a cache holds the earlier ones), else T_k
+            T_k = k.shape[-2]
+            seen = torch.arange(T_k - T_q, T_k, device=q.device) + 1 if causal else torch.full((T_q,), T_k)
+            factor = (seen.to(q.device) + 1).log() / math.log(self.log_scale)  # (T_q,)
+            q = q * factor.to(q.dtype)[:, None]  # every head's query t, (.., T_q, head_dim)
         if need_weights or self.hook_pattern._forward_hooks:
             allowed = self.allowed(T_q, k.shape[-2], causal, mask)
             weights = self.hook_pattern(self.attention_weights(q, k, allowed, bias))

@@ -79,10 +79,10 @@ def check_expressible(calc: Calculator) -> None:
             f"share {n_kv} key/value head{'s' * (n_kv > 1)}) and GPT2LMHeadModel has one key/value head per query "
             "head; TransformerLens loads it as it is (model.lens.transformer_lens_model)"
         )
-    if cfg.place_bias:
+    if cfg.place_bias or cfg.log_scale:
         raise ExportError(
-            "cannot export to Hugging Face GPT-2: this model adds place scores to its attention (place_bias) and "
-            "GPT-2's attention has no such term"
+            "cannot export to Hugging Face GPT-2: this model's attention has place scores (place_bias) or "
+            "length-scaled queries (log_scale), and GPT-2's has neither"
         )
     if calc.fmt.seq_len - 1 > calc.net.trained_len:
         raise ExportError(f"block_size={cfg.block_size} is shorter than the model's problems")

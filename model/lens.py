@@ -83,7 +83,7 @@ def transformer_lens_model(source: str | Path | Calculator):
     mode holding our weights, with our tokenizer (``model.to_tokens("123+045=")`` starts with [BOS]).
 
     Raises ``MissingExtraError`` (one line) without the interop extra, ``CheckpointError`` for a bad checkpoint,
-    ``ValueError`` for a model whose attention TransformerLens cannot express (place_bias).
+    ``ValueError`` for a model whose attention TransformerLens cannot express (place_bias, log_scale).
     """
     require("TransformerLens", "transformer_lens", "transformers")
     import transformer_lens.model_bridge.sources.native  # noqa: F401  -- attaches TransformerBridge.boot_native
@@ -95,8 +95,8 @@ def transformer_lens_model(source: str | Path | Calculator):
         from model.checkpoint import load_calculator
 
         source = load_calculator(source)
-    if source.net.cfg.place_bias:
-        raise ValueError("TransformerLens has no attention term for this model's place scores (place_bias)")
+    if source.net.cfg.place_bias or source.net.cfg.log_scale:
+        raise ValueError("TransformerLens has no attention term for place scores (place_bias) or log_scale")
     model = TransformerBridge.boot_native(bridge_config(source))
     model.load_state_dict(bridge_state_dict(source.net), strict=True)
     # boot_native loads no tokenizer, so none is probed: set what the probe would find (see boot_transformers):

@@ -54,6 +54,9 @@ class TransformerConfig:
     # place_bias, one shared by every farther key below and one by every farther key above, one for a token with
     # no place --, so a key further away than any in training scores as the trained far ones did (T5-style).
     place_bias: int = 0
+    # Length-scaled attention: 0, or a base b; every query's scores are multiplied by log(n + 1) / log(b), n the
+    # keys it sees (scalable softmax), so a query over a problem longer than any trained on is as sharp.
+    log_scale: int = 0
 
     def __post_init__(self) -> None:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
@@ -103,7 +106,9 @@ class Block(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.ln_attn = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
-        self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.dropout, cfg.bias)
+        self.attn = MultiHeadAttention(
+            cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.dropout, cfg.bias, log_scale=cfg.log_scale
+        )
         self.ln_mlp = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.mlp = MLP(cfg)
         self.hook_resid_pre = nn.Identity()  # the residual stream entering the block, (B, T, d_model)

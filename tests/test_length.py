@@ -5,6 +5,7 @@ Whether a model really generalises is measured, not tested here: docs/arithmetic
 
 from __future__ import annotations
 
+import math
 import random
 import subprocess
 import sys
@@ -98,7 +99,7 @@ def test_mixed_widths_refuse_what_they_cannot_draw():
 
 # ---- places -------------------------------------------------------------------------------------------------
 def place_net(
-    offset: int = 4, place_of: str = "predicted", digits: int = 3, place_bias: int = 0
+    offset: int = 4, place_of: str = "predicted", digits: int = 3, place_bias: int = 0, log_scale: int = 0
 ) -> tuple[Transformer, ProblemFormat]:
     torch.manual_seed(0)
     fmt = ProblemFormat(digits, "+")
@@ -106,6 +107,7 @@ def place_net(
     cfg = TransformerConfig(
         vocab_size=CharTokenizer().vocab_size, block_size=longest.seq_len, d_model=32, n_heads=4,
         place_embedding=True, position_embedding=False, place_offset=offset, place_of=place_of, place_bias=place_bias,
+        log_scale=log_scale,
     )  # fmt: skip
     return Transformer(cfg, place_ids(fmt, place_of)).eval(), fmt
 
@@ -198,15 +200,35 @@ def test_a_model_with_place_scores_is_refused_by_the_exports_in_one_line():
     from model.calculator import Calculator
     from model.export import ExportError, check_expressible
 
-    net, fmt = place_net(place_bias=2)
-    calc = Calculator(net, fmt, CharTokenizer())
-    with pytest.raises(ExportError, match="place scores"):
-        check_expressible(calc)
+    for options in ({"place_bias": 2}, {"log_scale": 20}):
+        net, fmt = place_net(**options)
+        with pytest.raises(ExportError, match="place scores .* or length-scaled queries"):
+            check_expressible(Calculator(net, fmt, CharTokenizer()))
 
 
-@pytest.mark.parametrize("place_of, place_bias", [("predicted", 0), ("own", 0), ("predicted", 2)])
-def test_decoding_a_longer_problem_with_the_cache_equals_decoding_without(place_of, place_bias):
-    net, fmt = place_net(place_of=place_of, place_bias=place_bias)
+def test_log_scale_multiplies_each_querys_scores_by_the_log_of_the_keys_it_sees():
+    from model.attention import MultiHeadAttention
+
+    torch.manual_seed(0)
+    plain, scaled = MultiHeadAttention(16, 2), MultiHeadAttention(16, 2, log_scale=20)
+    scaled.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 6, 16)
+    weights = scaled(x, need_weights=True)[1]
+    factor = torch.log(torch.arange(1, 7) + 1.0) / math.log(20)  # query t sees t + 1 keys
+    handle = plain.W_q.register_forward_hook(lambda m, i, out: out * factor[:, None])  # the queries, scaled by hand
+    expected = plain(x, need_weights=True)[1]
+    handle.remove()
+    torch.testing.assert_close(weights, expected)
+    torch.testing.assert_close(scaled(x)[0], scaled(x, need_weights=True)[0])  # fused = explicit
+    with pytest.raises(ValueError, match="log_scale=1"):
+        MultiHeadAttention(16, 2, log_scale=1)
+
+
+@pytest.mark.parametrize(
+    "place_of, place_bias, log_scale", [("predicted", 0, 0), ("own", 0, 0), ("predicted", 2, 0), ("predicted", 0, 20)]
+)
+def test_decoding_a_longer_problem_with_the_cache_equals_decoding_without(place_of, place_bias, log_scale):
+    net, fmt = place_net(place_of=place_of, place_bias=place_bias, log_scale=log_scale)
     if place_bias:
         random_place_scores(net)
     wide = fmt.at_width(6)
