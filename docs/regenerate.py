@@ -411,12 +411,9 @@ ARITHMETIC = [  # the README's Arithmetic table: (experiment, extra overrides, w
 ]
 
 
-def whole_space(scratch: Path, job: Path) -> dict:
+def whole_space(scratch: Path, job: Path, operators: str) -> dict:
     """python calc.py --eval on every problem of a 2-digit task's space (training problems included)."""
-    from omegaconf import OmegaConf
-
-    data = OmegaConf.load(job / "config.yaml").data
-    ops = list(data.operators)
+    ops = list(operators)
     value = {"+": operator.add, "-": operator.sub, "*": operator.mul}
     lines = [f"{a}{op}{b}={value[op](a, b)}" for op in ops for a in range(100) for b in range(100)]
     problems = scratch / f"space_{''.join(ops)}.txt"
@@ -442,11 +439,12 @@ def section_arithmetic(scratch: Path) -> dict:
         ran = train(
             scratch, f"experiment={experiment}", *overrides, f"seed={seed}", "threads=1", f"hydra.run.dir={out}"
         )
-        r, cap = results(out), OmegaConf.load(out / "config.yaml").trainer.max_steps
-        row = {"seed": seed, "steps": r["steps"], "capped": r["steps"] >= cap, "whole_seconds": ran.seconds}
+        r, config = results(out), OmegaConf.load(out / "config.yaml")
+        capped = r["steps"] >= config.trainer.max_steps
+        row = {"seed": seed, "steps": r["steps"], "capped": capped, "whole_seconds": ran.seconds}
         row |= {"test_exact_match": r["test_exact_match"], "n_test": r["n_test"]}
-        if OmegaConf.load(out / "config.yaml").data.digits == 2:
-            row["whole_space"] = whole_space(scratch, out)
+        if config.data.digits == 2:
+            row["whole_space"] = whole_space(scratch, out, config.data.operators)
         return row
 
     with ThreadPoolExecutor(2) as pool:  # two runs sharing the machine, in the order listed (longest first)

@@ -51,6 +51,12 @@ def check_size(name: str, value: int) -> None:
         raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
 
 
+def check_log_scale(log_scale: int) -> None:
+    """The length-scaled attention rule (``MultiHeadAttention``'s ``log_scale``), as a ValueError."""
+    if isinstance(log_scale, bool) or not isinstance(log_scale, int) or log_scale < 0 or log_scale == 1:
+        raise ValueError(f"log_scale={log_scale!r}: must be 0 (off) or a whole number >= 2")
+
+
 def check_head_sizes(d_model: int, n_heads: int, n_kv_heads: int | None = None, dropout: float = 0.0) -> None:
     """The attention block's size rules, as ValueErrors that say what to choose instead."""
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
@@ -95,8 +101,7 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         check_head_sizes(d_model, n_heads, n_kv_heads, dropout)
-        if isinstance(log_scale, bool) or not isinstance(log_scale, int) or log_scale < 0 or log_scale == 1:
-            raise ValueError(f"log_scale={log_scale!r}: must be 0 (off) or a whole number >= 2")
+        check_log_scale(log_scale)
         self.d_model, self.n_heads = d_model, n_heads
         self.n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         self.head_dim = d_model // n_heads
@@ -155,8 +160,12 @@ class MultiHeadAttention(nn.Module):
         causal = self.causal and context is None
         if self.log_scale:  # query t sees T_k - T_q + t + 1 keys when causal (a cache holds the earlier ones), else T_k
             T_k = k.shape[-2]
-            seen = torch.arange(T_k - T_q, T_k, device=q.device) + 1 if causal else torch.full((T_q,), T_k)
-            factor = (seen.to(q.device) + 1).log() / math.log(self.log_scale)  # (T_q,)
+            seen = (
+                torch.arange(T_k - T_q, T_k, device=q.device) + 1
+                if causal
+                else torch.full((T_q,), T_k, device=q.device)
+            )
+            factor = (seen + 1).log() / math.log(self.log_scale)  # (T_q,)
             q = q * factor.to(q.dtype)[:, None]  # every head's query t, (.., T_q, head_dim)
         if need_weights or self.hook_pattern._forward_hooks:
             allowed = self.allowed(T_q, k.shape[-2], causal, mask)

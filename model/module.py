@@ -356,6 +356,12 @@ class CalculatorModule(L.LightningModule):
             answers[wrong] = self.decode_answers(seq[wrong])
         return answers
 
+    def mistakes(self, seq: torch.Tensor, answers: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The problems of ``seq`` whose ``answers`` (B, answer_len) are wrong, and those answers."""
+        P, A = self.fmt.prompt_len, self.fmt.answer_len
+        wrong = (answers != seq[:, P : P + A]).any(dim=1)
+        return seq[wrong], answers[wrong]
+
     def score(self, seq: torch.Tensor, greedy: bool = True) -> dict[str, torch.Tensor]:
         """loss, exact_match (whole answer right) and digit_accuracy (per answer position); the answer is every
         token the model writes, the working included when the format shows it.
@@ -424,9 +430,7 @@ class CalculatorModule(L.LightningModule):
     def test_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         # the test decodes greedily, as a user of the model gets the answers, and keeps the ones it gets wrong
         metrics, answers = self._score(batch, greedy=True)
-        P, A = self.fmt.prompt_len, self.fmt.answer_len
-        wrong = (answers != batch[:, P : P + A]).any(dim=1)
-        self.test_wrong.append((batch[wrong].cpu(), answers[wrong].cpu()))
+        self.test_wrong.append(tuple(t.cpu() for t in self.mistakes(batch, answers)))
         self._log_scores(metrics, "test", len(batch))
 
     def configure_optimizers(self):

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from model.attention import KVCache, MultiHeadAttention, check_head_sizes, check_size
+from model.attention import KVCache, MultiHeadAttention, check_head_sizes, check_log_scale, check_size
 
 PLACE_SCHEMES = ("predicted", "own")  # TransformerConfig.place_of
 
@@ -73,6 +73,7 @@ class TransformerConfig:
             raise ValueError(f"place_bias={self.place_bias!r}: must be a whole number >= 0")
         if self.place_bias and not self.place_embedding:
             raise ValueError("place_bias > 0 needs place_embedding=true (a position scheme with places)")
+        check_log_scale(self.log_scale)
         share = self.random_places
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
             raise ValueError(f"random_places={share!r}: must be a share from 0 to 1")
@@ -196,11 +197,7 @@ class Transformer(nn.Module):
         T = idx.shape[1]
         if start + T > self.cfg.block_size:
             raise ValueError(f"sequence of {start + T} tokens is longer than block_size={self.cfg.block_size}")
-        ids = None
-        if self.cfg.place_embedding:
-            if places is None and start + T > self.trained_len:
-                raise ValueError(f"a sequence of {start + T} tokens is longer than the trained layout: give its places")
-            ids = self.place_ids[start : start + T] if places is None else places[..., start : start + T]
+        ids = self.places_to(start + T, places)[..., start:] if self.cfg.place_embedding else None
         return self.drop(self.tok_emb(idx) + self.added_positions(start, T, ids))
 
     def added_positions(self, start: int, T: int, places: torch.Tensor | None) -> torch.Tensor:
@@ -249,6 +246,13 @@ class Transformer(nn.Module):
                 all_weights.append(weights)
         return x, all_weights
 
+    def places_to(self, end: int, places: torch.Tensor | None) -> torch.Tensor:
+        """The place ids of positions 0 .. end - 1, (end,) or (B, end): ``places`` as in ``forward``, or the trained
+        layout's when None (a ValueError for a longer sequence, whose places only the caller knows)."""
+        if places is None and end > self.trained_len:
+            raise ValueError(f"a sequence of {end} tokens is longer than the trained layout: give its places")
+        return (self.place_ids if places is None else places)[..., :end]
+
     def place_score_table(self, T_q: int, T_k: int, places: torch.Tensor | None) -> torch.Tensor | None:
         """The place scores of ``cfg.place_bias`` for queries at positions T_k - T_q .. T_k - 1 against keys 0 ..
         T_k - 1, per layer: (n_layers, B or 1, n_heads, T_q, T_k); None without them. ``places``: as in
@@ -256,9 +260,7 @@ class Transformer(nn.Module):
         K = self.cfg.place_bias
         if not K:
             return None
-        if places is None and T_k > self.trained_len:
-            raise ValueError(f"a sequence of {T_k} tokens is longer than the trained layout: give its places")
-        places = (self.place_ids if places is None else places)[..., :T_k]
+        places = self.places_to(T_k, places)
         if places.dim() == 1:
             places = places.unsqueeze(0)  # (1, T_k): the same for every sequence
         query, key = places[:, T_k - T_q :, None], places[:, None, :]  # (B, T_q, 1), (B, 1, T_k)

@@ -66,9 +66,7 @@ def test_mistakes(
         found = []
         for seqs in test_set.split(5000):
             seqs = seqs.to(module.device)
-            answers = module.greedy_answers(seqs)
-            bad = (answers != seqs[:, P : P + A]).any(dim=1)
-            found.append((seqs[bad], answers[bad]))
+            found.append(module.mistakes(seqs, module.greedy_answers(seqs)))
     n_wrong = sum(len(seqs) for seqs, _ in found)
     wrong = []
     for seqs, answers in found:
