@@ -358,15 +358,16 @@ def scheme_name(model) -> str:
     if not model.place_embedding:
         return "absolute"
     name = {"own": "abacus"}.get(model.place_of, "coupling")
-    name += " + place scores" if model.get("place_bias") else ""
+    name += (" + place window" if model.get("place_window") else " + place scores") if model.get("place_bias") else ""
     return name + (f" + {model.random_places:.0%} randomised places" if model.get("random_places") else "")
 
 
 def section_length(scratch: Path) -> dict:
-    """experiment=add_length on seeds 0, 1, 2, and coupling alone, abacus and absolute positions on seed 0:
+    """experiment=add_length on seeds 0, 1, 2, and place scores without the window, coupling alone, abacus and
+    absolute positions on seed 0:
     exact-match by operand length, the figure, and python verify.py on every run."""
     ran = train(scratch, "-m", "experiment=add_length", "seed=0,1,2", "hydra.sweep.dir=multirun/length")
-    others = "position=coupling,abacus,absolute"
+    others = "position=relative,coupling,abacus,absolute"
     train(scratch, "-m", "experiment=add_length", others, "hydra.sweep.dir=multirun/length_others")
     from omegaconf import OmegaConf
 

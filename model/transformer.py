@@ -54,6 +54,11 @@ class TransformerConfig:
     # place_bias, one shared by every farther key below and one by every farther key above, one for a token with
     # no place --, so a key further away than any in training scores as the trained far ones did (T5-style).
     place_bias: int = 0
+    # Place window (with place_bias): true hides every key more than place_bias places from its query instead of
+    # giving it the shared "farther" score, and every digit from the tokens with no place ('+', '='), which stay
+    # visible to all: what any token computes then depends on the digits within a few places of its own only, the
+    # same at every length -- local attention by place, like a written sum's column and its neighbours.
+    place_window: bool = False
     # Length-scaled attention: 0, or a base b; every query's scores are multiplied by log(n + 1) / log(b), n the
     # keys it sees (scalable softmax), so a query over a problem longer than any trained on is as sharp.
     log_scale: int = 0
@@ -62,7 +67,7 @@ class TransformerConfig:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
         for name in ("vocab_size", "block_size", "n_layers", "mlp_ratio"):
             check_size(name, getattr(self, name))
-        for name in ("bias", "tie_weights", "place_embedding", "position_embedding"):
+        for name in ("bias", "tie_weights", "place_embedding", "position_embedding", "place_window"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
         if not isinstance(self.place_offset, int) or isinstance(self.place_offset, bool) or self.place_offset < 0:
@@ -73,6 +78,8 @@ class TransformerConfig:
             raise ValueError(f"place_bias={self.place_bias!r}: must be a whole number >= 0")
         if self.place_bias and not self.place_embedding:
             raise ValueError("place_bias > 0 needs place_embedding=true (a position scheme with places)")
+        if self.place_window and not self.place_bias:
+            raise ValueError("place_window=true needs place_bias > 0: the window's half-width in places")
         check_log_scale(self.log_scale)
         share = self.random_places
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
@@ -267,6 +274,9 @@ class Transformer(nn.Module):
         bucket = (query - key).clamp(-K - 1, K + 1) + K + 1  # 0 .. 2K + 2: farther below, -K .. K, farther above
         bucket = bucket.masked_fill((query == 0) | (key == 0), 2 * K + 3)  # a token with no place
         table = self.place_scores(bucket)  # (B, T_q, T_k, n_layers * n_heads)
+        if self.cfg.place_window:  # hidden: keys more than K places away, and every digit from a token with no place
+            far = (key > 0) & ((query == 0) | ((query - key).abs() > K))  # a query always sees itself
+            table = table.masked_fill(far.unsqueeze(-1), float("-inf"))
         B, L, H = len(places), self.cfg.n_layers, self.cfg.n_heads
         return table.view(B, T_q, T_k, L, H).permute(3, 0, 4, 1, 2)
 

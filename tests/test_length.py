@@ -99,15 +99,16 @@ def test_mixed_widths_refuse_what_they_cannot_draw():
 
 # ---- places -------------------------------------------------------------------------------------------------
 def place_net(
-    offset: int = 4, place_of: str = "predicted", digits: int = 3, place_bias: int = 0, log_scale: int = 0
-) -> tuple[Transformer, ProblemFormat]:
+    offset: int = 4, place_of: str = "predicted", digits: int = 3, place_bias: int = 0, log_scale: int = 0,
+    place_window: bool = False,
+) -> tuple[Transformer, ProblemFormat]:  # fmt: skip
     torch.manual_seed(0)
     fmt = ProblemFormat(digits, "+")
     longest = fmt.at_width(digits + offset)
     cfg = TransformerConfig(
         vocab_size=CharTokenizer().vocab_size, block_size=longest.seq_len, d_model=32, n_heads=4,
         place_embedding=True, position_embedding=False, place_offset=offset, place_of=place_of, place_bias=place_bias,
-        log_scale=log_scale,
+        log_scale=log_scale, place_window=place_window,
     )  # fmt: skip
     return Transformer(cfg, place_ids(fmt, place_of)).eval(), fmt
 
@@ -188,8 +189,30 @@ def test_place_scores_are_one_per_place_difference_and_one_for_every_farther_key
     assert torch.allclose(fused, explicit, atol=1e-5) and torch.allclose(weights[0].sum(-1), torch.ones(1))
 
 
-def test_place_scores_run_under_bf16_autocast():  # what bf16-mixed does on a GPU, caught on the CPU
-    net, fmt = place_net(place_bias=2)
+def test_a_place_window_hides_every_key_farther_than_its_width_and_nothing_else():
+    net, fmt = place_net(place_bias=1, place_window=True, digits=4, offset=0)
+    random_place_scores(net)
+    places = torch.tensor(place_ids(fmt))  # ^ a3 a2 a1 a0 + b3 b2 b1 b0 = (predicting r0 r1 r2 r3 r4) $
+    seq = torch.randint(10, (2, fmt.seq_len - 1))
+    logits, weights = net(seq, need_weights=True)
+    query, key = places[: fmt.seq_len - 1, None], places[None, : fmt.seq_len - 1]
+    far = (key > 0) & ((query == 0) | ((query - key).abs() > 1))  # and no digit seen from '^' or '+'
+    assert far.any() and (weights[0][:, :, far] == 0).all() and (weights[1][:, :, far] == 0).all()
+    seen = ~far & torch.ones_like(far).tril()  # the causal keys within one place, and the tokens with no place
+    assert (weights[0][:, :, seen] > 0).all()
+    torch.testing.assert_close(net(seq)[0], logits, atol=1e-5, rtol=1e-5)  # fused = explicit
+    # What the query predicting r0 reads cannot depend on a digit three places away: change a3 and b3.
+    changed = seq.clone()
+    changed[:, [1, 6]] = (changed[:, [1, 6]] + 1) % 10
+    r0 = fmt.prompt_len - 1
+    torch.testing.assert_close(net(changed)[0][:, r0], logits[:, r0])
+    with pytest.raises(ValueError, match="place_window=true needs place_bias"):
+        TransformerConfig(**(net.cfg.to_dict() | {"place_bias": 0}))
+
+
+@pytest.mark.parametrize("place_window", [False, True])
+def test_place_scores_run_under_bf16_autocast(place_window):  # what bf16-mixed does on a GPU, caught on the CPU
+    net, fmt = place_net(place_bias=2, place_window=place_window)
     seq = torch.randint(10, (3, fmt.seq_len - 1))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logits = random_place_scores(net)(seq)[0]
@@ -225,11 +248,13 @@ def test_log_scale_multiplies_each_querys_scores_by_the_log_of_the_keys_it_sees(
 
 
 @pytest.mark.parametrize(
-    "place_of, place_bias, log_scale", [("predicted", 0, 0), ("own", 0, 0), ("predicted", 2, 0), ("predicted", 0, 20)]
+    "options",
+    [{}, {"place_of": "own"}, {"place_bias": 2}, {"log_scale": 20}, {"place_bias": 1, "place_window": True}],
 )
-def test_decoding_a_longer_problem_with_the_cache_equals_decoding_without(place_of, place_bias, log_scale):
-    net, fmt = place_net(place_of=place_of, place_bias=place_bias, log_scale=log_scale)
-    if place_bias:
+def test_decoding_a_longer_problem_with_the_cache_equals_decoding_without(options):
+    place_of = options.get("place_of", "predicted")
+    net, fmt = place_net(**options)
+    if net.cfg.place_bias:
         random_place_scores(net)
     wide = fmt.at_width(6)
     prompt = torch.randint(10, (3, wide.prompt_len))
