@@ -164,6 +164,14 @@ def answer_lines(calc, texts: list[str], check: bool, attention: bool) -> int:
             f"on (it can address up to {calc.longest}); its answers there are its own generalisation",
             file=sys.stderr,
         )
+    if calc.fmt.larger_first and any(
+        not isinstance(p, ExpressionError) and p.op == "-" and p.a < p.b for p in parsed
+    ):  # answered too, as the model writes it
+        print(
+            "warning: a '-' problem with the smaller operand first: this model was trained on the larger first "
+            "(data.larger_first) and never wrote a negative result",
+            file=sys.stderr,
+        )
     answers = iter(calc.answer([p for p in parsed if not isinstance(p, ExpressionError)]))
     status = 0
     for text, problem in zip(texts, parsed, strict=True):

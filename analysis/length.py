@@ -24,11 +24,15 @@ class LengthRow:
     digit_accuracy: float  # share of answer tokens right (padding zeros and sign included)
 
 
-def long_problems(op: str, width: int, n: int, seed: int = 0) -> list[Problem]:
-    """n problems ``a op b`` with both operands exactly ``width`` digits; the same for the same arguments."""
+def long_problems(op: str, width: int, n: int, seed: int = 0, larger_first: bool = False) -> list[Problem]:
+    """n problems ``a op b`` with both operands exactly ``width`` digits; the same for the same arguments.
+    larger_first: a '-' problem's operands in the order a >= b (``ProblemFormat.larger_first``)."""
     rng = random.Random(f"{seed}:{op}:{width}")
     low, high = (0 if width == 1 else 10 ** (width - 1)), 10**width
-    return [Problem(rng.randrange(low, high), op, rng.randrange(low, high)) for _ in range(n)]
+    pairs = [(rng.randrange(low, high), rng.randrange(low, high)) for _ in range(n)]
+    if larger_first and op == "-":
+        pairs = [(max(a, b), min(a, b)) for a, b in pairs]
+    return [Problem(a, op, b) for a, b in pairs]
 
 
 def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[LengthRow]:
@@ -37,7 +41,7 @@ def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[L
     rows = []
     for op in calc.fmt.operators:
         for width in widths:
-            problems = long_problems(op, width, n, seed)
+            problems = long_problems(op, width, n, seed, calc.fmt.larger_first)
             fmt = calc.fmt.at_width(calc.width_of(problems[0]))
             seqs = calc.encode(problems, fmt)  # (n, seq_len)
             written = calc.generate(seqs[:, : fmt.prompt_len], fmt=fmt)  # (n, answer_len)

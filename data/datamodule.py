@@ -120,7 +120,8 @@ class ArithmeticDataModule(L.LightningDataModule):
     """Arithmetic problems as token ids.
 
     Args:
-        digits, operators, reverse_answer, show_work, mixed_lengths, round_numbers: the :class:`ProblemFormat`.
+        digits, operators, reverse_answer, show_work, mixed_lengths, round_numbers, larger_first: the
+            :class:`ProblemFormat`.
         mixed_widths: with streaming, every training batch written at a width drawn from 1..digits
             (:class:`FreshBatches`); validation and test stay at ``digits``.
         batch_size: training batch size; ``eval_batch_size`` for validation and test.
@@ -144,6 +145,7 @@ class ArithmeticDataModule(L.LightningDataModule):
         show_work: bool = False,
         mixed_lengths: bool | float = False,
         round_numbers: float = 0.0,
+        larger_first: bool = False,
         mixed_widths: bool = False,
         batch_size: int = 256,
         eval_batch_size: int = 2500,
@@ -193,7 +195,9 @@ class ArithmeticDataModule(L.LightningDataModule):
             raise ValueError(f"draw_steps={draw_steps!r}: must be a whole number >= 1, or null (chosen for the device)")
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed={seed!r}: must be a whole number")
-        self.fmt = ProblemFormat(digits, operators, reverse_answer, show_work, mixed_lengths, round_numbers)
+        self.fmt = ProblemFormat(
+            digits, operators, reverse_answer, show_work, mixed_lengths, round_numbers, larger_first
+        )
         self.sampler = ProblemSampler(self.fmt, val_fraction, test_fraction)
         self.tokenizer = CharTokenizer()
         self.encoder = ProblemEncoder(self.fmt, self.tokenizer.vocab)

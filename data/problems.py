@@ -78,6 +78,9 @@ class ProblemFormat:
     # uniform number of zeros that keeps it within ``digits`` (5000000000, 120000, 7): carries out of a column
     # with nothing but zeros below it, which uniform operands almost never have.
     round_numbers: float = 0.0
+    # '-' problems written with the larger operand first (a >= b), so no result is negative: a result's sign needs
+    # the whole of both numbers compared, while its digits and borrows need only neighbouring places.
+    larger_first: bool = False
 
     def __post_init__(self) -> None:
         given = self.operators
@@ -87,7 +90,7 @@ class ProblemFormat:
             raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', each once (e.g. '+-')")
         if not isinstance(self.digits, int) or isinstance(self.digits, bool) or self.digits < 1:
             raise ValueError(f"digits={self.digits!r}: must be a whole number >= 1")
-        for name in ("reverse_answer", "show_work"):
+        for name in ("reverse_answer", "show_work", "larger_first"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
         for name in ("mixed_lengths", "round_numbers"):
@@ -229,7 +232,15 @@ class ProblemFormat:
         if self.round_numbers:
             a, b = self._rounded(a, generator), self._rounded(b, generator)
         op_idx = torch.randint(len(self.operators), (n,), generator=generator, device=device)
-        return a, op_idx, b
+        return self.ordered(a, op_idx, b)
+
+    def ordered(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(a, op_idx, b) as this format writes them: with ``larger_first``, a '-' problem's operands swapped where
+        a < b."""
+        if not self.larger_first:
+            return a, op_idx, b
+        swap = (self.operator_codes(op_idx) == OPERATORS.index("-")) & (a < b)
+        return torch.where(swap, b, a), op_idx, torch.where(swap, a, b)
 
     def _of_random_length(self, x: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """(n,) uniform values below 10**digits -> (values of a uniform length 1..digits each, uniform within it;
@@ -249,7 +260,11 @@ class ProblemFormat:
         """Every problem of this format (only sensible for small digit counts)."""
         high = 10**self.digits
         grid = torch.arange(self.n_problems, dtype=torch.int64, device=device)
-        return (grid // high) % high, grid // (high * high), grid % high
+        a, op_idx, b = (grid // high) % high, grid // (high * high), grid % high
+        if self.larger_first:  # only the problems this format writes: a '-' problem with a >= b
+            keep = (self.operator_codes(op_idx) != OPERATORS.index("-")) | (a >= b)
+            a, op_idx, b = a[keep], op_idx[keep], b[keep]
+        return a, op_idx, b
 
     def operator_codes(self, op_idx: torch.Tensor) -> torch.Tensor:
         """op_idx (indexes ``self.operators``) -> the operator's place in OPERATORS: 0 '+', 1 '-', 2 '*'."""

@@ -295,6 +295,19 @@ def test_a_calculator_answers_each_problem_at_its_own_width_up_to_its_longest():
     assert seqs[0].tolist() == CharTokenizer().encode(text, bos=True, eos=True)
 
 
+def test_calc_answers_beyond_the_trained_length_and_order_with_a_warning_each(capsys):
+    import calc as calc_cli
+
+    net, fmt = place_net(offset=4)
+    subtracter = Calculator(net, ProblemFormat(3, "+-", larger_first=True), CharTokenizer())
+    assert calc_cli.answer_lines(subtracter, ["12-7", "1234567+1"], check=False, attention=False) == 0
+    out = capsys.readouterr()
+    assert "7-digit operands: longer than the 3 digits" in out.err and "smaller operand first" not in out.err
+    assert len(out.out.splitlines()) == 2  # both answered
+    calc_cli.answer_lines(subtracter, ["7-12"], check=False, attention=False)
+    assert "warning: a '-' problem with the smaller operand first" in capsys.readouterr().err
+
+
 def test_a_model_with_absolute_positions_only_addresses_its_block():
     fmt = ProblemFormat(3, "+")
     cfg = TransformerConfig(vocab_size=CharTokenizer().vocab_size, block_size=fmt.at_width(5).seq_len, d_model=32)
@@ -340,6 +353,21 @@ def test_accuracy_by_length_scores_each_width_and_finds_the_longest_learned():
     assert longest_learned(rows, "+") == 6
     problems = long_problems("+", 25, 50)
     assert all(len(str(p.a)) == len(str(p.b)) == 25 for p in problems) and problems == long_problems("+", 25, 50)
+
+
+def test_larger_first_writes_every_subtraction_with_the_larger_operand_first_and_leaves_the_rest():
+    fmt = ProblemFormat(3, "+-", larger_first=True)
+    a, op_idx, b = fmt.random_problems(4000, torch.Generator().manual_seed(0))
+    minus = fmt.operator_codes(op_idx) == 1
+    assert (a[minus] >= b[minus]).all() and (a[~minus] < b[~minus]).any()  # '+' keeps both orders
+    assert (fmt.values(a, op_idx, b) >= 0).all()
+    small = ProblemFormat(1, "-", larger_first=True)
+    a, _, b = small.all_problems()
+    assert len(a) == 55 and (a >= b).all()  # 10 + 9 + ... + 1 ordered pairs of one digit
+    assert all(p.a >= p.b for p in long_problems("-", 12, 50, larger_first=True))
+    assert any(p.a < p.b for p in long_problems("-", 12, 50))
+    with pytest.raises(ValueError, match="larger_first='yes'"):
+        ProblemFormat(3, "-", larger_first="yes")
 
 
 # ---- 10-digit verification ------------------------------------------------------------------------------------
