@@ -118,3 +118,19 @@ def test_the_default_run_reaches_the_published_accuracy(tmp_path):
         assert c["random_mean"] + 2 * c["random_std"] < 0.5
     assert results["attribution_correlation_heads"] >= 0.9 and results["attribution_correlation_edges"] >= 0.9
     assert (tmp_path / "circuit.png").is_file() and "circuits" in (tmp_path / "report.html").read_text()
+
+
+def test_the_best_checkpoint_goes_to_the_later_weights_on_a_tie(tmp_path):
+    from types import SimpleNamespace
+
+    import torch
+
+    from training.callbacks import BestCheckpoint
+
+    keeper = BestCheckpoint(tmp_path)
+    trainer = SimpleNamespace(strategy=SimpleNamespace(reduce_boolean_decision=lambda decision: decision))
+    assert keeper.check_monitor_top_k(trainer, torch.tensor(0.5))  # the first one is kept
+    keeper.best_k_models, keeper.kth_best_model_path = {"best.ckpt": torch.tensor(1.0)}, "best.ckpt"
+    assert keeper.check_monitor_top_k(trainer, torch.tensor(1.0))  # every problem right again: the later weights
+    assert not keeper.check_monitor_top_k(trainer, torch.tensor(0.9996))
+    assert not keeper.check_monitor_top_k(trainer, None)

@@ -162,6 +162,14 @@ class BestCheckpoint(ModelCheckpoint):
             enable_version_counter=False,
         )
 
+    def check_monitor_top_k(self, trainer: L.Trainer, current: torch.Tensor | None = None) -> bool:
+        """Save on a tie with the best too: of equally good weights -- every validation problem right, say -- the
+        later ones, trained longest (and, under a decaying learning rate, most settled), are the ones kept."""
+        if current is None or not self.best_k_models:
+            return super().check_monitor_top_k(trainer, current)
+        tied_or_better = bool(current >= self.best_k_models[self.kth_best_model_path])
+        return trainer.strategy.reduce_boolean_decision(tied_or_better)
+
     def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
         """Written beside, flushed, then renamed (:func:`save_checkpoint`): a kill or a full disk mid-write
         leaves the previous best.ckpt whole."""
