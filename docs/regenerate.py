@@ -362,48 +362,124 @@ def scheme_name(model) -> str:
     return name + (f" + {model.random_places:.0%} randomised places" if model.get("random_places") else "")
 
 
+LENGTH_RUNS = [  # (label, overrides, seeds): the experiments on seeds 0-2, the other position schemes on seed 0
+    ("+", ("experiment=add_length",), (0, 1, 2)),
+    ("-", ("experiment=sub_length",), (0, 1, 2)),
+    *(("+", ("experiment=add_length", f"position={p}"), (0,)) for p in ("relative", "coupling", "abacus", "absolute")),
+]
+
+
 def section_length(scratch: Path) -> dict:
-    """experiment=add_length on seeds 0, 1, 2, and place scores without the window, coupling alone, abacus and
-    absolute positions on seed 0:
-    exact-match by operand length, the figure, and python verify.py on every run."""
-    ran = train(scratch, "-m", "experiment=add_length", "seed=0,1,2", "hydra.sweep.dir=multirun/length")
-    others = "position=relative,coupling,abacus,absolute"
-    train(scratch, "-m", "experiment=add_length", others, "hydra.sweep.dir=multirun/length_others")
+    """experiment=add_length and experiment=sub_length on seeds 0, 1, 2, and place scores without the window,
+    coupling alone, abacus and absolute positions on seed 0: exact-match by operand length, the figure, and
+    python verify.py on every addition run."""
     from omegaconf import OmegaConf
 
     from analysis.length_figure import length_curves
     from analysis.record import save_figure
 
-    runs, curves = [], {}
-    for sweep in ("length", "length_others"):
-        for job in finished_jobs(scratch / "multirun" / sweep):
-            r, model = results(job), OmegaConf.load(job / "config.yaml").model
-            name = scheme_name(model)
-            verified = run([str(ROOT / "verify.py"), str(job), "--json"], scratch, ok=(0, 1), merged=False)  # 1: failed
-            curve = r["length_exact_match"]["+"]
-            runs.append(
-                {
-                    "position": name,
-                    "seed": r["seed"],
-                    "steps": r["steps"],
-                    "train_seconds": r["train_seconds"],
-                    "test_exact_match": r["test_exact_match"],
-                    "longest_99": r["length_longest_99"],
-                    "exact_match": {str(w): curve[str(w)] for w in LENGTH_WIDTHS if str(w) in curve},
-                    "verify": next(iter(json.loads(verified.stdout).values())),
-                }
-            )
-            curves[f"{name}, seed {r['seed']}"] = {int(w): x for w, x in curve.items()}
+    def scheme_and_verdict(out: Path, r: dict) -> dict:
+        model = OmegaConf.load(out / "config.yaml").model
+        if "+" not in r["length_exact_match"]:
+            return {"position": scheme_name(model), "verify": None}
+        verified = run([str(ROOT / "verify.py"), str(out), "--json"], scratch, ok=(0, 1), merged=False)  # 1: failed
+        return {"position": scheme_name(model), "verify": next(iter(json.loads(verified.stdout).values()))}
+
+    runs = run_variants(scratch, "length", LENGTH_RUNS, scheme_and_verdict)
+    curves = {
+        f"{r['position']}{'' if op == '+' else ', subtraction'}, seed {r['seed']}": {int(w): x for w, x in c.items()}
+        for r in runs for op, c in r["length"].items()
+    }  # fmt: skip
     figure = scratch / "length.png"
     save_figure(length_curves(curves, 10), figure)
     images: dict[str, str] = {}
     image(images, figure, "length.png")
-    return {"command": "python train.py -m experiment=add_length seed=0,1,2", "whole_seconds": ran.seconds,
+    return {"command": "python train.py experiment=add_length seed=S threads=1 (and experiment=sub_length)",
             "runs": runs, "images": images}  # fmt: skip
 
 
-ARITHMETIC = [  # the README's Arithmetic table: (experiment, extra overrides, what the task is, seeds)
-    ("add10", (), "10-digit `+` (8 heads of 8 dims; operands of every length, round numbers)", (0, 1, 2, 3, 4)),
+def run_variants(
+    scratch: Path, name: str, variants: list[tuple[str, tuple[str, ...], tuple[int, ...]]], extra=None
+) -> list[dict]:
+    """Each (label, overrides, seeds) variant on each of its seeds: ``python train.py <overrides> seed=S threads=1``,
+    two whole commands at a time, in the order listed. Per run: steps, training seconds, test exact-match, the
+    validation history (steps to 99% and to 100%, the best), where the run measured it exact-match by length, and
+    what ``extra(run_dir, results)`` adds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(label, overrides, seed) for label, overrides, seeds in variants for seed in seeds]
+
+    def one(n: int) -> dict:
+        label, overrides, seed = jobs[n]
+        out = scratch / name / f"{n}_seed{seed}"
+        ran = train(scratch, *overrides, f"seed={seed}", "threads=1", f"hydra.run.dir={out}")
+        r, val = results(out), json.loads((out / "history.json").read_text())["val"]
+        best = max(val, key=lambda h: h["exact_match"])
+        return {
+            "variant": label, "command": " ".join(["python train.py", *overrides]), "seed": seed,
+            "steps": r["steps"], "train_seconds": r["train_seconds"], "whole_seconds": ran.seconds,
+            "test_exact_match": r["test_exact_match"], "steps_to_99": steps_to(val, 0.99),
+            "steps_to_100": steps_to(val, 1.0),
+            "best_val": best["exact_match"], "best_val_step": best["step"], "length": r.get("length_exact_match") or {},
+        } | (extra(out, r) if extra else {})  # fmt: skip
+
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(one, range(len(jobs))))
+
+
+ORDER_RECIPE = ("optim=adamw", "trainer.val_check_interval=100", "analysis=none", "logger=none")
+ANSWER_ORDER = [  # the README's "Why reversed": (label, overrides, seeds)
+    ("3 digits | reversed (default)", ORDER_RECIPE, (0, 1, 2)),
+    ("3 digits | plain", (*ORDER_RECIPE, "experiment=plain_answer"), (0, 1, 2)),
+    ("5 digits, 2,000 steps | reversed (default)", (*ORDER_RECIPE, "data.digits=5", "trainer.max_steps=2000",
+     "target_accuracy=null"), (0,)),
+    ("5 digits, 2,000 steps | plain", (*ORDER_RECIPE, "experiment=plain_answer", "data.digits=5",
+     "trainer.max_steps=2000", "target_accuracy=null"), (0,)),
+]  # fmt: skip
+
+
+def section_answer_order(scratch: Path) -> dict:
+    """The answer reversed against written plainly, 3 digits on seeds 0-2 and 5 digits on seed 0 (AdamW recipe,
+    validation every 100 steps): steps to 99% and 100% validation exact-match, test exact-match."""
+    return {"command": "python train.py [experiment=plain_answer] seed=S " + " ".join(ORDER_RECIPE),
+            "runs": run_variants(scratch, "answer_order", ANSWER_ORDER)}  # fmt: skip
+
+
+LENGTH_OPTIONS = [  # docs/arithmetic.md's "what made the difference": (label, overrides, seeds), all seed 0
+    ("coupling, every batch 10 digits wide (`data.mixed_widths=false`)",
+     ("experiment=add_length", "position=coupling", "data.mixed_widths=false"), (0,)),
+    ("coupling + randomised places (`model.random_places=0.5`)",
+     ("experiment=add_length", "position=coupling", "model.random_places=0.5"), (0,)),
+    ("coupling + place scores + length-scaled attention (`position=relative model.log_scale=20`)",
+     ("experiment=add_length", "position=relative", "model.log_scale=20"), (0,)),
+    ("place window of 2 places (`model.place_bias=2`)", ("experiment=add_length", "model.place_bias=2"), (0,)),
+    ("place window, stopped at the first perfect validation (`target_accuracy=0.9999`)",
+     ("experiment=add_length", "target_accuracy=0.9999"), (0,)),
+]  # fmt: skip
+
+
+def section_length_options(scratch: Path) -> dict:
+    """experiment=add_length's options one at a time, seed 0: exact-match by length for each."""
+    return {"command": "python train.py experiment=add_length seed=0 threads=1 <option>",
+            "runs": run_variants(scratch, "length_options", LENGTH_OPTIONS)}  # fmt: skip
+
+
+ADD10_TASK = "10-digit `+` (8 heads of 8 dims; operands of every length, round numbers)"
+
+
+def section_add10(scratch: Path) -> dict:
+    """experiment=add10 on seeds 0-4 (two whole commands at a time, one thread each), and python verify.py on
+    every run: the Arithmetic table's first row and the verification verdicts."""
+
+    def timed_and_verified(out: Path, r: dict) -> dict:
+        verified = run([str(ROOT / "verify.py"), str(out), "--json"], scratch, ok=(0, 1), merged=False)  # 1: failed
+        return {"verify": next(iter(json.loads(verified.stdout).values())), "n_test": r["n_test"]}
+
+    runs = run_variants(scratch, "add10", [("add10", ("experiment=add10",), (0, 1, 2, 3, 4))], timed_and_verified)
+    return {"command": "python train.py experiment=add10 seed=S threads=1; python verify.py <run>", "runs": runs}
+
+
+ARITHMETIC = [  # the README's Arithmetic table after add10: (experiment, extra overrides, what the task is, seeds)
     ("mul3", (), "3-digit `*` (104,000 parameters)", (0, 1, 2)),
     ("mixed", (), "2-digit `+-*`, trained on 61% of the space", (0, 1, 2)),
     ("mixed", ("data.test_fraction=0.1",), "2-digit `+-*`, trained on 85%", (0, 1, 2)),
@@ -533,8 +609,11 @@ SECTIONS = [
     Section("why_multi_head", section_why_multi_head, "~2 min"),
     Section("seeds", section_seeds, "~3 min"),
     Section("head_sweep", section_head_sweep, "~10 min"),
-    Section("length", section_length, "~30 min"),
-    Section("arithmetic", section_arithmetic, "~1 h"),
+    Section("length", section_length, "~25 min"),
+    Section("length_options", section_length_options, "~12 min"),
+    Section("answer_order", section_answer_order, "~6 min"),
+    Section("add10", section_add10, "~15 min"),
+    Section("arithmetic", section_arithmetic, "~40 min"),
     Section("performance", section_performance, "~15 min (on a quiet machine: it times)"),
 ]
 
@@ -676,11 +755,13 @@ def block_arithmetic(m: dict) -> str:
     if not a:
         return not_measured("arithmetic")
     lines = ["| experiment | task | seed | steps | whole command | test exact-match |", "|---|---|---|---|---|---|"]
-    for row in a["rows"]:
+    add10 = m.get("add10")
+    rows = [{"experiment": "add10", "overrides": [], "task": ADD10_TASK, "runs": add10["runs"]}] if add10 else []
+    for row in rows + [row for row in a["rows"] if row["experiment"] != "add10" or not add10]:
         runs = row["runs"]
         name = " ".join([f"`{row['experiment']}", *row["overrides"]]) + "`"
         seeds = " / ".join(str(r["seed"]) for r in runs)
-        steps = " / ".join(f"{r['steps']:,}" + (" (the cap)" if r["capped"] else "") for r in runs)
+        steps = " / ".join(f"{r['steps']:,}" + (" (the cap)" if r.get("capped") else "") for r in runs)
         seconds = " / ".join(secs(r["whole_seconds"]) for r in runs)
         exact = [pct(r["test_exact_match"]) for r in runs]
         sizes = {r["n_test"] for r in runs}
@@ -692,6 +773,58 @@ def block_arithmetic(m: dict) -> str:
             right = " / ".join(f"{space['right']:,}" for space in spaces)
             score += f" (whole space: {right} of {spaces[0]['n']:,})"
         lines.append(f"| {name} | {row['task']} | {seeds} | {steps} | {seconds} | {score} |")
+    return "\n".join(lines)
+
+
+def reached(r: dict, key: str) -> str:
+    """A run's step at 99% or 100% validation, or "never (best x%)"."""
+    step = r[key]
+    return f"{step:,}" if step is not None else f"never (best {pct(r['best_val'])}, at {r['best_val_step']:,})"
+
+
+def block_answer_order(m: dict) -> str:
+    x = m.get("answer_order")
+    if not x:
+        return not_measured("answer_order")
+    lines = [
+        "| task | answer written | seed | steps to 99% val | steps to 100% val | test exact-match |",
+        "|---|---|---|---|---|---|",
+    ]
+    groups: dict[str, list[dict]] = {}
+    for r in x["runs"]:
+        groups.setdefault(r["variant"], []).append(r)
+    for label, runs in groups.items():
+        task, answer = label.split(" | ")
+        cells = [" / ".join(f(r) for r in runs) for f in (
+            lambda r: str(r["seed"]), lambda r: reached(r, "steps_to_99"), lambda r: reached(r, "steps_to_100"),
+            lambda r: pct(r["test_exact_match"]))]  # fmt: skip
+        lines.append(f"| {task} | {answer} | " + " | ".join(cells) + " |")
+    pairs = [
+        (r, p) for r in x["runs"] for p in x["runs"]
+        if "reversed" in r["variant"] and p["variant"] == r["variant"].replace("reversed (default)", "plain")
+        and p["seed"] == r["seed"]
+    ]  # fmt: skip
+    at = lambda r: r["steps_to_100"] if r["steps_to_100"] is not None else float("inf")  # noqa: E731
+    sooner = sum(at(r) <= at(p) for r, p in pairs)
+    never = [sum(run["steps_to_100"] is None for run in side) for side in zip(*pairs, strict=True)] or [0, 0]
+    lines += ["", f"Reversed reached 100% validation as soon as or sooner than plain in {sooner} of {len(pairs)} "
+              f"pairs; runs that never reached it: {never[0]} reversed, {never[1]} plain."]  # fmt: skip
+    return "\n".join(lines)
+
+
+LENGTH_OPTION_WIDTHS = (10, 12, 15, 20, 25, 30, 40)
+
+
+def block_length_options(m: dict) -> str:
+    x = m.get("length_options")
+    if not x:
+        return not_measured("length_options")
+    head = " | ".join(f"{w} digits" for w in LENGTH_OPTION_WIDTHS)
+    lines = [f"| variant | steps | training | {head} |", "|---|---|---|" + "---|" * len(LENGTH_OPTION_WIDTHS)]
+    for r in x["runs"]:
+        curve = r["length"].get("+", {})
+        cells = " | ".join(pct(curve.get(str(w)), 1) for w in LENGTH_OPTION_WIDTHS)
+        lines.append(f"| {r['variant']} | {r['steps']:,} | {secs(r['train_seconds'])} | {cells} |")
     return "\n".join(lines)
 
 
@@ -783,20 +916,56 @@ def block_length(m: dict) -> str:
     x = m.get("length")
     if not x:
         return not_measured("length")
-    widths = [w for w in LENGTH_WIDTHS if str(w) in x["runs"][0]["exact_match"]]
     lines = [
-        "| position | seed | steps | training | " + " | ".join(f"{w} digits" for w in widths) + " | verify.py |",
-        "|---|---|---|---|" + "---|" * len(widths) + "---|",
-    ]
+        "| task | position | seed | steps | training | " + " | ".join(f"{w} digits" for w in LENGTH_WIDTHS)
+        + " | verify.py |",
+        "|---|---|---|---|---|" + "---|" * len(LENGTH_WIDTHS) + "---|",
+    ]  # fmt: skip
     for r in x["runs"]:
-        cells = " | ".join(pct(r["exact_match"][str(w)], 1) for w in widths)
-        v = r["verify"]
+        (op, curve), v = next(iter(r["length"].items())), r["verify"]
+        cells = " | ".join(pct(curve.get(str(w)), 1) for w in LENGTH_WIDTHS)
         failed = [name for name, suite in v["suites"].items() if not suite["passed"]] if v else []
         verdict = "pass" if v and v["passed"] else "fails " + ", ".join(failed) if v else "—"
+        task = {"+": "`+`", "-": "`-`, larger first"}[op]
         lines.append(
-            f"| {r['position']} | {r['seed']} | {r['steps']:,} | {secs(r['train_seconds'])} | {cells} | {verdict} |"
+            f"| {task} | {r['position']} | {r['seed']} | {r['steps']:,} | {secs(r['train_seconds'])} | {cells} "
+            f"| {verdict} |"
         )
     return "\n".join([*lines, "", "![exact-match by operand length](images/length.png)"])
+
+
+def block_add10_verify(m: dict) -> str:
+    """The verification verdict of each add10 run, with the problems a failing one gets wrong."""
+    x = m.get("add10")
+    if not x:
+        return not_measured("add10")
+    lines = ["| seed | steps | random pairs | edge cases | verdict |", "|---|---|---|---|---|"]
+    for r in x["runs"]:
+        suites = r["verify"]["suites"]
+        pairs = suites["random pairs"]
+        edges = {name: suite for name, suite in suites.items() if name != "random pairs"}
+        right, n = sum(e["right"] for e in edges.values()), sum(e["n"] for e in edges.values())
+        failures = sorted({f["problem"] for e in edges.values() for f in e["failures"]})
+        named = ", ".join(f"`{p}`" for p in failures[:5])
+        verdict = "pass" if r["verify"]["passed"] else f"fails {named}" if named else "fails the random pairs"
+        lines.append(
+            f"| {r['seed']} | {r['steps']:,} | {pct(pairs['right'] / pairs['n'])} | {right:,} / {n:,} | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def block_length_summary(m: dict) -> str:
+    """One sentence for the README: the experiments' exact-match at 20 and 30 digits, seed by seed."""
+    x = m.get("length")
+    if not x:
+        return not_measured("length")
+    parts = []
+    for op, name in (("+", "addition"), ("-", "subtraction")):
+        runs = [r for r in x["runs"] if r["position"] == "coupling + place window" and op in r["length"]]
+        at = {w: " / ".join(pct(r["length"][op].get(str(w)), 1) for r in runs) for w in (20, 30, 40)}
+        seeds = " / ".join(str(r["seed"]) for r in runs)
+        parts.append(f"{name} (seeds {seeds}) {at[20]} at 20 digits, {at[30]} at 30 and {at[40]} at 40")
+    return "; ".join(parts) + "."
 
 
 def block_performance(m: dict) -> str:
@@ -882,6 +1051,10 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "converge": block_converge,
     "arithmetic": block_arithmetic,
     "length": block_length,
+    "length_options": block_length_options,
+    "length_summary": block_length_summary,
+    "add10_verify": block_add10_verify,
+    "answer_order": block_answer_order,
     "circuits": block_circuits,
     "machine": block_machine,
     "summary": block_summary,
