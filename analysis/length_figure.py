@@ -9,8 +9,9 @@ from matplotlib.figure import Figure
 def length_curves(curves: dict[str, dict[int, float]], trained: int) -> Figure:
     """Exact-match against operand length, one curve per label ({label: {digits: exact-match}}), the trained
     lengths shaded."""
-    fig = Figure(figsize=(8, 4.8))  # 720 x 432 px at 90 dpi
-    fig.subplots_adjust(left=0.09, right=0.98, top=0.92, bottom=0.12)
+    beside = len(curves) > 3  # many curves: the legend beside the axes, where it covers none of them
+    fig = Figure(figsize=(11.5 if beside else 8, 4.8))  # 1035 (720) x 432 px at 90 dpi
+    fig.subplots_adjust(left=0.065 if beside else 0.09, right=0.64 if beside else 0.98, top=0.92, bottom=0.12)
     ax = fig.subplots()
     ax.axvspan(0.5, trained + 0.5, color="0.9", zorder=0)
     ax.text(trained / 2 + 0.5, 50, f"trained:\n1-{trained} digits", ha="center", va="center", fontsize=10, color="0.35")
@@ -23,6 +24,9 @@ def length_curves(curves: dict[str, dict[int, float]], trained: int) -> Figure:
     ax.set_ylim(-2, 104)
     ax.set_xlim(0.5, max(max(c) for c in curves.values()) + 0.5)
     ax.tick_params(labelsize=10)
-    ax.legend(fontsize=10, loc="lower left")
+    if beside:
+        ax.legend(fontsize=10, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    else:
+        ax.legend(fontsize=10, loc="lower left")
     ax.set_title("beyond the trained length", fontsize=11)
     return fig

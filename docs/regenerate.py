@@ -375,9 +375,6 @@ def section_length(scratch: Path) -> dict:
     python verify.py on every addition run."""
     from omegaconf import OmegaConf
 
-    from analysis.length_figure import length_curves
-    from analysis.record import save_figure
-
     def scheme_and_verdict(out: Path, r: dict) -> dict:
         model = OmegaConf.load(out / "config.yaml").model
         if "+" not in r["length_exact_match"]:
@@ -386,6 +383,15 @@ def section_length(scratch: Path) -> dict:
         return {"position": scheme_name(model), "verify": next(iter(json.loads(verified.stdout).values()))}
 
     runs = run_variants(scratch, "length", LENGTH_RUNS, scheme_and_verdict)
+    return {"command": "python train.py experiment=add_length seed=S threads=1 (and experiment=sub_length)",
+            "runs": runs, "images": draw_length(runs, scratch)}  # fmt: skip
+
+
+def draw_length(runs: list[dict], scratch: Path) -> dict[str, str]:
+    """docs/images/length.png from the length section's runs (their curves are in docs/measured/length.json)."""
+    from analysis.length_figure import length_curves
+    from analysis.record import save_figure
+
     curves = {
         f"{r['position']}{'' if op == '+' else ', subtraction'}, seed {r['seed']}": {int(w): x for w, x in c.items()}
         for r in runs for op, c in r["length"].items()
@@ -394,8 +400,7 @@ def section_length(scratch: Path) -> dict:
     save_figure(length_curves(curves, 10), figure)
     images: dict[str, str] = {}
     image(images, figure, "length.png")
-    return {"command": "python train.py experiment=add_length seed=S threads=1 (and experiment=sub_length)",
-            "runs": runs, "images": images}  # fmt: skip
+    return images
 
 
 def run_variants(
