@@ -67,7 +67,10 @@ def accepted(fmt: ProblemFormat, longest: int | None = None) -> str:
     a model that reads places beyond its trained width can address (the trained width by default)."""
     ops = fmt.operators
     shape = f"a{ops}b" if len(ops) == 1 else f"a op b (op one of {' '.join(ops)})"
-    example = f"7{ops[0]}{45 if fmt.digits > 1 else 5}"
+    a, b = 7, 45 if fmt.digits > 1 else 5
+    if fmt.larger_first and ops[0] == "-":
+        a, b = b, a  # the order the model was trained on
+    example = f"{a}{ops[0]}{b}"
     if longest and longest > fmt.digits:
         numbers = f"whole numbers of up to {longest} digits (trained on up to {fmt.digits})"
     else:

@@ -366,6 +366,10 @@ def test_larger_first_writes_every_subtraction_with_the_larger_operand_first_and
     assert len(a) == 55 and (a >= b).all()  # 10 + 9 + ... + 1 ordered pairs of one digit
     assert all(p.a >= p.b for p in long_problems("-", 12, 50, larger_first=True))
     assert any(p.a < p.b for p in long_problems("-", 12, 50))
+    from data.expressions import accepted
+
+    assert "(e.g. 45-7)" in accepted(ProblemFormat(3, "-", larger_first=True))  # the order it was trained on
+    assert "(e.g. 7-45)" in accepted(ProblemFormat(3, "-"))
     with pytest.raises(ValueError, match="larger_first='yes'"):
         ProblemFormat(3, "-", larger_first="yes")
 
