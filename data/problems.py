@@ -239,8 +239,12 @@ class ProblemFormat:
         a < b."""
         if not self.larger_first:
             return a, op_idx, b
-        swap = (self.operator_codes(op_idx) == OPERATORS.index("-")) & (a < b)
+        swap = self.smaller_first(a, op_idx, b)
         return torch.where(swap, b, a), op_idx, torch.where(swap, a, b)
+
+    def smaller_first(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """(n,) bool: the '-' problems whose smaller operand comes first, which ``larger_first`` never writes."""
+        return (self.operator_codes(op_idx) == OPERATORS.index("-")) & (a < b)
 
     def _of_random_length(self, x: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """(n,) uniform values below 10**digits -> (values of a uniform length 1..digits each, uniform within it;
@@ -261,8 +265,8 @@ class ProblemFormat:
         high = 10**self.digits
         grid = torch.arange(self.n_problems, dtype=torch.int64, device=device)
         a, op_idx, b = (grid // high) % high, grid // (high * high), grid % high
-        if self.larger_first:  # only the problems this format writes: a '-' problem with a >= b
-            keep = (self.operator_codes(op_idx) != OPERATORS.index("-")) | (a >= b)
+        if self.larger_first:  # only the problems this format writes
+            keep = ~self.smaller_first(a, op_idx, b)
             a, op_idx, b = a[keep], op_idx[keep], b[keep]
         return a, op_idx, b
 

@@ -169,10 +169,6 @@ def hide_scratch(text: str, scratch: Path) -> str:
     return "\n".join(out)
 
 
-def steps_to(history: list[dict], target: float) -> int | None:
-    return next((h["step"] for h in history if h["exact_match"] >= target), None)
-
-
 # ---- sections -------------------------------------------------------------------------------------------
 def section_default(scratch: Path) -> dict:
     """python train.py (seed 0, the default config): the summary, Results row, ablation, DLA, maps, report."""
@@ -376,11 +372,8 @@ def section_length(scratch: Path) -> dict:
     from omegaconf import OmegaConf
 
     def scheme_and_verdict(out: Path, r: dict) -> dict:
-        model = OmegaConf.load(out / "config.yaml").model
-        if "+" not in r["length_exact_match"]:
-            return {"position": scheme_name(model), "verify": None}
-        verified = run([str(ROOT / "verify.py"), str(out), "--json"], scratch, ok=(0, 1), merged=False)  # 1: failed
-        return {"position": scheme_name(model), "verify": next(iter(json.loads(verified.stdout).values()))}
+        position = scheme_name(OmegaConf.load(out / "config.yaml").model)
+        return {"position": position, "verify": verify(out, scratch) if "+" in r["length_exact_match"] else None}
 
     runs = run_variants(scratch, "length", LENGTH_RUNS, scheme_and_verdict)
     return {"command": "python train.py experiment=add_length seed=S threads=1 (and experiment=sub_length)",
@@ -403,6 +396,12 @@ def draw_length(runs: list[dict], scratch: Path) -> dict[str, str]:
     return images
 
 
+def verify(run_dir: Path, scratch: Path) -> dict:
+    """``python verify.py RUN --json`` (exit 1, a failed verification, is a result too): its verdict and suites."""
+    verified = run([str(ROOT / "verify.py"), str(run_dir), "--json"], scratch, ok=(0, 1), merged=False)
+    return next(iter(json.loads(verified.stdout).values()))
+
+
 def run_variants(
     scratch: Path, name: str, variants: list[tuple[str, tuple[str, ...], tuple[int, ...]]], extra=None
 ) -> list[dict]:
@@ -411,6 +410,8 @@ def run_variants(
     validation history (steps to 99% and to 100%, the best), where the run measured it exact-match by length, and
     what ``extra(run_dir, results)`` adds."""
     from concurrent.futures import ThreadPoolExecutor
+
+    from analysis.sweep import steps_to
 
     jobs = [(label, overrides, seed) for label, overrides, seeds in variants for seed in seeds]
 
@@ -470,11 +471,10 @@ def section_add10(scratch: Path) -> dict:
     """experiment=add10 on seeds 0-4 (two whole commands at a time, one thread each), and python verify.py on
     every run: the Arithmetic table's first row and the verification verdicts."""
 
-    def timed_and_verified(out: Path, r: dict) -> dict:
-        verified = run([str(ROOT / "verify.py"), str(out), "--json"], scratch, ok=(0, 1), merged=False)  # 1: failed
-        return {"verify": next(iter(json.loads(verified.stdout).values())), "n_test": r["n_test"]}
+    def verified(out: Path, r: dict) -> dict:
+        return {"verify": verify(out, scratch), "n_test": r["n_test"]}
 
-    runs = run_variants(scratch, "add10", [("add10", ("experiment=add10",), (0, 1, 2, 3, 4))], timed_and_verified)
+    runs = run_variants(scratch, "add10", [("add10", ("experiment=add10",), (0, 1, 2, 3, 4))], verified)
     return {"command": "python train.py experiment=add10 seed=S threads=1; python verify.py <run>", "runs": runs}
 
 
