@@ -467,15 +467,34 @@ def section_length_options(scratch: Path) -> dict:
 ADD10_TASK = "10-digit `+` (8 heads of 8 dims; operands of every length, round numbers)"
 
 
+def verified(scratch: Path) -> Callable[[Path, dict], dict]:
+    """run_variants' ``extra`` for runs that are verified: verify.py's verdict, and the test set's size."""
+    return lambda out, r: {"verify": verify(out, scratch), "n_test": r["n_test"]}
+
+
 def section_add10(scratch: Path) -> dict:
     """experiment=add10 on seeds 0-4 (two whole commands at a time, one thread each), and python verify.py on
     every run: the Arithmetic table's first row and the verification verdicts."""
-
-    def verified(out: Path, r: dict) -> dict:
-        return {"verify": verify(out, scratch), "n_test": r["n_test"]}
-
-    runs = run_variants(scratch, "add10", [("add10", ("experiment=add10",), (0, 1, 2, 3, 4))], verified)
+    runs = run_variants(scratch, "add10", [("add10", ("experiment=add10",), (0, 1, 2, 3, 4))], verified(scratch))
     return {"command": "python train.py experiment=add10 seed=S threads=1; python verify.py <run>", "runs": runs}
+
+
+ADD10_RECIPE = [  # docs/arithmetic.md: add10 with one part of its recipe taken out (label, overrides, seeds)
+    ("4 heads of 16 dims (`model.n_heads=4`)", ("model.n_heads=4",), (0, 1, 2)),
+    ("no hard cases (`data.hard_share=0`)", ("data.hard_share=0",), (0, 1, 2)),
+    ("uniform 10-digit operands (`data.mixed_lengths=0 data.round_numbers=0`)",
+     ("data.mixed_lengths=0", "data.round_numbers=0"), (0, 1, 2)),
+]  # fmt: skip
+QUIET_RUN = ("analysis=none", "logger=none")  # runs measured for their steps and scores only
+
+
+def section_add10_recipe(scratch: Path) -> dict:
+    """experiment=add10 with one part of its recipe taken out at a time, seeds 0-2 (two at a time, one thread
+    each), and python verify.py on every run: what each part is for."""
+    variants = [(label, ("experiment=add10", *o, *QUIET_RUN), seeds) for label, o, seeds in ADD10_RECIPE]
+    runs = run_variants(scratch, "add10_recipe", variants, verified(scratch))
+    command = f"python train.py experiment=add10 <change> seed=S threads=1 {' '.join(QUIET_RUN)}"
+    return {"command": command + "; python verify.py <run>", "runs": runs}
 
 
 ARITHMETIC = [  # the README's Arithmetic table after add10: (experiment, extra overrides, what the task is, seeds)
@@ -612,6 +631,7 @@ SECTIONS = [
     Section("length_options", section_length_options, "~6 min"),
     Section("answer_order", section_answer_order, "~6 min"),
     Section("add10", section_add10, "~15 min"),
+    Section("add10_recipe", section_add10_recipe, "~35 min"),
     Section("arithmetic", section_arithmetic, "~40 min"),
     Section("performance", section_performance, "~15 min (on a quiet machine: it times)"),
 ]
