@@ -346,6 +346,28 @@ def section_circuits(scratch: Path) -> dict:
     }
 
 
+CIRCUIT_TASKS = [  # docs/circuits.md beyond the default run: (label, overrides, seeds)
+    ("add10", ("experiment=add10", "analysis=none", "logger=none"), (0,)),
+    ("sub3", ("experiment=sub3", "analysis=none", "logger=none"), (0,)),
+    ("mul2", ("experiment=mul2", "analysis=none", "logger=none"), (0,)),
+]
+
+
+def circuits_of(scratch: Path, run_dir: Path) -> dict:
+    """python analyse.py RUN: the run's circuits per digit and the roles they give."""
+    ran = run([str(ROOT / "analyse.py"), str(run_dir)], scratch)
+    r = results(run_dir)
+    keep = ("circuits", "circuit_roles", "attribution_correlation_heads", "attribution_correlation_edges")
+    return {key: r[key] for key in keep} | {"n_heads": r["n_heads"], "analysis_seconds": ran.seconds}
+
+
+def section_circuits_tasks(scratch: Path) -> dict:
+    """experiment=add10, sub3 and mul2 on seed 0 (two at a time, one thread each), then python analyse.py on
+    each: their circuits per digit and the roles they give."""
+    runs = run_variants(scratch, "circuits_tasks", CIRCUIT_TASKS, lambda out, r: circuits_of(scratch, out))
+    return {"command": "python train.py experiment=<name> seed=0 threads=1; python analyse.py <run>", "runs": runs}
+
+
 LENGTH_WIDTHS = (1, 5, 10, 11, 12, 15, 20, 25, 30, 35, 40)  # the widths the docs' table shows
 
 
@@ -556,6 +578,84 @@ def section_arithmetic(scratch: Path) -> dict:
     return {"command": "python train.py experiment=<name> seed=<s> threads=1, two at a time", "rows": rows}
 
 
+PRODUCT_ALONE = ("experiment=mul2", "data.show_work=false")
+MUL_WORKING = [  # docs/arithmetic.md "Before the working": (label, overrides, seeds), all seed 0
+    ("`mul2` (with the working)", ("experiment=mul2",), (0,)),
+    ("the product alone (`data.show_work=false`)", PRODUCT_ALONE, (0,)),
+    ("the product alone, `optim.weight_decay=1.0` (grokking-style)", (*PRODUCT_ALONE, "optim.weight_decay=1.0"), (0,)),
+    ("the product alone, `model.place_embedding=true`", (*PRODUCT_ALONE, "model.place_embedding=true"), (0,)),
+    ("`mixed` trained on 85%, the answer alone",
+     ("experiment=mixed", "data.test_fraction=0.1", "data.show_work=false"), (0,)),
+]  # fmt: skip
+
+
+def by_split(scratch: Path, job: Path) -> dict:
+    """python calc.py --eval on a 2-digit run's trained problems and on its held-out ones (validation and test)
+    apart, by operator; and of the held-out '*' problems it gets wrong, how many have their mirror b*a held out."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from data.problems import ProblemFormat
+
+    data = OmegaConf.load(job / "config.yaml").data
+    fmt = ProblemFormat(digits=2, operators=data.operators)
+    a, b = (t.flatten() for t in torch.meshgrid(torch.arange(100), torch.arange(100), indexing="ij"))  # (10000,)
+    held_out: set[str] = set()
+    lines: dict[str, list[str]] = {"trained": [], "held_out": []}
+    for i, op in enumerate(fmt.operators):
+        split = fmt.split_of(a, torch.full_like(a, i), b, data.val_fraction, data.test_fraction)  # 0 trained
+        for x, y, s in zip(a.tolist(), b.tolist(), split.tolist(), strict=True):
+            text = f"{x}{op}{y}"
+            lines["held_out" if s else "trained"].append(f"{text}={fmt.evaluate(x, op, y)}")
+            held_out |= {text} if s else set()
+    scores = {}
+    for part, problems in lines.items():
+        path = scratch / f"{job.name}_{part}.txt"
+        path.write_text("\n".join(problems) + "\n")
+        args = [str(ROOT / "calc.py"), "--ckpt", str(job), "--eval", str(path), "--json", "--show-mistakes", "100000"]
+        report = json.loads(run(args, scratch, (0, 1), False).stdout)
+        scores[part] = {"right": report["right"], "n": report["n_problems"]} | {
+            "by_operator": {op: {"right": v["right"], "n": v["n"]} for op, v in report["by_operator"].items()}
+        }
+        if part == "held_out":
+            wrong = [m["problem"] for m in report["mistakes"] if "*" in m["problem"]]
+            mirrored = sum("*".join(reversed(m.split("*"))) in held_out for m in wrong)
+            scores[part] |= {"wrong_products": len(wrong), "mirror_held_out": mirrored}
+    return scores
+
+
+def section_mul_working(scratch: Path) -> dict:
+    """2-digit multiplication with and without the working written out (seed 0, two at a time, one thread each):
+    each model's score on the problems it trained on and on the held-out ones."""
+    runs = run_variants(scratch, "mul_working", MUL_WORKING, lambda out, r: {"by_split": by_split(scratch, out)})
+    return {"command": "python train.py experiment=mul2 [data.show_work=false] seed=0 threads=1", "runs": runs}
+
+
+RECIPES = [  # docs/performance.md's recipe search: (label, overrides); the first is the default recipe
+    ("**default**: Muon 0.02 + AdamW 3e-3, warm-up 50, cosine to step 300", ""),
+    ("the same, cosine to step 400", "optim.decay_steps=400"),
+    ("the same, cosine to 0 (not 0.1×) at 300", "optim.min_lr_ratio=0"),
+    ("Muon 0.03, cosine to 300", "optim.muon_lr=0.03"),
+    ("AdamW 6e-3 beside Muon 0.02, cosine to 300", "optim.lr=6e-3"),
+    ("Muon 0.05 + AdamW 1e-2, warm-up 30, cosine to 300", "optim.muon_lr=0.05 optim.lr=1e-2 optim.warmup_steps=30"),
+    ("AdamW alone, lr 1e-2, warm-up 30, cosine to 400",
+     "optim=adamw optim.lr=1e-2 optim.warmup_steps=30 optim.decay_steps=400"),
+]  # fmt: skip
+RECIPE_SEEDS = "0,1,2,3,4"
+
+
+def section_recipe_search(scratch: Path) -> dict:
+    """python -m benchmarks.recipe_search (one thread, validation every 25 steps): steps to every validation problem
+    right for the default recipe and its neighbours, seeds 0-4."""
+    recipes = [f"threads=1 {overrides}".strip() for _, overrides in RECIPES]
+    args = ["-m", "benchmarks.recipe_search", "--seeds", RECIPE_SEEDS, "--json", *recipes]
+    found = json.loads(run(args, scratch, merged=False).stdout)
+    for (label, _), row in zip(RECIPES, found, strict=True):
+        row["label"] = label
+    command = f'python -m benchmarks.recipe_search --seeds {RECIPE_SEEDS} "threads=1 <overrides>" ...'
+    return {"command": command, "recipes": found}
+
+
 def bench(scratch: Path, *args: str) -> dict:
     """``python bench.py ARGS --json``: its one JSON object."""
     return json.loads(run([str(ROOT / "bench.py"), *args, "--json"], scratch, merged=False).stdout)
@@ -570,7 +670,9 @@ def section_performance(scratch: Path) -> dict:
     from benchmarks.converge import PREVIOUS_RECIPE
 
     keep = ("ms_per_step", "tokens_per_second", "mfu", "lightning_over_bare", "model_over_nanogpt")
-    keep += ("matmul_peak_gflops", "matmul_share_of_step", "batch_size")
+    keep += ("matmul_peak_gflops", "matmul_share_of_step", "batch_size", "tokens_per_second_by_path")
+    keep += ("flops_per_token", "reference_flops_per_token", "matmul_gflops_in_step", "data_problems_per_second")
+    keep += ("peak_rss_mb",)
     train_speed = {}
     for digits in (3, 10):
         figures = bench(scratch, "train", "--digits", str(digits), "--repeat", str(TRAIN_ROUNDS))["train"]
@@ -632,6 +734,9 @@ SECTIONS = [
     Section("answer_order", section_answer_order, "~6 min"),
     Section("add10", section_add10, "~15 min"),
     Section("add10_recipe", section_add10_recipe, "~35 min"),
+    Section("mul_working", section_mul_working, "~12 min"),
+    Section("circuits_tasks", section_circuits_tasks, "~15 min"),
+    Section("recipe_search", section_recipe_search, "~12 min"),
     Section("arithmetic", section_arithmetic, "~40 min"),
     Section("performance", section_performance, "~15 min (on a quiet machine: it times)"),
 ]
@@ -904,6 +1009,23 @@ def block_patching(m: dict) -> str:
     return text + " Strongest patches: " + "; ".join(p["strongest"]) + "."
 
 
+def circuit_table(circuits: dict) -> list[str]:
+    lines = [
+        "| digit | circuit edges | of all edges | head → head edges | recovers | random sets of that size |",
+        "|---|---|---|---|---|---|",
+    ]
+    for digit, x in circuits.items():
+        lines.append(
+            f"| {digit} | {x['edges']} | {x['fraction']:.0%} | {x['head_to_head']} of {x['head_to_head_total']} | "
+            f"{x['faithfulness']:.0%} | {x['random_mean']:.1%} ± {x['random_std']:.1%} |"
+        )
+    return lines
+
+
+def circuit_roles(c: dict) -> str:
+    return "; ".join(f"{head} *{role}*" for head, role in c["circuit_roles"].items() if role)
+
+
 def block_circuits(m: dict) -> str:
     c = m.get("circuits")
     if not c:
@@ -912,23 +1034,35 @@ def block_circuits(m: dict) -> str:
         f"The default run (seed 0, {c['run']['steps']:,} steps, {pct(c['run']['test_exact_match'])}), "
         f"`{c['command']}`:",
         "",
-        "| digit | circuit edges | of all edges | head → head edges | recovers | random sets of that size |",
-        "|---|---|---|---|---|---|",
-    ]
-    for digit, x in c["circuits"].items():
-        lines.append(
-            f"| {digit} | {x['edges']} | {x['fraction']:.0%} | {x['head_to_head']} of {x['head_to_head_total']} | "
-            f"{x['faithfulness']:.0%} | {x['random_mean']:.1%} ± {x['random_std']:.1%} |"
-        )
-    roles = "; ".join(f"{head} *{role}*" for head, role in c["circuit_roles"].items() if role)
-    lines += [
+        *circuit_table(c["circuits"]),
         "",
         f"Attribution patching (integrated gradients, 8 steps) against exact patching, Pearson r: heads "
         f"{c['attribution_correlation_heads']:.2f}, edges {c['attribution_correlation_edges']:.2f}. "
-        f"Roles from the circuits: {roles}; the other heads are in no circuit. The whole analysis took "
+        f"Roles from the circuits: {circuit_roles(c)}; the other heads are in no circuit. The whole analysis took "
         f"{c['analysis_seconds']:.0f} s ({secs(c['whole_seconds'])} for the command).",
     ]
     return "\n".join(lines)
+
+
+def block_circuits_tasks(m: dict) -> str:
+    """The circuits of add10, sub3 and mul2 (seed 0), a table and the roles each."""
+    x = m.get("circuits_tasks")
+    if not x:
+        return not_measured("circuits_tasks")
+    lines: list[str] = []
+    for r in x["runs"]:
+        lines += [
+            f"**`python train.py experiment={r['variant']}`** (seed 0, {r['n_heads']} heads per layer, "
+            f"{r['steps']:,} steps, {pct(r['test_exact_match'])} of the test set):",
+            "",
+            *circuit_table(r["circuits"]),
+            "",
+            f"Attribution against exact patching, Pearson r: heads {r['attribution_correlation_heads']:.2f}, edges "
+            f"{r['attribution_correlation_edges']:.2f}. Roles from the circuits: {circuit_roles(r)}; the other heads "
+            "are in no circuit.",
+            "",
+        ]
+    return "\n".join(lines[:-1])
 
 
 def block_length(m: dict) -> str:
@@ -953,6 +1087,24 @@ def block_length(m: dict) -> str:
     return "\n".join([*lines, "", "![exact-match by operand length](images/length.png)"])
 
 
+@dataclass
+class Verified:
+    """verify.py's verdict on one run, as the tables show it."""
+
+    pairs: str  # the random pairs' exact-match
+    edges: str  # edge cases right, of all
+    verdict: str  # pass, or the first edge cases it fails
+
+    @classmethod
+    def of(cls, v: dict, named: int = 5) -> Verified:
+        pairs = v["suites"]["random pairs"]
+        edges = [suite for name, suite in v["suites"].items() if name != "random pairs"]
+        right, n = sum(e["right"] for e in edges), sum(e["n"] for e in edges)
+        failures = ", ".join(f"`{p}`" for p in sorted({f["problem"] for e in edges for f in e["failures"]})[:named])
+        verdict = "pass" if v["passed"] else f"fails {failures}" if failures else "fails the random pairs"
+        return cls(pct(pairs["right"] / pairs["n"]), f"{right:,} / {n:,}", verdict)
+
+
 def block_add10_verify(m: dict) -> str:
     """The verification verdict of each add10 run, with the problems a failing one gets wrong."""
     x = m.get("add10")
@@ -960,16 +1112,78 @@ def block_add10_verify(m: dict) -> str:
         return not_measured("add10")
     lines = ["| seed | steps | random pairs | edge cases | verdict |", "|---|---|---|---|---|"]
     for r in x["runs"]:
-        suites = r["verify"]["suites"]
-        pairs = suites["random pairs"]
-        edges = {name: suite for name, suite in suites.items() if name != "random pairs"}
-        right, n = sum(e["right"] for e in edges.values()), sum(e["n"] for e in edges.values())
-        failures = sorted({f["problem"] for e in edges.values() for f in e["failures"]})
-        named = ", ".join(f"`{p}`" for p in failures[:5])
-        verdict = "pass" if r["verify"]["passed"] else f"fails {named}" if named else "fails the random pairs"
+        v = Verified.of(r["verify"])
+        lines.append(f"| {r['seed']} | {r['steps']:,} | {v.pairs} | {v.edges} | {v.verdict} |")
+    return "\n".join(lines)
+
+
+def block_add10_recipe(m: dict) -> str:
+    """add10 as configured (its seeds 0-2) against each part of its recipe taken out, seed by seed."""
+    x, whole = m.get("add10_recipe"), m.get("add10")
+    if not x or not whole:
+        return not_measured("add10_recipe" if not x else "add10")
+    seeds = sorted({r["seed"] for r in x["runs"]})
+    runs = [r | {"variant": "`experiment=add10` as configured"} for r in whole["runs"] if r["seed"] in seeds]
+    lines = [
+        "| recipe | seed | steps to 100% val | test exact-match | random pairs | edge cases | verify.py |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in runs + x["runs"]:
+        v = Verified.of(r["verify"], named=3)
         lines.append(
-            f"| {r['seed']} | {r['steps']:,} | {pct(pairs['right'] / pairs['n'])} | {right:,} / {n:,} | {verdict} |"
+            f"| {r['variant']} | {r['seed']} | {reached(r, 'steps_to_100')} | {pct(r['test_exact_match'])} | "
+            f"{v.pairs} | {v.edges} | {v.verdict} |"
         )
+    return "\n".join(lines)
+
+
+def right_of(score: dict) -> str:
+    return f"{score['right']:,} / {score['n']:,} ({pct(score['right'] / score['n'], 1)})"
+
+
+def block_mul_working(m: dict) -> str:
+    """2-digit multiplication with and without the working: trained against held-out problems right."""
+    x = m.get("mul_working")
+    if not x:
+        return not_measured("mul_working")
+    lines = [
+        "| model (seed 0) | steps | test exact-match | trained problems right | held-out problems right |",
+        "|---|---|---|---|---|",
+    ]
+    for r in x["runs"]:
+        split = r["by_split"]
+        lines.append(
+            f"| {r['variant']} | {r['steps']:,} | {pct(r['test_exact_match'])} | {right_of(split['trained'])} | "
+            f"{right_of(split['held_out'])} |"
+        )
+    notes = []
+    for r in x["runs"]:
+        held = r["by_split"]["held_out"]
+        if held["wrong_products"] and "product alone (`data" in r["variant"]:
+            notes.append(
+                f"Of the {held['wrong_products']:,} held-out products the product-alone model gets wrong, "
+                f"{held['mirror_held_out']:,} have their mirror `b*a` held out too."
+            )
+        if len(held["by_operator"]) > 1:
+            ops = ", ".join(f"`{op}` {pct(s['right'] / s['n'], 1)}" for op, s in held["by_operator"].items())
+            notes.append(f"{r['variant'].capitalize()}, held-out problems by operator: {ops}.")
+    return "\n".join([*lines, *(["", " ".join(notes)] if notes else [])])
+
+
+def block_recipe_search(m: dict) -> str:
+    """Steps to every validation problem right per seed, for the default recipe and its neighbours."""
+    x = m.get("recipe_search")
+    if not x:
+        return not_measured("recipe_search")
+    seeds = [r["seed"] for r in x["recipes"][0]["runs"]]
+    lines = [
+        "| recipe | " + " | ".join(f"seed {s}" for s in seeds) + " | worst | lowest test exact-match |",
+        "|---|" + "---|" * len(seeds) + "---|---|",
+    ]
+    for row in x["recipes"]:
+        steps = " | ".join(f"{r['steps']:,}" if r["steps"] is not None else "missed" for r in row["runs"])
+        worst = f"{row['max_steps']:,}" if row["max_steps"] is not None else "—"
+        lines.append(f"| {row['label']} | {steps} | {worst} | {pct(row['min_test_exact_match'])} |")
     return "\n".join(lines)
 
 
@@ -1041,6 +1255,41 @@ def block_performance(m: dict) -> str:
     return "\n".join(lines)
 
 
+PATHS = {  # bench.py train's paths, as docs/performance.md names them
+    "lightning": "ours: Trainer + LightningModule + DataModule",
+    "bare": "ours: the same model and loss in a bare PyTorch loop",
+    "nanogpt": "nanoGPT-style reference (fused `c_attn`, SDPA), bare loop",
+}
+
+
+def block_bench(m: dict) -> str:
+    """docs/performance.md: bench.py train's paths side by side on the default task, and its figures."""
+    x = m.get("performance")
+    if not x:
+        return not_measured("performance")
+    t = x["train"]["3"]
+    lines = ["| path | ms / step | tokens / s |", "|---|---|---|"]
+    for path, name in PATHS.items():
+        tokens = t.get("tokens_per_second_by_path", {}).get(path)
+        lines.append(f"| {name} | {t['ms_per_step'][path]:.2f} | {f'{tokens:,}' if tokens else '—'} |")
+    figures = [
+        ("`lightning_over_bare` (≥ 0.87 wanted)", f"{t['lightning_over_bare']:.3f}"),
+        ("`model_over_nanogpt` (≥ 1.0 wanted)", f"{t['model_over_nanogpt']:.3f}"),
+        ("`mfu`", f"{t['mfu']:.3f}"),
+        ("matrix-multiply peak (2048² fp32 GEMM, same run)", f"{t['matmul_peak_gflops']:.0f} GFLOP/s"),
+        ("share of a step inside matrix multiplies (torch.profiler)", f"{t['matmul_share_of_step']:.0%}"),
+    ]
+    if t.get("flops_per_token"):  # the figures kept since these keys were added to the section
+        figures += [
+            ("FLOPs per token, ours / the reference", f"{t['flops_per_token']:,} / {t['reference_flops_per_token']:,}"),
+            ("rate of those matrix multiplies", f"{t['matmul_gflops_in_step']:.0f} GFLOP/s"),
+            ("data generation", f"{t['data_problems_per_second']:,} problems/s"),
+            ("peak RSS of the benchmark", f"{t['peak_rss_mb']:,} MB"),
+        ]
+    lines += ["", "| figure | value |", "|---|---|", *(f"| {name} | {value} |" for name, value in figures)]
+    return "\n".join(lines)
+
+
 def block_converge(m: dict) -> str:
     x = m.get("performance")
     if not x:
@@ -1086,14 +1335,19 @@ def block_converge(m: dict) -> str:
 BLOCKS: dict[str, Callable[[dict], str]] = {
     "performance": block_performance,
     "converge": block_converge,
+    "bench": block_bench,
     "arithmetic": block_arithmetic,
     "length": block_length,
     "length_options": block_length_options,
     "length_summary": block_length_summary,
     "add10_verify": block_add10_verify,
+    "add10_recipe": block_add10_recipe,
+    "mul_working": block_mul_working,
+    "recipe_search": block_recipe_search,
     "add10_verdict": block_add10_verdict,
     "answer_order": block_answer_order,
     "circuits": block_circuits,
+    "circuits_tasks": block_circuits_tasks,
     "machine": block_machine,
     "summary": block_summary,
     "results": block_results,
