@@ -347,7 +347,6 @@ def section_circuits(scratch: Path) -> dict:
 
 
 CIRCUIT_TASKS = [  # docs/circuits.md beyond the default run: (label, overrides, seeds)
-    ("add10", ("experiment=add10", "analysis=none", "logger=none"), (0,)),
     ("sub3", ("experiment=sub3", "analysis=none", "logger=none"), (0,)),
     ("mul2", ("experiment=mul2", "analysis=none", "logger=none"), (0,)),
 ]
@@ -362,8 +361,8 @@ def circuits_of(scratch: Path, run_dir: Path) -> dict:
 
 
 def section_circuits_tasks(scratch: Path) -> dict:
-    """experiment=add10, sub3 and mul2 on seed 0 (two at a time, one thread each), then python analyse.py on
-    each: their circuits per digit and the roles they give."""
+    """experiment=sub3 and mul2 on seed 0 (two at a time, one thread each), then python analyse.py on each: their
+    circuits per digit and the roles they give."""
     runs = run_variants(scratch, "circuits_tasks", CIRCUIT_TASKS, lambda out, r: circuits_of(scratch, out))
     return {"command": "python train.py experiment=<name> seed=0 threads=1; python analyse.py <run>", "runs": runs}
 
@@ -735,7 +734,7 @@ SECTIONS = [
     Section("add10", section_add10, "~15 min"),
     Section("add10_recipe", section_add10_recipe, "~35 min"),
     Section("mul_working", section_mul_working, "~12 min"),
-    Section("circuits_tasks", section_circuits_tasks, "~15 min"),
+    Section("circuits_tasks", section_circuits_tasks, "~5 min"),
     Section("recipe_search", section_recipe_search, "~12 min"),
     Section("arithmetic", section_arithmetic, "~40 min"),
     Section("performance", section_performance, "~15 min (on a quiet machine: it times)"),
@@ -1045,7 +1044,7 @@ def block_circuits(m: dict) -> str:
 
 
 def block_circuits_tasks(m: dict) -> str:
-    """The circuits of add10, sub3 and mul2 (seed 0), a table and the roles each."""
+    """The circuits of sub3 and mul2 (seed 0), a table and the roles each."""
     x = m.get("circuits_tasks")
     if not x:
         return not_measured("circuits_tasks")
@@ -1170,6 +1169,37 @@ def block_mul_working(m: dict) -> str:
     return "\n".join([*lines, *(["", " ".join(notes)] if notes else [])])
 
 
+def block_mul_summary(m: dict) -> str:
+    """One clause for the README: mul2 with and without the working, trained against held-out problems."""
+    x = m.get("mul_working")
+    if not x:
+        return not_measured("mul_working")
+    with_work, alone = x["runs"][0]["by_split"], x["runs"][1]["by_split"]
+    share = lambda score: pct(score["right"] / score["n"], 1)  # noqa: E731
+    return (
+        f"asked for the product directly, `mul2` (seed 0) gets {share(alone['trained'])} of the problems it trained on "
+        f"right and {share(alone['held_out'])} of the held-out ones — it memorises; with the working "
+        f"{share(with_work['trained'])} and {share(with_work['held_out'])}"
+    )
+
+
+def block_add10_recipe_summary(m: dict) -> str:
+    """One sentence for the README: add10 with each part of its recipe taken out, seeds 0-2."""
+    x, whole = m.get("add10_recipe"), m.get("add10")
+    if not x or not whole:
+        return not_measured("add10_recipe" if not x else "add10")
+    seeds = sorted({r["seed"] for r in x["runs"]})
+    groups = {"as configured": [r for r in whole["runs"] if r["seed"] in seeds]}
+    for r in x["runs"]:
+        groups.setdefault(r["variant"].split(" (")[0], []).append(r)
+    parts = []
+    for name, runs in groups.items():
+        steps = " / ".join(reached(r, "steps_to_100") for r in runs)
+        passed = sum(r["verify"]["passed"] for r in runs)
+        parts.append(f"{name}, 100% validation at {steps} steps and {passed} of {len(runs)} passing verify.py")
+    return f"seeds {' / '.join(map(str, seeds))}: " + "; ".join(parts)
+
+
 def block_recipe_search(m: dict) -> str:
     """Steps to every validation problem right per seed, for the default recipe and its neighbours."""
     x = m.get("recipe_search")
@@ -1290,6 +1320,20 @@ def block_bench(m: dict) -> str:
     return "\n".join(lines)
 
 
+def block_bench10(m: dict) -> str:
+    """docs/performance.md: one sentence of bench.py train's figures at 10 digits."""
+    x = m.get("performance")
+    if not x:
+        return not_measured("performance")
+    t, ms = x["train"]["10"], x["train"]["10"]["ms_per_step"]
+    return (
+        f"{ms['lightning']:.1f} ms per step (Lightning), {ms['bare']:.1f} bare, {ms['nanogpt']:.1f} for the reference; "
+        f"{t['tokens_per_second']:,} tokens/s, `model_over_nanogpt` {t['model_over_nanogpt']:.3f}, MFU {t['mfu']:.3f} "
+        f"against a {t['matmul_peak_gflops']:.0f} GFLOP/s peak measured in the same run. Steps to the target and "
+        "whole commands, seed by seed: the README's [Arithmetic](../README.md#arithmetic) table."
+    )
+
+
 def block_converge(m: dict) -> str:
     x = m.get("performance")
     if not x:
@@ -1336,6 +1380,7 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "performance": block_performance,
     "converge": block_converge,
     "bench": block_bench,
+    "bench10": block_bench10,
     "arithmetic": block_arithmetic,
     "length": block_length,
     "length_options": block_length_options,
@@ -1344,6 +1389,8 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "add10_recipe": block_add10_recipe,
     "mul_working": block_mul_working,
     "recipe_search": block_recipe_search,
+    "mul_summary": block_mul_summary,
+    "add10_recipe_summary": block_add10_recipe_summary,
     "add10_verdict": block_add10_verdict,
     "answer_order": block_answer_order,
     "circuits": block_circuits,
