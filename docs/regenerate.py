@@ -237,6 +237,13 @@ def section_calc_eval(scratch: Path) -> dict:
     }
 
 
+def section_decode(scratch: Path) -> dict:
+    """python bench.py decode on the default run (trained first when it is not there): evaluation and decoding speed."""
+    run_dir = default_run(scratch)
+    found = bench(scratch, "decode", "--ckpt", str(run_dir))["decode"]
+    return {"command": f"python bench.py decode --ckpt {RUN}"} | found
+
+
 def section_seeds(scratch: Path) -> dict:
     """python train.py -m seed=1,2,3,4: how many steps other seeds need."""
     train(scratch, "-m", "seed=1,2,3,4", "hydra.sweep.dir=multirun/seeds")
@@ -717,6 +724,7 @@ SECTIONS = [
     Section("default", section_default, "~1 min"),
     Section("bad_configs", section_bad_configs, "instant"),
     Section("calc_eval", section_calc_eval, "~5 s (+1 min without the default section)"),
+    Section("decode", section_decode, "~15 s (+1 min without the default section)"),
     Section("patching", section_patching, "~30 s (+1 min without the default section)"),
     Section("circuits", section_circuits, "~30 s (+1 min without the default section)"),
     Section("quick_sweep", section_quick_sweep, "~4 min"),
@@ -836,6 +844,20 @@ def block_calc_eval(m: dict) -> str:
     if not c:
         return not_measured("calc_eval")
     return f"```\n$ {c['command']}   # exit status {c['exit']}\n{c['stdout']}\n```"
+
+
+def block_decode(m: dict) -> str:
+    x = m.get("decode")
+    if not x:
+        return not_measured("decode")
+    cache, plain = x["decode"]["kv_cache"], x["decode"]["no_cache"]
+    return (
+        f"Evaluating {x['n']:,} random 3-digit additions end to end (parse, encode, batched greedy decoding with the "
+        f"KV cache, scoring) takes **{x['eval_seconds']:.2f} s** on this machine; decoding runs at "
+        f"{cache['tokens_per_second']:,} answer tokens/s with the KV cache against {plain['tokens_per_second']:,} "
+        f"without it (×{x['kv_cache_speedup']:.1f}). Measured with `{x['command']}` (`--json` for the numbers; "
+        "`python docs/regenerate.py --only decode`)."
+    )
 
 
 def block_bad_configs(m: dict) -> str:
@@ -985,6 +1007,14 @@ def block_why_multi_head(m: dict) -> str:
         return not_measured("why_multi_head")
     lines = [f"- {line}" for line in w["verdict"]]
     return "\n".join([*lines, "", "![why multiple heads](docs/images/why_multi_head.png)"])
+
+
+def block_why_multi_head_verdict(m: dict) -> str:
+    """docs/course.md: the comparison's verdict, without the figure and the sweep's own files."""
+    w = m.get("why_multi_head")
+    if not w:
+        return not_measured("why_multi_head")
+    return "\n".join(f"- {line}" for line in w["verdict"] if not line.startswith("sweep "))
 
 
 def block_patching(m: dict) -> str:
@@ -1390,10 +1420,12 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "dla": block_dla,
     "calc_eval": block_calc_eval,
     "bad_configs": block_bad_configs,
+    "decode": block_decode,
     "report_kb": block_report_kb,
     "quick_sweep": block_quick_sweep,
     "head_sweep": block_head_sweep,
     "why_multi_head": block_why_multi_head,
+    "why_multi_head_verdict": block_why_multi_head_verdict,
     "patching": block_patching,
 }
 BLOCK = re.compile(r"(<!-- measured:(\w+) -->)(\n?)(.*?)(\n?)(<!-- /measured -->)", re.S)
