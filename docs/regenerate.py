@@ -612,7 +612,8 @@ def by_split(scratch: Path, job: Path) -> dict:
         for x, y, s in zip(a.tolist(), b.tolist(), split.tolist(), strict=True):
             text = f"{x}{op}{y}"
             lines["held_out" if s else "trained"].append(f"{text}={fmt.evaluate(x, op, y)}")
-            held_out |= {text} if s else set()
+            if s:
+                held_out.add(text)
     scores = {}
     for part, problems in lines.items():
         path = scratch / f"{job.name}_{part}.txt"
@@ -1181,13 +1182,14 @@ def block_mul_working(m: dict) -> str:
             f"{right_of(split['held_out'])} |"
         )
     notes = []
+    alone = x["runs"][1]["by_split"]["held_out"]  # MUL_WORKING's second row: the product alone
+    if alone["wrong_products"]:
+        notes.append(
+            f"Of the {alone['wrong_products']:,} held-out products the product-alone model gets wrong, "
+            f"{alone['mirror_held_out']:,} have their mirror `b*a` held out too."
+        )
     for r in x["runs"]:
         held = r["by_split"]["held_out"]
-        if held["wrong_products"] and "product alone (`data" in r["variant"]:
-            notes.append(
-                f"Of the {held['wrong_products']:,} held-out products the product-alone model gets wrong, "
-                f"{held['mirror_held_out']:,} have their mirror `b*a` held out too."
-            )
         if len(held["by_operator"]) > 1:
             ops = ", ".join(f"`{op}` {pct(s['right'] / s['n'], 1)}" for op, s in held["by_operator"].items())
             notes.append(f"{r['variant'].capitalize()}, held-out problems by operator: {ops}.")
@@ -1199,7 +1201,7 @@ def block_mul_summary(m: dict) -> str:
     x = m.get("mul_working")
     if not x:
         return not_measured("mul_working")
-    with_work, alone = x["runs"][0]["by_split"], x["runs"][1]["by_split"]
+    with_work, alone = x["runs"][0]["by_split"], x["runs"][1]["by_split"]  # MUL_WORKING's first two rows
     share = lambda score: pct(score["right"] / score["n"], 1)  # noqa: E731
     return (
         f"asked for the product directly, `mul2` (seed 0) gets {share(alone['trained'])} of the problems it trained on "
