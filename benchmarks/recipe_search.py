@@ -26,6 +26,7 @@ import torch
 
 from benchmarks.train_speed import _quiet, compose
 from training.assemble import assemble
+from training.cli import check_command_line
 
 QUIET = [
     "logger=none",
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         p.error(f"--seeds {args.seeds!r}: comma-separated whole numbers, e.g. 0,1,2")
+    for recipe in args.recipes:  # every recipe composes before any trains: a typo in the last costs nothing
+        check_command_line(shlex.split(recipe))
     results = search(args.recipes, seeds, args.val_every, say=lambda line: print(line, file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps(results, indent=2))
