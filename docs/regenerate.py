@@ -1223,8 +1223,8 @@ def block_add10_recipe_summary(m: dict) -> str:
     for name, runs in groups.items():
         steps = " / ".join(reached(r, "steps_to_100") for r in runs)
         passed = sum(r["verify"]["passed"] for r in runs)
-        parts.append(f"{name}, 100% validation at {steps} steps and {passed} of {len(runs)} passing verify.py")
-    return f"seeds {' / '.join(map(str, seeds))}: " + "; ".join(parts)
+        parts.append(f"{name}: steps to 100% validation {steps}, verify.py passed by {passed} of {len(runs)}")
+    return f"seeds {' / '.join(map(str, seeds))}, " + "; ".join(parts)
 
 
 def block_recipe_search(m: dict) -> str:
