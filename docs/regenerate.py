@@ -1192,7 +1192,7 @@ def block_mul_working(m: dict) -> str:
         held = r["by_split"]["held_out"]
         if len(held["by_operator"]) > 1:
             ops = ", ".join(f"`{op}` {pct(s['right'] / s['n'], 1)}" for op, s in held["by_operator"].items())
-            notes.append(f"{r['variant'].capitalize()}, held-out problems by operator: {ops}.")
+            notes.append(f"{r['variant']}, held-out problems by operator: {ops}.")
     return "\n".join([*lines, *(["", " ".join(notes)] if notes else [])])
 
 
@@ -1202,11 +1202,12 @@ def block_mul_summary(m: dict) -> str:
     if not x:
         return not_measured("mul_working")
     with_work, alone = x["runs"][0]["by_split"], x["runs"][1]["by_split"]  # MUL_WORKING's first two rows
-    share = lambda score: pct(score["right"] / score["n"], 1)  # noqa: E731
+    rate = lambda score: score["right"] / score["n"]  # noqa: E731
+    memorised = " — it memorises" if rate(alone["trained"]) - rate(alone["held_out"]) > 0.02 else ""
     return (
-        f"asked for the product directly, `mul2` (seed 0) gets {share(alone['trained'])} of the problems it trained on "
-        f"right and {share(alone['held_out'])} of the held-out ones — it memorises; with the working "
-        f"{share(with_work['trained'])} and {share(with_work['held_out'])}"
+        f"asked for the product directly, `mul2` (seed 0) gets {pct(rate(alone['trained']), 1)} of the problems it "
+        f"trained on right and {pct(rate(alone['held_out']), 1)} of the held-out ones{memorised}; with the working "
+        f"{pct(rate(with_work['trained']), 1)} and {pct(rate(with_work['held_out']), 1)}"
     )
 
 
