@@ -1042,7 +1042,7 @@ def circuit_table(circuits: dict) -> list[str]:
     for digit, x in circuits.items():
         lines.append(
             f"| {digit} | {x['edges']} | {x['fraction']:.0%} | {x['head_to_head']} of {x['head_to_head_total']} | "
-            f"{x['faithfulness']:.0%} | {x['random_mean']:.1%} ± {x['random_std']:.1%} |"
+            f"{x['faithfulness']:.0%} | {pct(x['random_mean'], 1).replace('-0.0%', '0.0%')} ± {x['random_std']:.1%} |"
         )
     return lines
 
