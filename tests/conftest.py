@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,16 @@ from training.cli import compose_train_config, with_run_dir  # noqa: E402, F401 
 
 def compose_config(overrides: list[str] | None = None):
     return compose_train_config(overrides or [])
+
+
+def regenerate_module():
+    """docs/regenerate.py as a module (it is a script, not a package member), loaded once."""
+    if "regenerate" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("regenerate", ROOT / "docs" / "regenerate.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["regenerate"] = module  # its dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules["regenerate"]
 
 
 @pytest.fixture

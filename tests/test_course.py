@@ -26,7 +26,7 @@ from torch.utils import flop_counter
 from model.attention import KVCache, MultiHeadAttention
 from model.transformer import Transformer, TransformerConfig
 from model.walkthrough import walkthrough
-from tests.conftest import CONFIGS, ROOT, compose_config, with_run_dir
+from tests.conftest import CONFIGS, ROOT, compose_config, regenerate_module, with_run_dir
 from train import assemble
 from training.cli import check_command_line
 from training.resume import effective_config
@@ -476,5 +476,9 @@ def check_command(program: str, args: list[str], capsys, monkeypatch, run_dir) -
         assert "head_dim = d_model // n_heads" in capsys.readouterr().out, command
     elif [program, *args[:1]] == ["-m", "pytest"]:
         assert all((ROOT / a.split("::")[0]).exists() for a in args[1:]), command
+    elif program == "docs/regenerate.py":  # its sections are names the command knows
+        assert args[:1] == ["--only"] and args[1:], command
+        sections = {section.name for section in regenerate_module().SECTIONS}
+        assert set(args[1:]) <= sections, (command, set(args[1:]) - sections)
     else:
         pytest.fail(f"docs/course.md: a command this test does not know how to check: {command}")

@@ -7,26 +7,15 @@ block that disagrees with its JSON; --only SECTION re-measures a section whose f
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT, regenerate_module
 
-
-def regenerate():
-    spec = importlib.util.spec_from_file_location("regenerate", ROOT / "docs" / "regenerate.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["regenerate"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-REGEN = regenerate()
+REGEN = regenerate_module()
 MEASURED = REGEN.load_measured()
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)]+\.png)\)")
 
