@@ -333,22 +333,27 @@ def section_patching(scratch: Path) -> dict:
     }
 
 
+def circuits_of(scratch: Path, run_dir: Path) -> dict:
+    """python analyse.py RUN: the run's circuits per digit, the roles they give, attribution against exact patching,
+    and the seconds of its analysis and of the whole analyse.py command (``analyse_seconds``)."""
+    ran = run([str(ROOT / "analyse.py"), str(run_dir)], scratch)
+    r = results(run_dir)
+    keep = ("circuits", "circuit_roles", "attribution_correlation_heads", "attribution_correlation_edges")
+    keep += ("n_heads", "analysis_seconds")
+    return {key: r[key] for key in keep} | {"analyse_seconds": ran.seconds}
+
+
 def section_circuits(scratch: Path) -> dict:
     """python analyse.py on the default run: its circuits per digit, the roles they give, attribution vs exact."""
     run_dir = default_run(scratch)
-    ran = run([str(ROOT / "analyse.py"), str(run_dir)], ROOT)
+    found = circuits_of(scratch, run_dir)
     r = results(run_dir)
     images: dict[str, str] = {}
     image(images, run_dir / "circuit.png", "circuit.png")
     return {
         "command": f"python analyse.py {RUN}",
         "run": {"steps": r["steps"], "test_exact_match": r["test_exact_match"], "seed": 0},
-        "circuits": r["circuits"],
-        "attribution_correlation_heads": r["attribution_correlation_heads"],
-        "attribution_correlation_edges": r["attribution_correlation_edges"],
-        "circuit_roles": r["circuit_roles"],
-        "analysis_seconds": r["analysis_seconds"],
-        "whole_seconds": ran.seconds,
+        **found,
         "images": images,
     }
 
@@ -357,14 +362,6 @@ CIRCUIT_TASKS = [  # docs/circuits.md beyond the default run: (label, overrides,
     ("sub3", ("experiment=sub3", "analysis=none", "logger=none"), (0,)),
     ("mul2", ("experiment=mul2", "analysis=none", "logger=none"), (0,)),
 ]
-
-
-def circuits_of(scratch: Path, run_dir: Path) -> dict:
-    """python analyse.py RUN: the run's circuits per digit and the roles they give."""
-    ran = run([str(ROOT / "analyse.py"), str(run_dir)], scratch)
-    r = results(run_dir)
-    keep = ("circuits", "circuit_roles", "attribution_correlation_heads", "attribution_correlation_edges")
-    return {key: r[key] for key in keep} | {"n_heads": r["n_heads"], "analysis_seconds": ran.seconds}
 
 
 def section_circuits_tasks(scratch: Path) -> dict:
@@ -1064,7 +1061,7 @@ def block_circuits(m: dict) -> str:
         f"Attribution patching (integrated gradients, 8 steps) against exact patching, Pearson r: heads "
         f"{c['attribution_correlation_heads']:.2f}, edges {c['attribution_correlation_edges']:.2f}. "
         f"Roles from the circuits: {circuit_roles(c)}; the other heads are in no circuit. The whole analysis took "
-        f"{c['analysis_seconds']:.0f} s ({secs(c['whole_seconds'])} for the command).",
+        f"{c['analysis_seconds']:.0f} s ({secs(c['analyse_seconds'])} for the command).",
     ]
     return "\n".join(lines)
 
@@ -1142,23 +1139,38 @@ def block_add10_verify(m: dict) -> str:
     return "\n".join(lines)
 
 
-def block_add10_recipe(m: dict) -> str:
-    """add10 as configured (its seeds 0-2) against each part of its recipe taken out, seed by seed."""
+AS_CONFIGURED = "`experiment=add10` as configured"
+
+
+def add10_recipe_groups(m: dict) -> dict[str, list[dict]]:
+    """add10 as configured (the add10 section's runs on the recipe section's seeds), then each part of its recipe
+    taken out: {label: runs}, in that order; {} when either section is not measured."""
     x, whole = m.get("add10_recipe"), m.get("add10")
     if not x or not whole:
-        return not_measured("add10_recipe" if not x else "add10")
-    seeds = sorted({r["seed"] for r in x["runs"]})
-    runs = [r | {"variant": "`experiment=add10` as configured"} for r in whole["runs"] if r["seed"] in seeds]
+        return {}
+    seeds = {r["seed"] for r in x["runs"]}
+    groups = {AS_CONFIGURED: [r for r in whole["runs"] if r["seed"] in seeds]}
+    for r in x["runs"]:
+        groups.setdefault(r["variant"], []).append(r)
+    return groups
+
+
+def block_add10_recipe(m: dict) -> str:
+    """add10 as configured (its seeds 0-2) against each part of its recipe taken out, seed by seed."""
+    groups = add10_recipe_groups(m)
+    if not groups:
+        return not_measured("add10_recipe" if not m.get("add10_recipe") else "add10")
     lines = [
         "| recipe | seed | steps to 100% val | test exact-match | random pairs | edge cases | verify.py |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in runs + x["runs"]:
-        v = Verified.of(r["verify"], named=3)
-        lines.append(
-            f"| {r['variant']} | {r['seed']} | {reached(r, 'steps_to_100')} | {pct(r['test_exact_match'])} | "
-            f"{v.pairs} | {v.edges} | {v.verdict} |"
-        )
+    for label, runs in groups.items():
+        for r in runs:
+            v = Verified.of(r["verify"], named=3)
+            lines.append(
+                f"| {label} | {r['seed']} | {reached(r, 'steps_to_100')} | {pct(r['test_exact_match'])} | "
+                f"{v.pairs} | {v.edges} | {v.verdict} |"
+            )
     return "\n".join(lines)
 
 
@@ -1213,19 +1225,17 @@ def block_mul_summary(m: dict) -> str:
 
 def block_add10_recipe_summary(m: dict) -> str:
     """One sentence for the README: add10 with each part of its recipe taken out, seeds 0-2."""
-    x, whole = m.get("add10_recipe"), m.get("add10")
-    if not x or not whole:
-        return not_measured("add10_recipe" if not x else "add10")
-    seeds = sorted({r["seed"] for r in x["runs"]})
-    groups = {"as configured": [r for r in whole["runs"] if r["seed"] in seeds]}
-    for r in x["runs"]:
-        groups.setdefault(r["variant"].split(" (")[0], []).append(r)
+    groups = add10_recipe_groups(m)
+    if not groups:
+        return not_measured("add10_recipe" if not m.get("add10_recipe") else "add10")
     parts = []
-    for name, runs in groups.items():
+    for label, runs in groups.items():
+        name = "as configured" if label == AS_CONFIGURED else label.split(" (")[0]  # the label without its command
         steps = " / ".join(reached(r, "steps_to_100") for r in runs)
         passed = sum(r["verify"]["passed"] for r in runs)
         parts.append(f"{name}: steps to 100% validation {steps}, verify.py passed by {passed} of {len(runs)}")
-    return f"seeds {' / '.join(map(str, seeds))}, " + "; ".join(parts)
+    seeds = " / ".join(str(r["seed"]) for r in groups[AS_CONFIGURED])
+    return f"seeds {seeds}, " + "; ".join(parts)
 
 
 def block_recipe_search(m: dict) -> str:
