@@ -1124,7 +1124,7 @@ class Verified:
         right, n = sum(e["right"] for e in edges), sum(e["n"] for e in edges)
         failures = ", ".join(f"`{p}`" for p in sorted({f["problem"] for e in edges for f in e["failures"]})[:named])
         verdict = "pass" if v["passed"] else f"fails {failures}" if failures else "fails the random pairs"
-        return cls(pct(pairs["right"] / pairs["n"]), f"{right:,} / {n:,}", verdict)
+        return cls(pct(rate(pairs)), f"{right:,} / {n:,}", verdict)
 
 
 def block_add10_verify(m: dict) -> str:
@@ -1174,8 +1174,13 @@ def block_add10_recipe(m: dict) -> str:
     return "\n".join(lines)
 
 
+def rate(score: dict) -> float:
+    """A {right, n} score (calc.py --eval's, verify.py's) as a share."""
+    return score["right"] / score["n"]
+
+
 def right_of(score: dict) -> str:
-    return f"{score['right']:,} / {score['n']:,} ({pct(score['right'] / score['n'], 1)})"
+    return f"{score['right']:,} / {score['n']:,} ({pct(rate(score), 1)})"
 
 
 def block_mul_working(m: dict) -> str:
@@ -1203,7 +1208,7 @@ def block_mul_working(m: dict) -> str:
     for r in x["runs"]:
         held = r["by_split"]["held_out"]
         if len(held["by_operator"]) > 1:
-            ops = ", ".join(f"`{op}` {pct(s['right'] / s['n'], 1)}" for op, s in held["by_operator"].items())
+            ops = ", ".join(f"`{op}` {pct(rate(s), 1)}" for op, s in held["by_operator"].items())
             notes.append(f"{r['variant']}, held-out problems by operator: {ops}.")
     return "\n".join([*lines, *(["", " ".join(notes)] if notes else [])])
 
@@ -1214,7 +1219,6 @@ def block_mul_summary(m: dict) -> str:
     if not x:
         return not_measured("mul_working")
     with_work, alone = x["runs"][0]["by_split"], x["runs"][1]["by_split"]  # MUL_WORKING's first two rows
-    rate = lambda score: score["right"] / score["n"]  # noqa: E731
     memorised = " — it memorises" if rate(alone["trained"]) - rate(alone["held_out"]) > 0.02 else ""
     return (
         f"asked for the product directly, `mul2` (seed 0) gets {pct(rate(alone['trained']), 1)} of the problems it "
