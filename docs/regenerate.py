@@ -244,6 +244,30 @@ def section_decode(scratch: Path) -> dict:
     return {"command": f"python bench.py decode --ckpt {RUN}"} | found
 
 
+# calc.py --export's summary line (model/export.py: export_command), read back for the prose
+EXPORT_CHECK = re.compile(
+    r"checked on (?P<n>[\d,]+) problems: max \|logit diff\| (?P<diff>\S+), greedy answers agree on (?P<agree>[\d,]+),"
+)
+
+
+def section_export(scratch: Path) -> dict:
+    """python calc.py --export hf on the default run (trained first when it is not there; needs ``.[interop]``):
+    the summary line, and the export check's figures read back from it."""
+    run_dir = default_run(scratch)
+    out_dir = scratch / "hf_calculator"
+    line = run(["calc.py", "--ckpt", str(run_dir), "--export", "hf", str(out_dir)], ROOT, merged=False).stdout.strip()
+    check = EXPORT_CHECK.search(line)
+    if check is None:
+        sys.exit(f"export: the summary line no longer reads as EXPORT_CHECK expects: {line}")
+    return {
+        "command": "python calc.py --export hf hf_calculator",
+        "line": line.replace(str(out_dir), "hf_calculator"),
+        "max_logit_diff": float(check["diff"]),
+        "answers_agree": int(check["agree"].replace(",", "")),
+        "n": int(check["n"].replace(",", "")),
+    }
+
+
 def section_seeds(scratch: Path) -> dict:
     """python train.py -m seed=1,2,3,4: how many steps other seeds need."""
     train(scratch, "-m", "seed=1,2,3,4", "hydra.sweep.dir=multirun/seeds")
@@ -716,6 +740,7 @@ class Section:
     name: str
     build: Callable[[Path], dict]
     cost: str  # rough wall time on a 2-core CPU
+    extra: tuple[str, ...] = ()  # optional packages its commands import (model/optional.py), checked before any run
 
 
 SECTIONS = [
@@ -723,6 +748,7 @@ SECTIONS = [
     Section("bad_configs", section_bad_configs, "instant"),
     Section("calc_eval", section_calc_eval, "~5 s (+1 min without the default section)"),
     Section("decode", section_decode, "~15 s (+1 min without the default section)"),
+    Section("export", section_export, "~20 s (+1 min without the default section)", ("transformers", "safetensors")),
     Section("patching", section_patching, "~30 s (+1 min without the default section)"),
     Section("circuits", section_circuits, "~30 s (+1 min without the default section)"),
     Section("quick_sweep", section_quick_sweep, "~4 min"),
@@ -855,6 +881,22 @@ def block_decode(m: dict) -> str:
         f"{cache['tokens_per_second']:,} answer tokens/s with the KV cache against {plain['tokens_per_second']:,} "
         f"without it (×{x['kv_cache_speedup']:.1f}). Measured with `{x['command']}` (`--json` for the numbers; "
         "`python docs/regenerate.py --only decode`)."
+    )
+
+
+def block_export(m: dict) -> str:
+    x = m.get("export")
+    return not_measured("export") if not x else f"```\n{x['line']}\n```"
+
+
+def block_export_check(m: dict) -> str:
+    x = m.get("export")
+    if not x:
+        return not_measured("export")
+    exact = x["max_logit_diff"] == 0 and x["answers_agree"] == x["n"]
+    return (
+        f"On the default run {'both numbers are exact' if exact else 'the check reads'}: max |logit diff| "
+        f"**{x['max_logit_diff']:.1g}** and **{x['answers_agree']:,} / {x['n']:,}** answers equal"
     )
 
 
@@ -1438,6 +1480,8 @@ BLOCKS: dict[str, Callable[[dict], str]] = {
     "calc_eval": block_calc_eval,
     "bad_configs": block_bad_configs,
     "decode": block_decode,
+    "export": block_export,
+    "export_check": block_export_check,
     "report_kb": block_report_kb,
     "quick_sweep": block_quick_sweep,
     "head_sweep": block_head_sweep,
@@ -1509,8 +1553,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{s.name:15} {s.cost:45} {(s.build.__doc__ or '').strip()}")
         return 0
     if not args.render:
-        MEASURED.mkdir(exist_ok=True)
+        from model.optional import MissingExtraError, require
+
         chosen = [s for s in SECTIONS if args.only is None or s.name in args.only]
+        for section in chosen:  # before anything is trained: a missing package is one line, not a lost hour
+            try:
+                require(f"the {section.name} section", *section.extra)
+            except MissingExtraError as e:
+                sys.exit(f"error: {e} (or leave the section out with --only)")
+        MEASURED.mkdir(exist_ok=True)
         scratch = args.keep or Path(tempfile.mkdtemp(prefix="tinycalc-docs-"))
         scratch.mkdir(parents=True, exist_ok=True)
         machine_file = MEASURED / "machine.json"

@@ -77,6 +77,23 @@ def test_where_and_when_is_said_once_for_every_measured_section():
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", when["date"]) and when["commit"], (name, when)
 
 
+def test_a_section_whose_extra_is_missing_stops_before_anything_runs(monkeypatch, tmp_path):
+    """A section needing an optional package that is not installed: one line naming the pip command, before any
+    section (the default run's minute, or an hour of others) runs or anything in docs/measured is written."""
+    ran = []
+    sections = [
+        REGEN.Section("first", lambda scratch: ran.append("first") or {}, "instant"),
+        REGEN.Section("needs", lambda scratch: ran.append("needs") or {}, "instant", ("no_such_package_xyz",)),
+    ]
+    monkeypatch.setattr(REGEN, "SECTIONS", sections)
+    monkeypatch.setattr(REGEN, "MEASURED", tmp_path / "measured")
+    with pytest.raises(SystemExit) as stop:
+        REGEN.main(["--only", "first", "needs", "--keep", str(tmp_path / "scratch")])
+    message = str(stop.value.code)
+    assert "the needs section" in message and "pip install" in message and "\n" not in message
+    assert ran == [] and not (tmp_path / "measured").exists()
+
+
 def test_a_stale_figure_and_a_drifted_number_are_caught():
     facts = {"default": json.loads(json.dumps(MEASURED.get("default") or {"report_kb": 77}))}
     facts["default"]["report_kb"] = 77

@@ -26,7 +26,7 @@ from model.export import ExportError, check_problems, export_hf, gpt2_model, hf_
 from model.lens import transformer_lens_model
 from model.optional import INTEROP_INSTALL, MissingExtraError
 from model.transformer import Transformer, TransformerConfig
-from tests.conftest import ROOT, SMALL_TASK
+from tests.conftest import ROOT, SMALL_TASK, regenerate_module
 
 HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("transformers", "transformer_lens", "safetensors"))
 needs_extra = pytest.mark.skipif(not HAVE_EXTRA, reason=f"the interop extra is not installed: {INTEROP_INSTALL}")
@@ -84,18 +84,32 @@ def problems(calc_add) -> list[Problem]:
 
 
 @pytest.fixture(scope="session")
-def hf_dir(runs, tmp_path_factory) -> Path:
-    """python calc.py --ckpt RUN --export hf OUT (in this process: a subprocess would load torch again)."""
+def exported(runs, tmp_path_factory) -> tuple[Path, str]:
+    """python calc.py --ckpt RUN --export hf OUT (in this process: a subprocess would load torch again): OUT and
+    the one line it printed."""
     out = tmp_path_factory.mktemp("hf") / "calculator"
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
         status = calc.main(["--ckpt", str(runs["add"]), "--export", "hf", str(out)])
     lines = stdout.getvalue().splitlines()
     assert status == 0 and len(lines) == 1 and lines[0].startswith(f"wrote {out}: GPT2LMHeadModel"), lines
-    return out
+    return out, lines[0]
+
+
+@pytest.fixture(scope="session")
+def hf_dir(exported) -> Path:
+    return exported[0]
 
 
 # ---- Hugging Face ------------------------------------------------------------------------------------------
+@needs_extra
+def test_the_docs_read_the_export_check_from_its_line(exported):
+    """docs/regenerate.py's export section reads the check's figures back from calc.py --export's line."""
+    check = regenerate_module().EXPORT_CHECK.search(exported[1])
+    assert check is not None, exported[1]
+    assert check["n"] == "1,000" and float(check["diff"]) <= 1e-4 and check["agree"] == "1,000"
+
+
 @needs_extra
 def test_export_writes_a_gpt2_directory_with_card(hf_dir, calc_add):
     assert {p.name for p in hf_dir.iterdir()} == {
