@@ -38,6 +38,12 @@ def device_unavailable(kind: str) -> str | None:
     return None
 
 
+def gpus_short(wanted: int) -> str | None:
+    """Why ``wanted`` CUDA GPUs cannot be had here, in a few words; None when torch sees that many."""
+    have = torch.cuda.device_count()
+    return None if wanted <= have else f"torch sees {have} CUDA GPU{'' if have == 1 else 's'} here"
+
+
 def remedy(kind: str, cpu_setting: str) -> str:
     """What to do about a missing device of type ``kind``: the CPU instead (``cpu_setting``), or for CUDA, torch's
     CUDA build."""

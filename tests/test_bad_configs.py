@@ -136,6 +136,18 @@ def test_a_bad_config_is_one_line_naming_the_key(overrides, needle, tmp_path, ca
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], text
 
 
+@pytest.mark.parametrize("overrides", ["trainer=ddp", "trainer=gpu trainer.devices=2"])
+def test_more_gpus_than_the_machine_has_is_one_line(overrides, monkeypatch, tmp_path, capsys):
+    """On a one-GPU machine (made up here: torch is told it has one) trainer=ddp's accelerator=auto picks CUDA and
+    asks for 2 GPUs: one line before anything is built, not Lightning's error after."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    text = in_process_error(overrides.split(), tmp_path, capsys)
+    lines = text.strip().splitlines()
+    assert len(lines) == 1 and "trainer.devices=2" in lines[0] and "torch sees 1 CUDA GPU here" in lines[0], text
+    assert "trainer.accelerator=cpu" in lines[0]  # the way out
+
+
 GOOD_VALUES = {  # an allowed value for keys the table above gets wrong, and where the built run holds it
     "model.n_heads=8": lambda run: run["module"].net.cfg.n_heads == 8,
     "model.n_kv_heads=2": lambda run: run["module"].net.cfg.n_kv_heads == 2,

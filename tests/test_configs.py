@@ -8,9 +8,9 @@ from pathlib import Path
 
 import hydra
 import pytest
-import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from model.device import gpus_short
 from storage.rundir import RunDir
 from tests.conftest import CONFIGS, compose_config, with_run_dir
 from training.config import check
@@ -151,8 +151,8 @@ def test_every_config_file_composes_and_builds_what_it_names(group, option, tmp_
     group = "model" if group == "position" else group  # a position option sets model keys (@package model)
     node = cfg.get(group)
     if group in BUILT and node:
-        if group == "trainer" and node.accelerator == "gpu" and not torch.cuda.is_available():
-            node.accelerator = "cpu"  # building a GPU trainer needs a GPU; the class and the rest are checked
+        if group == "trainer" and node.accelerator in ("gpu", "auto") and gpus_short(node.get("devices", 1)):
+            node.accelerator = "cpu"  # building a GPU trainer needs its GPUs; the class and the rest are checked
         kwargs = {"vocab_size": 17, "block_size": 32} if group == "model" else {}
         built = hydra.utils.instantiate(node, **kwargs)
         assert type(built).__name__ == BUILT[group]

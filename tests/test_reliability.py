@@ -125,7 +125,9 @@ def test_two_process_ddp_on_cpu_trains_like_one_process_with_the_same_global_bat
     # gradient moves the loss by ~1e-3 relative within 50 steps), so one process and two can be held to 1e-3
     common = [*SMALL, "optim=adamw", "trainer.max_steps=200", "target_accuracy=null", "threads=1", "optim.lr=5e-3"]
     single = run_train(tmp_path / "single", *common, "data.batch_size=256")
-    ddp = run_train(tmp_path / "ddp", *common, "trainer=ddp", "trainer.devices=2", "data.batch_size=128")
+    ddp = run_train(
+        tmp_path / "ddp", *common, "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "data.batch_size=128"
+    )
     assert single.returncode == 0 and ddp.returncode == 0, ddp.stderr[-3000:]
     one, two = results(tmp_path / "single"), results(tmp_path / "ddp")
     assert two["processes"] == 2 and one["processes"] == 1

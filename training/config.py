@@ -94,7 +94,7 @@ def check(cfg: DictConfig) -> None:
     devices = cfg.trainer.get("devices", 1)
     if not (devices == "auto" or (isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1)):
         raise ConfigError(f"trainer.devices={devices!r} is not allowed: use a whole number >= 1 or auto")
-    check_device(cfg.trainer.accelerator)
+    check_device(cfg.trainer.accelerator, devices)
     too_big = check_sizes(cfg)  # before any object is built: nothing is allocated yet
     if too_big:
         raise ConfigError(too_big)
@@ -105,13 +105,21 @@ def check(cfg: DictConfig) -> None:
             raise ConfigError(str(e)) from None
 
 
-def check_device(accelerator: str) -> None:
-    """A device that is not there is one line, not a five-line Lightning error after the model is built."""
-    from model.device import device_unavailable, remedy  # torch: only once a config is checked
+def check_device(accelerator: str, devices: int | str = 1) -> None:
+    """A device that is not there -- or fewer GPUs than trainer.devices asks for (trainer=ddp's 2 on a one-GPU
+    machine, where accelerator=auto picks CUDA) -- is one line, not a Lightning error after the model is built."""
+    from model.device import device_unavailable, gpus_short, remedy  # torch: only once a config is checked
 
     why = None if accelerator == "auto" else device_unavailable(accelerator)
     if why is not None:
         raise ConfigError(f"trainer.accelerator={accelerator}: {why}; {remedy(accelerator, 'trainer=cpu')}")
+    on_cuda = accelerator in ("gpu", "cuda") or (accelerator == "auto" and device_unavailable("cuda") is None)
+    short = gpus_short(devices) if on_cuda and isinstance(devices, int) else None
+    if short is not None:
+        raise ConfigError(
+            f"trainer.devices={devices} on CUDA (trainer.accelerator={accelerator}): {short}; use fewer "
+            f"trainer.devices, or trainer.accelerator=cpu for {devices} processes on the CPU"
+        )
 
 
 _ARGUMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(=| )")
