@@ -50,12 +50,13 @@ def failure(done: subprocess.CompletedProcess) -> str:
 
 
 @torch.no_grad()
-def unseen_problems(datamodule, steps: int, n: int = UNSEEN) -> torch.Tensor:
-    """``n`` distinct problems (encoded) that no part of the project has looked at for this run: from the training
-    split (so in no validation or test set of any seed), none of them in the ``steps`` batches the run trained on,
-    drawn with a generator of their own."""
-    stream = iter(datamodule.training_stream("cpu"))
-    trained = torch.cat([next(stream) for _ in range(steps)]) if steps else None
+def unseen_problems(datamodule, steps: int, n: int = UNSEEN, device: torch.device | str = "cpu") -> torch.Tensor:
+    """``n`` distinct problems (encoded, on the CPU) that no part of the project has looked at for this run: from the
+    training split (so in no validation or test set of any seed), none of them in the ``steps`` batches the run
+    trained on -- drawn again on the run's ``device``, as a CUDA generator draws other numbers than a CPU one from
+    the same seed -- and drawn with a generator of their own."""
+    stream = iter(datamodule.training_stream(device))
+    trained = torch.cat([next(stream).cpu() for _ in range(steps)]) if steps else None
     generator = torch.Generator().manual_seed(2_029_029)
     candidates = datamodule.encoder.encode(*datamodule.sampler.sample("train", 3 * n, generator))
     rows = candidates if trained is None else torch.cat([trained, candidates])
@@ -72,8 +73,8 @@ def unseen_problems(datamodule, steps: int, n: int = UNSEEN) -> torch.Tensor:
 
 
 @torch.no_grad()
-def unseen_exact_match(run_dir: Path, overrides: list[str], steps: int) -> float:
-    """Greedy exact-match of the run's best checkpoint on :func:`unseen_problems`."""
+def unseen_exact_match(run_dir: Path, overrides: list[str], steps: int, device: torch.device) -> float:
+    """Greedy exact-match of the run's best checkpoint on :func:`unseen_problems` (the run trained on ``device``)."""
     from benchmarks.train_speed import compose
     from model.module import CalculatorModule
     from training.config import build
@@ -81,7 +82,7 @@ def unseen_exact_match(run_dir: Path, overrides: list[str], steps: int) -> float
     cfg = compose(overrides, run_dir)
     datamodule = build(cfg.data, "data")
     module = CalculatorModule.load_from_checkpoint(RunDir(run_dir).best_checkpoint, map_location="cpu").eval()
-    seqs = unseen_problems(datamodule, steps)
+    seqs = unseen_problems(datamodule, steps, device=device)
     P, A = module.fmt.prompt_len, module.fmt.answer_len
     right = torch.cat([(module.decode_answers(s) == s[:, P : P + A]).all(dim=1) for s in seqs.split(2500)])
     return round(right.float().mean().item(), 5)
@@ -172,7 +173,7 @@ def bench_converge(
                     else:
                         run |= {k: r.get(k) for k in ("steps", "train_seconds", "test_exact_match", "phases")}
                         if name == "default":
-                            run["unseen_exact_match"] = unseen_exact_match(run_dir, run_overrides, r["steps"])
+                            run["unseen_exact_match"] = unseen_exact_match(run_dir, run_overrides, r["steps"], device)
                 if "error" not in run:
                     run["reached"] = run["test_exact_match"] >= target
                 say(f"converge: {name} seed {seed}: " + ", ".join(f"{k} {v}" for k, v in run.items() if k != "phases"))

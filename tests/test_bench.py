@@ -244,15 +244,18 @@ def test_converge_runs_each_recipe_per_seed_and_reads_its_results(capsys):
     assert "default: median" in shown and "reference" in shown
 
 
-def test_never_seen_problems_are_in_no_held_out_set_and_were_not_trained_on():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, needs_cuda])])
+def test_never_seen_problems_are_in_no_held_out_set_and_were_not_trained_on(device):
+    """On CUDA the run's batches come from a CUDA generator (other numbers than a CPU one's from the same seed):
+    the ones it trained on are drawn again there."""
     from benchmarks.converge import unseen_problems
     from data.datamodule import ArithmeticDataModule
 
     dm = ArithmeticDataModule(seed=1)
-    seqs = unseen_problems(dm, steps=40, n=2000)
-    assert len(seqs) == 2000 and len(torch.unique(seqs, dim=0)) == 2000
-    stream = iter(dm.training_stream("cpu"))
-    trained = torch.cat([next(stream) for _ in range(40)])
+    seqs = unseen_problems(dm, steps=40, n=2000, device=device)
+    assert seqs.device.type == "cpu" and len(seqs) == 2000 and len(torch.unique(seqs, dim=0)) == 2000
+    stream = iter(dm.training_stream(device))
+    trained = torch.cat([next(stream).cpu() for _ in range(40)])
     others = torch.cat(
         [trained, *(ArithmeticDataModule(seed=s).held_out_set(k) for s in range(5) for k in ("val", "test"))]
     )
