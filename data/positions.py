@@ -79,16 +79,22 @@ def place_tensor(fmt: ProblemFormat, place_of: str, device: torch.device) -> tor
     return torch.tensor(place_ids(fmt, place_of), device=device)
 
 
+@functools.cache
+def top_place(fmt: ProblemFormat, place_of: str) -> int:
+    """The highest place :func:`place_ids` gives: known on the host, so a training step on a GPU reads it without
+    waiting for the GPU (as ``int(places.max())`` would)."""
+    return max(place_ids(fmt, place_of))
+
+
 def shifted(places: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     """Place ids (T,) and (B,) offsets -> (B, T): every digit's place moved up by its sequence's offset, so a
     model trained on short problems has also seen the places of long ones; 0 (no digit) stays 0."""
     return places + offsets.unsqueeze(1) * (places > 0)
 
 
-def randomised(places: torch.Tensor, n_places: int, batch: int) -> torch.Tensor:
+def randomised(places: torch.Tensor, m: int, n_places: int, batch: int) -> torch.Tensor:
     """Place ids (T,) whose digits hold places 1..m -> (batch, T): in each sequence, places 1..m become a sorted
     random draw of m distinct places from 1..n_places (randomised positions, Ruoss et al. 2023); 0 stays 0."""
-    m = int(places.max())
     draw = torch.rand(batch, n_places, device=places.device).argsort(dim=1)[:, :m].sort(dim=1).values + 1  # (B, m)
     return torch.where(places > 0, draw.gather(1, (places - 1).clamp(min=0).expand(batch, -1)), 0)
 

@@ -10,7 +10,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from data.positions import place_ids, place_tensor, randomised, shifted
+from data.positions import place_ids, place_tensor, randomised, shifted, top_place
 from data.problems import ProblemFormat, width_of
 from model.transformer import Transformer, TransformerConfig
 
@@ -322,7 +322,8 @@ class CalculatorModule(L.LightningModule):
         out = shifted(places, torch.randint(spare + 1, (len(seq),), device=seq.device))  # (B, seq_len)
         if cfg.random_places:  # this share of the sequences: places drawn from all the model has, in order
             pick = torch.rand(len(seq), 1, device=seq.device) < cfg.random_places
-            out = torch.where(pick, randomised(places, int(places.max()) + spare, len(seq)), out)
+            top = top_place(fmt, cfg.place_of)  # this width's highest place
+            out = torch.where(pick, randomised(places, top, top + spare, len(seq)), out)
         return out
 
     @property

@@ -131,7 +131,7 @@ def test_shifting_moves_every_digit_and_leaves_the_rest():
 def test_randomised_places_are_sorted_distinct_places_kept_the_same_for_the_same_digit_place():
     places = torch.tensor([0, 3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3, 4, 0])  # a2 a1 a0 + b2 b1 b0 = answer (4 places)
     torch.manual_seed(0)
-    out = randomised(places, 20, 500)  # (500, T)
+    out = randomised(places, 4, 20, 500)  # (500, T)
     assert torch.equal(out == 0, (places == 0).expand_as(out))
     by_place = out[:, [3, 2, 1, 12]]  # places 1, 2, 3, 4 as a0, a1, a2 and the answer's top digit hold them
     assert (by_place[:, 1:] > by_place[:, :-1]).all() and by_place.min() >= 1 and by_place.max() <= 20
