@@ -238,9 +238,9 @@ def exit_without_teardown() -> None:
     """Exit 0 once everything is written: the atexit handlers run (wandb's, logging's) and the streams are flushed,
     but the interpreter does not tear down every module it imported (0.6-0.9 s after torch and Lightning, a
     sixteenth of the default run's whole command; docs/performance.md)."""
-    for thread in threading.enumerate():  # what the interpreter would wait for
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    # the interpreter's own first step at exit: threading's exit hooks (which tell thread-pool workers to stop --
+    # torch.compile's, with compile=) and then a join of every non-daemon thread; joining first waits forever
+    threading._shutdown()
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
