@@ -301,14 +301,21 @@ class CalculatorModule(L.LightningModule):
         """
         return self.answer_scores(self.answer_logits(seq), seq)
 
-    def teacher_forced_loss(self, seq: torch.Tensor, places: torch.Tensor | None = None) -> torch.Tensor:
-        """The training loss: cross-entropy on seq's answer and [EOS] tokens, teacher-forced."""
-        return self.answer_scores(self.answer_logits(seq, places), seq)[0]
+    def teacher_forced_loss(
+        self, seq: torch.Tensor, places: torch.Tensor | None = None, prompt_len: int | None = None
+    ) -> torch.Tensor:
+        """The training loss: cross-entropy on seq's answer and [EOS] tokens, teacher-forced. ``prompt_len``: the
+        batch's (None: looked up from its width); the compiled training step passes it, so the lookup stays out
+        of the graph and one graph serves every width of ``mixed_widths`` training."""
+        return self.answer_scores(self.answer_logits(seq, places, prompt_len), seq, prompt_len)[0]
 
-    def answer_logits(self, seq: torch.Tensor, places: torch.Tensor | None = None) -> torch.Tensor:
+    def answer_logits(
+        self, seq: torch.Tensor, places: torch.Tensor | None = None, prompt_len: int | None = None
+    ) -> torch.Tensor:
         """Teacher-forced logits (B, answer_len + 1, vocab) predicting seq's answer and [EOS] tokens; ``places``:
         (B, seq_len) place ids (None: the trained layout's, as every evaluation reads it)."""
-        return self.net(seq[:, :-1], logits_from=self.layout(seq).prompt_len - 1, places=places)[0]
+        P = self.layout(seq).prompt_len if prompt_len is None else prompt_len
+        return self.net(seq[:, :-1], logits_from=P - 1, places=places)[0]
 
     def training_places(self, seq: torch.Tensor) -> torch.Tensor | None:
         """A training batch's place ids (B, seq_len), each sequence's shifted by a random 0..k, where k reaches the
@@ -331,12 +338,11 @@ class CalculatorModule(L.LightningModule):
         """The position whose next-token logits predict the first answer token (the '=' sign)."""
         return self.fmt.prompt_len - 1
 
-    def answer_scores(self, logits: torch.Tensor, seq: torch.Tensor):
+    def answer_scores(self, logits: torch.Tensor, seq: torch.Tensor, prompt_len: int | None = None):
         """Logits (B, answer_len + 1, vocab) of seq's positions answer_logits_from.. -> (loss on the answer and
-        [EOS], (B,) every answer token is the argmax)."""
-        fmt = self.layout(seq)
-        A = fmt.answer_len
-        target = seq[:, fmt.prompt_len :]  # the answer and [EOS]
+        [EOS], (B,) every answer token is the argmax). ``prompt_len``: as :meth:`teacher_forced_loss`."""
+        target = seq[:, self.layout(seq).prompt_len if prompt_len is None else prompt_len :]  # the answer and [EOS]
+        A = target.shape[1] - 1
         loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
         return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
 
@@ -392,7 +398,7 @@ class CalculatorModule(L.LightningModule):
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         if self.compile_mode in CUDA_GRAPH_MODES:
             torch.compiler.cudagraph_mark_step_begin()  # a new step: the last step's graph outputs may be reused
-        loss = self.training_loss(batch, self.training_places(batch))
+        loss = self.training_loss(batch, self.training_places(batch), self.layout(batch).prompt_len)
         # logged at the loggers' pace, not every step: each self.log costs Lightning a walk over its result object
         # (host time a GPU step cannot spare), and a prog_bar=True value would be read back from the device every
         # step; the bar shows it at the same pace (training/callbacks.py: StepProgressBar)

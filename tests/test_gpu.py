@@ -138,6 +138,29 @@ def test_compiling_the_training_step_trains_and_saves_the_usual_checkpoint(tmp_p
     assert answered.returncode == 0 and answered.stdout.strip(), answered.stderr
 
 
+def test_a_finished_run_exits_while_a_thread_pool_waits_for_work():
+    """compile= leaves torch.compile's thread pool idle in the process: train.py's fast exit must stop it as the
+    interpreter would (threading's exit hooks, then the joins), not wait for it forever."""
+    code = (
+        "import concurrent.futures, train; pool = concurrent.futures.ThreadPoolExecutor(2); "
+        "pool.submit(int).result(); print('written', flush=True); train.exit_without_teardown()"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "written", done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_compiled_training_on_every_width_stays_compiled_and_quiet(tmp_path):
+    """experiment=add_length (10 widths, each a batch shape of its own) with compile=default: the width's layout is
+    found outside the compiled loss, so its graphs cover every width -- no 'recompile_limit' (8 graphs, after
+    which training ran eagerly) and no warning about a cached function traced inside the graph."""
+    quiet = ["analysis=none", "logger=none", "callbacks.attention_maps=null", "data.n_val=200", "data.n_test=200"]
+    done = run_train(tmp_path, "experiment=add_length", "compile=default", "trainer.max_steps=40", *quiet)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "recompile_limit" not in done.stderr and "lru_cache" not in done.stderr, done.stderr[-3000:]
+    assert json.loads((tmp_path / "results.json").read_text())["steps"] == 40
+
+
 @pytest.mark.gpu
 @needs_cuda
 def test_trainer_gpu_trains_draws_maps_and_analyses_on_cuda(tmp_path):
