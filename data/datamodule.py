@@ -32,7 +32,7 @@ class HardCases:
         """n hard cases; ``sampler``: one of another width (default the trained one's)."""
         sampler = sampler or self.sampler
         a, op_idx, b = sampler.sample("train", n * HARD_TRIES, generator)
-        score = difficulty(sampler.fmt, a, op_idx, b).view(n, HARD_TRIES).float()
+        score = difficulty(sampler.fmt, a, op_idx, b, sampler.fmt.digits).view(n, HARD_TRIES).float()
         score += torch.rand(n, HARD_TRIES, generator=generator, device=generator.device)  # ties broken at random
         pick = score.argmax(dim=1) + torch.arange(n, device=generator.device) * HARD_TRIES
         return a[pick], op_idx[pick], b[pick]

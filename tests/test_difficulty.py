@@ -45,6 +45,11 @@ def test_problem_features_match_pencil_and_paper():
     ops = torch.tensor([rng.randrange(3) for _ in pairs])  # each problem scored by its own operator
     expected = [on_paper(x, y, "+-*"[o]) for (x, y), o in zip(pairs, ops.tolist(), strict=True)]
     assert difficulty(ProblemFormat(6, "+-*"), ta, ops, tb).tolist() == expected
+    # the columns given (hard-case sampling knows them: nothing read back from a GPU), the same figures
+    for rule in (carries, borrows, product_carries, operand_digits):
+        assert torch.equal(rule(ta, tb, 6), rule(ta, tb)), rule.__name__
+    assert difficulty(ProblemFormat(6, "+-*"), ta, ops, tb, 6).tolist() == expected
+    assert difficulty(ProblemFormat(6, "+-*"), ta[:0], ops[:0], tb[:0]).tolist() == []  # no problems: no scores
 
 
 def test_hard_cases_fade_to_uniform_batches():

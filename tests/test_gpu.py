@@ -103,15 +103,22 @@ def train_200_steps(tmp_path, watcher: L.Callback, *overrides: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "model", [[], ["position=abacus", "model.place_offset=2", "model.random_places=0.5"]], ids=["default", "places"]
+    "setting",
+    [
+        [],
+        ["position=abacus", "model.place_offset=2", "model.random_places=0.5"],
+        ["data.operators=+-*", "data.hard_share=0.5", "data.hard_fade_steps=4000"],
+    ],
+    ids=["default", "places", "hard_cases"],
 )
-def test_with_the_gpu_settings_a_training_step_reads_nothing_back_from_the_device(tmp_path, model):
+def test_with_the_gpu_settings_a_training_step_reads_nothing_back_from_the_device(tmp_path, setting):
     """The hot path's host syncs, counted on the CPU: with the loss guard checking every 50 steps and batches
     drawn 64 steps at a time (the settings a GPU gets by default), 200 steps read a value back a handful of
     times -- the guard every 50 steps, the progress bar and loggers every log_every_n_steps -- not every step.
-    Also with digit places shifted and randomised each step (their highest place is known on the host)."""
+    Also with digit places shifted and randomised each step (their highest place is known on the host), and with
+    hard cases drawn (add10's recipe: scored column by column, as many columns as the format has digits)."""
     counter = CountReads()
-    train_200_steps(tmp_path, counter, "callbacks.finite_loss.every_n_steps=50", "data.draw_steps=64", *model)
+    train_200_steps(tmp_path, counter, "callbacks.finite_loss.every_n_steps=50", "data.draw_steps=64", *setting)
     assert counter.steps == 199
     # guard: 4 checks; bar: the loss every 20 steps; the stream: one seed per draw of 64 steps
     assert len(counter.reads) <= 0.1 * counter.steps, sorted(counter.reads)
