@@ -307,7 +307,7 @@ class CalculatorModule(L.LightningModule):
         """The training loss: cross-entropy on seq's answer and [EOS] tokens, teacher-forced. ``prompt_len``: the
         batch's (None: looked up from its width); the compiled training step passes it, so the lookup stays out
         of the graph and one graph serves every width of ``mixed_widths`` training."""
-        return self.answer_scores(self.answer_logits(seq, places, prompt_len), seq, prompt_len)[0]
+        return self.answer_scores(self.answer_logits(seq, places, prompt_len), seq)[0]
 
     def answer_logits(
         self, seq: torch.Tensor, places: torch.Tensor | None = None, prompt_len: int | None = None
@@ -338,11 +338,11 @@ class CalculatorModule(L.LightningModule):
         """The position whose next-token logits predict the first answer token (the '=' sign)."""
         return self.fmt.prompt_len - 1
 
-    def answer_scores(self, logits: torch.Tensor, seq: torch.Tensor, prompt_len: int | None = None):
+    def answer_scores(self, logits: torch.Tensor, seq: torch.Tensor):
         """Logits (B, answer_len + 1, vocab) of seq's positions answer_logits_from.. -> (loss on the answer and
-        [EOS], (B,) every answer token is the argmax). ``prompt_len``: as :meth:`teacher_forced_loss`."""
-        target = seq[:, self.layout(seq).prompt_len if prompt_len is None else prompt_len :]  # the answer and [EOS]
-        A = target.shape[1] - 1
+        [EOS], (B,) every answer token is the argmax)."""
+        A = logits.shape[1] - 1
+        target = seq[:, -(A + 1) :]  # the answer and [EOS]: a sequence's last tokens, whatever its width
         loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
         return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
 
