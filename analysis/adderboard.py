@@ -19,11 +19,12 @@ import random
 from dataclasses import dataclass, field
 
 from data.expressions import Problem
+from data.problems import MASTERED
 
 DIGITS = 10
 SEED = 2025
 N_RANDOM = 10_000
-THRESHOLD = 0.99
+THRESHOLD = MASTERED
 RANDOM = "random pairs"
 
 

@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass
 
 from data.expressions import Problem
+from data.problems import MASTERED
 
 
 @dataclass
@@ -59,7 +60,7 @@ def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[L
     return rows
 
 
-def longest_learned(rows: list[LengthRow], op: str, threshold: float = 0.99) -> int:
+def longest_learned(rows: list[LengthRow], op: str, threshold: float = MASTERED) -> int:
     """The longest width w such that every width up to w is right at least ``threshold`` of the time (0: none)."""
     longest = 0
     for row in sorted((r for r in rows if r.operator == op), key=lambda r: r.digits):

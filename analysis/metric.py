@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any
 
+from data.problems import MASTERED
+
 if TYPE_CHECKING:
     import torch
     from matplotlib.figure import Figure
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from model.module import CalculatorModule
 
 
-MILESTONE = 0.99  # the val exact-match whose first step curves mark and sweeps compare (steps_to_99)
+MILESTONE = MASTERED  # the val exact-match whose first step curves mark and sweeps compare (steps_to_99)
 # Below this test exact-match a model has not learned its task: switching its heads off can cost nothing because
 # there is nothing to lose, so no pruning fraction or head role is claimed for it (summaries say "not learned").
 LEARNED = 0.9

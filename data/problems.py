@@ -38,6 +38,9 @@ OPERATORS = "+-*"
 # The widest operands int64 arithmetic can hold: a*b must stay below 2**63 for '*', a+b for '+'/'-'.
 MAX_DIGITS = {"+": 17, "-": 17, "*": 9}
 SPLITS = ("train", "val", "test")
+# The exact-match share at which a task counts as done: the step learning curves mark and sweeps compare
+# (steps_to_99), verify.py's pass mark, the longest length a model is said to answer.
+MASTERED = 0.99
 _ENUMERATE_LIMIT = 4_000_000  # problem spaces up to this size are listed in full when sampling held-out sets
 
 
@@ -152,6 +155,15 @@ class ProblemFormat:
     @property
     def seq_len(self) -> int:
         return self.prompt_len + self.answer_len + 1  # + [EOS]
+
+    def answer_of(self, seq: torch.Tensor) -> torch.Tensor:
+        """Where the answer sits: sequences (..., seq_len) -> their answer tokens (..., answer_len), the working and
+        the result, without [EOS]. Every caller that reads or scores an answer reads it here."""
+        return seq[..., self.prompt_len : self.prompt_len + self.answer_len]
+
+    def exact_match(self, written: torch.Tensor, seq: torch.Tensor) -> torch.Tensor:
+        """How an answer is scored: (B,) True where ``written`` (B, answer_len) is seq's whole answer, every token."""
+        return (written == self.answer_of(seq)).all(dim=-1)
 
     @property
     def n_problems(self) -> int:

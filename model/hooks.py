@@ -20,6 +20,11 @@ FINAL_POINT = "hook_resid_final"
 HookFn = Callable[[torch.Tensor], torch.Tensor | None]  # the point's value -> a replacement, or None to keep it
 
 
+def head_label(layer: int, head: int) -> str:
+    """(1, 0) -> 'L1h0': how every table, figure and page names a head."""
+    return f"L{layer}h{head}"
+
+
 def hook_name(layer: int, point: str) -> str:
     """(1, 'attn.hook_z') -> 'blocks.1.attn.hook_z'."""
     return f"blocks.{layer}.{point}"
