@@ -146,11 +146,11 @@ def test_compiling_the_training_step_trains_and_saves_the_usual_checkpoint(tmp_p
 
 
 def test_a_finished_run_exits_while_a_thread_pool_waits_for_work():
-    """compile= leaves torch.compile's thread pool idle in the process: train.py's fast exit must stop it as the
-    interpreter would (threading's exit hooks, then the joins), not wait for it forever."""
+    """compile= leaves torch.compile's thread pool idle in the process: train.py's quick exit must still stop it as
+    the interpreter does (threading's exit hooks, then the joins), not wait for it forever."""
     code = (
-        "import concurrent.futures, train; pool = concurrent.futures.ThreadPoolExecutor(2); "
-        "pool.submit(int).result(); print('written', flush=True); train.exit_without_teardown()"
+        "import concurrent.futures, train, training.run; pool = concurrent.futures.ThreadPoolExecutor(2); "
+        "pool.submit(int).result(); print('written', flush=True); training.run.exit_quickly()"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "written", done.stderr[-2000:]

@@ -33,11 +33,12 @@ def a_run(path: Path) -> RunDir:
 
 
 def stopped_in(phase: str, run: RunDir, signum=signal.SIGINT, results=None, stopper=None, resume=None):
-    from train import stopped
+    from training.run import Run
 
-    trainer = SimpleNamespace(global_step=120)
-    cfg = SimpleNamespace(resume=resume)
-    return stopped(signum, phase, run, cfg, trainer, [], stopper, results or {}, 12.5)
+    life = Run(SimpleNamespace(resume=resume), run)
+    life.trainer, life.loggers, life.stopper, life.results = SimpleNamespace(global_step=120), [], stopper, results or {}
+    life.fit_started, life.fit_ended = 0.0, 12.5  # 12.5 s of training
+    return life.stopped(signum, phase)
 
 
 # ---- fast -----------------------------------------------------------------------------------------------------
