@@ -101,9 +101,16 @@ def test_our_callbacks_checkpoints_are_whole_or_the_old_one(tmp_path, trainer, m
     assert path.read_bytes() == first and [p.name for p in path.parent.iterdir()] == ["interrupted.ckpt"]
 
 
-def test_every_checkpoint_callback_writes_through_the_crash_safe_path():
-    source = (ROOT / "training" / "callbacks.py").read_text()
-    assert "trainer.save_checkpoint(" not in source.replace("``trainer.save_checkpoint``", "")
+def test_every_checkpoint_the_run_writes_goes_through_the_crash_safe_path(tmp_path):
+    """The trainer train.py builds writes every checkpoint -- Lightning's own best.ckpt saves included -- through
+    AtomicCheckpointIO: a full disk during a save leaves the previous checkpoint whole and names its path."""
+    from tests.conftest import compose_config, with_run_dir
+    from training.assemble import assemble
+    from training.callbacks import AtomicCheckpointIO
+
+    cfg = with_run_dir(compose_config(["logger=none", "analysis=none"]), tmp_path / "run")
+    trainer = assemble(cfg)[-1]
+    assert isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO)
 
 
 # ---- a checkpoint that cannot be read is never chosen ----------------------------------------------------------

@@ -11,12 +11,12 @@ import math
 import signal
 import time
 from pathlib import Path
-from weakref import proxy
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 from lightning.pytorch.callbacks.progress.rich_progress import CustomBarColumn
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 from rich.progress import ProgressColumn, TextColumn
 from rich.text import Text
 
@@ -25,20 +25,25 @@ from training.failures import NonFiniteLossError
 from training.signals import stop_at_once
 
 
-def save_checkpoint(trainer: L.Trainer, path: str | Path, weights_only: bool = False) -> Path:
-    """``trainer.save_checkpoint``, crash-safe: Lightning writes to a temporary file wherever the system keeps
-    them and moves it (across filesystems a copy, which a kill or a full disk leaves half done). Here the
-    checkpoint goes to a temporary file beside ``path``, is flushed to the disk and renamed over it
-    (:func:`write_atomically`): ``path`` is the old file or the whole new one, and a full disk names ``path``.
-    Called on every process, like ``trainer.save_checkpoint``; the first one writes."""
-    path = Path(path)
-    checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only)
-    if trainer.is_global_zero:
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Every checkpoint the trainer writes, crash-safe: Lightning's own IO opens the file and writes into it, so a
+    kill or a full disk mid-write leaves half a checkpoint. Here it goes to a temporary file beside ``path``, is
+    flushed to the disk and renamed over it (:func:`write_atomically`): ``path`` is the old file or the whole new one,
+    and a full disk names ``path``. The trainer takes it as a plugin (training/assemble.py)."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
         buffer = io.BytesIO()
         torch.save(checkpoint, buffer)
-        write_atomically(path, lambda tmp: tmp.write_bytes(buffer.getbuffer()))
-    trainer.strategy.barrier("save_checkpoint")
-    return path
+        write_atomically(Path(path), lambda tmp: tmp.write_bytes(buffer.getbuffer()))
+
+
+def save_checkpoint(trainer: L.Trainer, path: str | Path, weights_only: bool = False) -> Path:
+    """``trainer.save_checkpoint`` through :class:`AtomicCheckpointIO` (a trainer built without it gets it here).
+    Called on every process, like ``trainer.save_checkpoint``; the first one writes."""
+    if not isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO):
+        trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+    trainer.save_checkpoint(path, weights_only)
+    return Path(path)
 
 
 class GracefulStop(L.Callback):
@@ -169,16 +174,6 @@ class BestCheckpoint(ModelCheckpoint):
             return super().check_monitor_top_k(trainer, current)
         tied_or_better = bool(current >= self.best_k_models[self.kth_best_model_path])
         return trainer.strategy.reduce_boolean_decision(tied_or_better)
-
-    def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
-        """Written beside, flushed, then renamed (:func:`save_checkpoint`): a kill or a full disk mid-write
-        leaves the previous best.ckpt whole."""
-        save_checkpoint(trainer, filepath, self.save_weights_only)
-        self._last_global_step_saved = trainer.global_step
-        self._last_checkpoint_saved = filepath
-        if trainer.is_global_zero:
-            for logger in trainer.loggers:
-                logger.after_save_checkpoint(proxy(self))
 
 
 class StepsColumn(ProgressColumn):

@@ -116,15 +116,15 @@ def _check_additions(overrides, cfg: DictConfig) -> None:
         )
 
 
-def _all_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
-    keys = []
-    for key in cfg.keys():
-        if key == "hydra":
-            continue
-        value = cfg._get_node(key)
-        path = f"{prefix}{key}"
-        keys += _all_keys(value, path + ".") if isinstance(value, DictConfig) else [path]
-    return keys
+def _all_keys(cfg: DictConfig) -> list[str]:
+    """Every leaf key of ``cfg`` but Hydra's, dotted; an interpolation is a leaf, left unresolved."""
+
+    def leaves(node: dict, prefix: str):
+        for key, value in node.items():
+            yield from leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else (f"{prefix}{key}",)
+
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    return list(leaves({key: value for key, value in raw.items() if key != "hydra"}, ""))
 
 
 def _check_resolves(cfg: DictConfig) -> None:
