@@ -85,9 +85,8 @@ def build_loggers(cfg: DictConfig, run_name: str, group: str | None, resume_id: 
                 )
                 wandb_cfg.mode = "offline"
     loggers = [build(node, f"logger.{name}") for name, node in nodes.items() if node is not None]
-    # Lightning always passes anonymous=None, which wandb 0.2x+ warns about; WandbLogger has no public way to leave an
-    # argument out of wandb.init, so the one private dict (_wandb_init) is edited before the run starts
-    for logger in wandb_loggers(loggers):
+    for logger in wandb_loggers(loggers):  # Lightning always passes anonymous=None, which wandb 0.2x+ warns about
+        # no public API leaves an argument out of WandbLogger's wandb.init call: its private dict is edited
         if logger._wandb_init.get("anonymous") is None:
             logger._wandb_init.pop("anonymous", None)
     return loggers
