@@ -35,6 +35,19 @@ def test_every_block_has_a_renderer_and_the_readme_quotes_the_main_ones():
     assert {"machine", "summary", "results", "ablation", "quick_sweep", "patching"} <= names
 
 
+def test_every_section_module_holds_its_command_its_run_and_its_rendering():
+    """docs/measure/: one module per section, each defining COMMAND, measure and BLOCKS side by side; common.py is
+    the one module of shared helpers."""
+    modules = {p.stem for p in (ROOT / "docs" / "measure").glob("*.py")} - {"__init__", "common"}
+    assert modules == {s.name for s in REGEN.SECTIONS} == set(REGEN.MODULES)
+    for name, module in REGEN.MODULES.items():
+        assert isinstance(module.COMMAND, str) and module.COMMAND, name
+        assert callable(module.measure) and module.measure.__doc__, name
+        assert isinstance(module.BLOCKS, dict) and all(callable(b) for b in module.BLOCKS.values()), name
+    owners = [name for module in REGEN.MODULES.values() for name in module.BLOCKS]
+    assert len(owners) == len(set(owners)), "a block is rendered by two sections"
+
+
 def shown_images() -> list[tuple[Path, Path]]:
     """(document, image file) for every image a document shows."""
     found = []
