@@ -115,6 +115,38 @@ def test_a_stale_figure_and_a_drifted_number_are_caught():
     assert REGEN.code_hash(["analysis/plots.py"]) != REGEN.code_hash(["analysis/maps.py"])
 
 
+# ---- links point somewhere ------------------------------------------------------------------------------
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchors(doc: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings (lower case, punctuation dropped, spaces to hyphens)."""
+    text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+    headings = re.findall(r"^#+ (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("doc", REGEN.DOCS, ids=lambda p: p.name)
+def test_every_link_points_to_a_file_and_heading_that_exist(doc):
+    """A page moved or a heading renamed breaks the links to it: every relative link resolves, anchor included."""
+    broken = []
+    for target in LINK.findall(re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        path, _, anchor = target.partition("#")
+        file = (doc.parent / path).resolve() if path else doc
+        if not file.exists():
+            broken.append(target)
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+            broken.append(target)
+    assert broken == [], f"{doc.name}: links to nothing: {broken}"
+
+
+def test_the_link_check_sees_a_missing_heading():
+    assert "10-digit-addition-experimentadd10" in anchors(ROOT / "docs" / "arithmetic.md")
+    assert "no-such-heading" not in anchors(ROOT / "docs" / "arithmetic.md")
+
+
 # ---- no making-of sentences -----------------------------------------------------------------------------
 # A README states what is true now and how to reproduce it; how and when the project was built is git's.
 MAKING_OF = [

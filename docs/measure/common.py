@@ -208,7 +208,7 @@ def commit() -> str:
 
 
 def block_machine(m: dict) -> str:
-    """Every section's where and when, as one table (docs/measurements.md)."""
+    """Every section's where and when, as one table (docs/results.md)."""
     machine = m.get("machine")
     if not machine:
         return not_measured("default")
@@ -236,8 +236,8 @@ def machine_line(machine: dict) -> str:
 
 
 def measured_at(section: str):
-    """The renderer of ``<!-- measured:when_SECTION -->``: one line beside a section's tables saying where, when and
-    at which commit it was measured, under what load, and the command that measures it again."""
+    """The renderer of ``<!-- measured:when_SECTION -->``, a line beside a section's tables in docs/ saying when and at
+    which commit it was measured, under what load, and the command that measures it again."""
 
     def block(m: dict) -> str:
         when = (m.get("machine") or {}).get("sections", {}).get(section)
@@ -245,9 +245,9 @@ def measured_at(section: str):
             return not_measured(section)
         load = " / ".join(f"{x:.1f}" for x in when.get("load", [])) or "—"
         return (
-            f"*Measured {when['date']} at commit {when['commit']} on {machine_line(m['machine'])}; load {load} "
-            f"(start / end; above {m['machine']['machine']['cores']} the seconds are upper bounds); "
-            f"`python docs/regenerate.py --only {section}` measures it again.*"
+            f"*`python docs/regenerate.py --only {section}`: measured {when['date']} at commit {when['commit']}, load "
+            f"{load} (start / end), on the {m['machine']['machine']['cores']}-core machine of "
+            "[where and when](results.md#where-and-when).*"
         )
 
     return block

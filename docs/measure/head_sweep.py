@@ -31,7 +31,7 @@ def block_head_sweep(m: dict) -> str:
             "",
             *sweep_table(h["rows"], True),
             "",
-            "![head sweep: learning curves and final accuracy](docs/images/head_sweep.png)",
+            "![head sweep: learning curves and final accuracy](images/head_sweep.png)",
         ]
     )
 

@@ -26,7 +26,7 @@ def block_why_multi_head(m: dict) -> str:
     if not w:
         return not_measured("why_multi_head")
     lines = [f"- {line}" for line in w["verdict"]]
-    return "\n".join([*lines, "", "![why multiple heads](docs/images/why_multi_head.png)"])
+    return "\n".join([*lines, "", "![why multiple heads](images/why_multi_head.png)"])
 
 
 def block_why_multi_head_verdict(m: dict) -> str:
