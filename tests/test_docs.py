@@ -33,6 +33,42 @@ def test_every_block_has_a_renderer_and_the_readme_quotes_the_main_ones():
     names = {name for doc in REGEN.DOCS for name in REGEN.blocks_in(doc.read_text())}
     assert names <= set(REGEN.BLOCKS), names - set(REGEN.BLOCKS)
     assert {"machine", "summary", "results", "ablation", "quick_sweep", "patching"} <= names
+    assert {"summary", "ablation", "quick_sweep"} <= set(REGEN.blocks_in((ROOT / "README.md").read_text()))
+
+
+README_SECTIONS = [
+    "Quick start",
+    "What a run gives you",
+    "Follow the course",
+    "Notebooks",
+    "Sweep the heads",
+    "Look inside",
+    "Where to go next",
+]
+
+
+def test_the_readme_is_the_learners_front_page():
+    """At most 250 lines, the sections a learner comes for in order, and the set-up and test command CI runs."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    headings = re.findall(r"^#{2,3} (.+)$", text, re.M)
+    assert headings == README_SECTIONS, headings
+    ci = (ROOT / ".ci" / "run").read_text()
+    for command in ("torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu", '-e ".[dev]"'):
+        assert command in text and command in ci, command
+    assert "python -m pytest\n" in text and "python -m pytest " in ci
+    assert '-e ".[notebooks]"' in text and '-e ".[notebooks]"' in ci
+
+
+def test_where_and_when_is_said_beside_every_measured_table_in_docs():
+    """A docs page showing a section's table says beside it when, at which commit and under what load that section
+    was measured (a when_<section> block); the README points to docs/results.md instead."""
+    owner = {name: section for section, module in REGEN.MODULES.items() for name in module.BLOCKS}
+    for doc in REGEN.DOCS[1:]:
+        shown = REGEN.blocks_in(doc.read_text())
+        tables = {owner[b] for b in shown if b in owner and "\n|" in REGEN.BLOCKS[b](MEASURED)}
+        missing = {section for section in tables if f"when_{section}" not in shown}
+        assert missing == set(), f"{doc.name}: no when_<section> block beside the tables of {sorted(missing)}"
 
 
 def test_every_section_module_holds_its_command_its_run_and_its_rendering():
