@@ -33,6 +33,55 @@ def test_every_block_has_a_renderer_and_the_readme_quotes_the_main_ones():
     names = {name for doc in REGEN.DOCS for name in REGEN.blocks_in(doc.read_text())}
     assert names <= set(REGEN.BLOCKS), names - set(REGEN.BLOCKS)
     assert {"machine", "summary", "results", "ablation", "quick_sweep", "patching"} <= names
+    assert {"summary", "ablation", "quick_sweep"} <= set(REGEN.blocks_in((ROOT / "README.md").read_text()))
+
+
+README_SECTIONS = [
+    "Quick start",
+    "What a run gives you",
+    "Follow the course",
+    "Notebooks",
+    "Sweep the heads",
+    "Look inside",
+    "Where to go next",
+]
+
+
+def test_the_readme_is_the_learners_front_page():
+    """At most 250 lines, the sections a learner comes for in order, and the set-up and test command CI runs."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    headings = re.findall(r"^#{2,3} (.+)$", text, re.M)
+    assert headings == README_SECTIONS, headings
+    ci = (ROOT / ".ci" / "run").read_text()
+    for command in ("torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu", '-e ".[dev]"'):
+        assert command in text and command in ci, command
+    assert "python -m pytest\n" in text and "python -m pytest " in ci
+    assert '-e ".[notebooks]"' in text and '-e ".[notebooks]"' in ci
+
+
+def test_where_and_when_is_said_beside_every_measured_table_in_docs():
+    """A docs page showing a section's table says beside it when, at which commit and under what load that section
+    was measured (a when_<section> block); the README points to docs/results.md instead."""
+    owner = {name: section for section, module in REGEN.MODULES.items() for name in module.BLOCKS}
+    for doc in REGEN.DOCS[1:]:
+        shown = REGEN.blocks_in(doc.read_text())
+        tables = {owner[b] for b in shown if b in owner and "\n|" in REGEN.BLOCKS[b](MEASURED)}
+        missing = {section for section in tables if f"when_{section}" not in shown}
+        assert missing == set(), f"{doc.name}: no when_<section> block beside the tables of {sorted(missing)}"
+
+
+def test_every_section_module_holds_its_command_its_run_and_its_rendering():
+    """docs/measure/: one module per section, each defining COMMAND, measure and BLOCKS side by side; common.py is
+    the one module of shared helpers."""
+    modules = {p.stem for p in (ROOT / "docs" / "measure").glob("*.py")} - {"__init__", "common"}
+    assert modules == {s.name for s in REGEN.SECTIONS} == set(REGEN.MODULES)
+    for name, module in REGEN.MODULES.items():
+        assert isinstance(module.COMMAND, str) and module.COMMAND, name
+        assert callable(module.measure) and module.measure.__doc__, name
+        assert isinstance(module.BLOCKS, dict) and all(callable(b) for b in module.BLOCKS.values()), name
+    owners = [name for module in REGEN.MODULES.values() for name in module.BLOCKS]
+    assert len(owners) == len(set(owners)), "a block is rendered by two sections"
 
 
 def shown_images() -> list[tuple[Path, Path]]:
@@ -100,6 +149,38 @@ def test_a_stale_figure_and_a_drifted_number_are_caught():
     text = "page: <!-- measured:report_kb -->68 KB<!-- /measured -->."
     assert REGEN.render(text, facts) == "page: <!-- measured:report_kb -->77 KB<!-- /measured -->."
     assert REGEN.code_hash(["analysis/plots.py"]) != REGEN.code_hash(["analysis/maps.py"])
+
+
+# ---- links point somewhere ------------------------------------------------------------------------------
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchors(doc: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings (lower case, punctuation dropped, spaces to hyphens)."""
+    text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+    headings = re.findall(r"^#+ (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("doc", REGEN.DOCS, ids=lambda p: p.name)
+def test_every_link_points_to_a_file_and_heading_that_exist(doc):
+    """A page moved or a heading renamed breaks the links to it: every relative link resolves, anchor included."""
+    broken = []
+    for target in LINK.findall(re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        path, _, anchor = target.partition("#")
+        file = (doc.parent / path).resolve() if path else doc
+        if not file.exists():
+            broken.append(target)
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+            broken.append(target)
+    assert broken == [], f"{doc.name}: links to nothing: {broken}"
+
+
+def test_the_link_check_sees_a_missing_heading():
+    assert "10-digit-addition-experimentadd10" in anchors(ROOT / "docs" / "arithmetic.md")
+    assert "no-such-heading" not in anchors(ROOT / "docs" / "arithmetic.md")
 
 
 # ---- no making-of sentences -----------------------------------------------------------------------------

@@ -1,0 +1,37 @@
+"""``experiment=add_length``'s options one at a time (seed 0): exact-match by operand length for each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import Variant, not_measured, pct, run_variants, secs
+
+COMMAND = "python train.py experiment=add_length seed=0 threads=1 <option>"
+COST = "~6 min"
+OPTIONS = [  # docs/arithmetic.md's "what made the difference"
+    Variant("place window of 2 places (`model.place_bias=2`)", "add_length", ("model.place_bias=2",)),
+    Variant("stopped at the first perfect validation (`target_accuracy=0.9999`)", "add_length",
+            ("target_accuracy=0.9999",)),
+]  # fmt: skip
+WIDTHS = (10, 12, 15, 20, 25, 30, 40)
+
+
+def measure(scratch: Path) -> dict:
+    """experiment=add_length's options one at a time, seed 0: exact-match by length for each."""
+    return {"command": COMMAND, "runs": run_variants(scratch, "length_options", OPTIONS)}
+
+
+def block_length_options(m: dict) -> str:
+    x = m.get("length_options")
+    if not x:
+        return not_measured("length_options")
+    head = " | ".join(f"{w} digits" for w in WIDTHS)
+    lines = [f"| variant | steps | training | {head} |", "|---|---|---|" + "---|" * len(WIDTHS)]
+    for r in x["runs"]:
+        curve = r["length"].get("+", {})
+        cells = " | ".join(pct(curve.get(str(w)), 1) for w in WIDTHS)
+        lines.append(f"| {r['variant']} | {r['steps']:,} | {secs(r['train_seconds'])} | {cells} |")
+    return "\n".join(lines)
+
+
+BLOCKS = {"length_options": block_length_options}

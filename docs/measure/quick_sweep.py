@@ -1,0 +1,84 @@
+"""``python train.py -m experiment=quick_sweep``: 1, 2, 4 and 8 heads, each trained until it learns. ``sweep_rows``
+and ``sweep_table`` serve head_sweep.py too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import IMAGES, code_hash, finished_jobs, image, not_measured, pct, results, screenshot, secs, train
+
+COMMAND = "python train.py -m experiment=quick_sweep"
+COST = "~4 min"
+DRAWS = {
+    "quick_sweep.png": ["analysis/plots.py", "analysis/sweep.py"],
+    "sweep_report.png": ["analysis/report_page.js", "analysis/report_page.html", "analysis/html_report.py"],
+}
+ROW = ("n_heads", "head_dim", "seed", "steps_to_99", "test_exact_match", "train_seconds", "prunable_fraction")
+ROW += ("learned", "status")
+
+
+def sweep_rows(sweep: Path) -> list[dict]:
+    """The sweep summary's rows (analysis.sweep.summarise), the columns the tables show."""
+    from analysis.sweep import summarise
+    from storage.rundir import SweepDir
+
+    return [{k: row[k] for k in ROW} for row in summarise(SweepDir(sweep))]
+
+
+def measure(scratch: Path) -> dict:
+    """python train.py -m experiment=quick_sweep: 1, 2, 4, 8 heads, each trained until it learns."""
+    ran = train(scratch, "-m", "experiment=quick_sweep", "hydra.sweep.dir=multirun/quick")
+    sweep = scratch / "multirun/quick"
+    images: dict[str, str] = {}
+    image(images, sweep / "sweep_summary.png", "quick_sweep.png", DRAWS["quick_sweep.png"])
+    if screenshot(sweep / "sweep_report.html", IMAGES / "sweep_report.png", 1400, scratch):
+        images["sweep_report.png"] = code_hash(DRAWS["sweep_report.png"])
+    runs = [results(job) for job in finished_jobs(sweep)]
+    return {
+        "command": COMMAND,
+        "whole_seconds": ran.seconds,
+        "rows": sweep_rows(sweep),
+        "steps": {str(r["n_heads"]): r["steps"] for r in runs},
+        "images": images,
+    }
+
+
+def sweep_table(rows: list[dict], with_seed: bool) -> list[str]:
+    by_heads: dict[int, list[dict]] = {}
+    for row in rows:
+        by_heads.setdefault(row["n_heads"], []).append(row)
+    seeds = " / ".join(f"seed {r['seed']}" for r in by_heads[min(by_heads)]) if with_seed else ""
+    reached = f"reached 99% val ({seeds})" if seeds else "reached 99% val"
+    lines = [
+        f"| n_heads | head_dim | {reached} | test exact-match | train s | prunable fraction |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n, group in sorted(by_heads.items()):
+        group = sorted(group, key=lambda r: r["seed"] or 0)
+        reached = " / ".join(f"step {r['steps_to_99']:,}" if r["steps_to_99"] else "never" for r in group)
+        exact = " / ".join(pct(r["test_exact_match"]) for r in group)
+        seconds = " / ".join(f"{r['train_seconds']:.0f}" for r in group)
+        prunable = " / ".join(f"{r['prunable_fraction']:.2g}" if r["learned"] else "not learned" for r in group)
+        lines.append(f"| {n} | {group[0]['head_dim']} | {reached} | {exact} | {seconds} | {prunable} |")
+    return lines
+
+
+def block_quick_sweep(m: dict) -> str:
+    q = m.get("quick_sweep")
+    if not q:
+        return not_measured("quick_sweep")
+    return "\n".join(
+        [
+            f"`{q['command']}` took {secs(q['whole_seconds'])} (the whole command); each run stopped once every "
+            "validation problem was right:",
+            "",
+            *sweep_table(q["rows"], with_seed=False),
+            "",
+            "![the quick sweep: learning curves and final accuracy](docs/images/quick_sweep.png)",
+            "",
+            "![the quick sweep's page, sweep_report.html](docs/images/sweep_report.png)",
+        ]
+    )
+
+
+BLOCKS = {"quick_sweep": block_quick_sweep}
