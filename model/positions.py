@@ -40,13 +40,9 @@ scale. ``MultiHeadAttention`` knows nothing of places.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-
-if TYPE_CHECKING:
-    from model.transformer import TransformerConfig
 
 PLACE_SCHEMES = ("predicted", "own")  # TransformerConfig.place_of
 
@@ -55,8 +51,8 @@ def is_whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_positions(cfg: TransformerConfig) -> None:
-    """The position fields' rules, as ValueErrors that name the config key."""
+def check_positions(cfg) -> None:
+    """The position fields' rules for a ``TransformerConfig``, as ValueErrors that name the config key."""
     for name in ("place_embedding", "position_embedding", "place_window"):
         if not isinstance(getattr(cfg, name), bool):
             raise ValueError(f"{name}={getattr(cfg, name)!r}: must be true or false")
@@ -92,8 +88,6 @@ class Positions(nn.Module):
     ``place_ids`` (with ``cfg.place_embedding``): the digit place of each position of the trained layout (0 = no
     digit), kept as a buffer: what is used when ``places`` is None. Other layouts (longer problems, shifted
     places) pass their own ``places``, (T_total,) or (B, T_total) from position 0."""
-
-    cfg: TransformerConfig
 
     def add_position_parameters(self, place_ids: list[int] | None) -> None:
         """Register the parameters ``self.cfg`` asks for: pos_emb (block_size, d_model); place_emb (places,
