@@ -1,4 +1,5 @@
-"""Causal multi-head attention, written the way the course's lessons name it.
+"""Causal multi-head attention, written the way the course's lessons name it (``W_q``, ``W_k``, ``W_v``, ``W_o``,
+``n_heads``, ``head_dim = d_model // n_heads``):
 
     Q, K, V = W_q(x), W_k(x), W_v(x)             project: all heads at once
     split into heads                              (B, T, d_model) -> (B, n_heads, T, head_dim)
@@ -6,16 +7,12 @@
     z = weights · V                               each head's output
     out = W_o(concat(z))                          mix the heads back into d_model
 
-Two ways to compute the middle three lines, with the same result: the lesson's own steps (``attend``, used
-whenever someone needs the weights) and PyTorch's fused ``F.scaled_dot_product_attention`` (training).
-Names follow the lessons: ``W_q``, ``W_k``, ``W_v``, ``W_o``, ``n_heads``, ``head_dim = d_model // n_heads``.
-Two hook points, named and shaped as in TransformerLens, let analysis code read or replace values (ablation
-and patching go through them only: see ``model/hooks.py``):
-  * ``hook_pattern`` -- the attention weights ``(B, n_heads, T_q, T_k)``; registering a hook on it switches
-                        the block to the explicit path, so it fires on every call;
-  * ``hook_z``       -- every head's output ``(B, T_q, n_heads, head_dim)``, before ``W_o`` mixes the heads.
-
-``python -m model.walkthrough`` prints every step with its shape.
+The middle three lines run as the lesson's own steps (``attention_weights``) whenever someone reads the weights,
+else as PyTorch's fused ``scaled_dot_product_attention``: the same result. Analysis code reads or replaces values
+at two hook points named as in TransformerLens (``model/hooks.py``): ``hook_pattern`` (the weights; a hook on it
+switches to the explicit path) and ``hook_z`` (each head's output before ``W_o``). Positions are not the block's
+business: a scheme (``model/positions.py``) may hand it a score bias and a query scale. Every step, with its shape:
+``python -m model.walkthrough``.
 """
 
 from __future__ import annotations
@@ -26,6 +23,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from model.hooks import HookPoint
 
 
 @dataclass
@@ -46,103 +45,56 @@ class KVCache:
 
 
 def check_size(name: str, value: int) -> None:
-    """ValueError unless ``value`` is a whole number >= 1."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
 
 
-def check_log_scale(log_scale: int) -> None:
-    """The length-scaled attention rule (``MultiHeadAttention``'s ``log_scale``), as a ValueError."""
-    if isinstance(log_scale, bool) or not isinstance(log_scale, int) or log_scale < 0 or log_scale == 1:
-        raise ValueError(f"log_scale={log_scale!r}: must be 0 (off) or a whole number >= 2")
-
-
 def check_head_sizes(d_model: int, n_heads: int, n_kv_heads: int | None = None, dropout: float = 0.0) -> None:
     """The attention block's size rules, as ValueErrors that say what to choose instead."""
-    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-    for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
+    sizes = {"d_model": d_model, "n_heads": n_heads, "n_kv_heads": n_heads if n_kv_heads is None else n_kv_heads}
+    for name, value in sizes.items():
         check_size(name, value)
-    if d_model % n_heads:
-        divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
-        raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}; choose one of {divisors}")
-    if n_heads % n_kv_heads:
-        divisors = [h for h in range(1, n_heads + 1) if n_heads % h == 0]
-        raise ValueError(f"n_kv_heads={n_kv_heads} does not divide n_heads={n_heads}; choose one of {divisors}")
+    for part, whole in (("n_heads", "d_model"), ("n_kv_heads", "n_heads")):
+        if sizes[whole] % sizes[part]:
+            divisors = [h for h in range(1, sizes[whole] + 1) if sizes[whole] % h == 0]
+            raise ValueError(f"{part}={sizes[part]} does not divide {whole}={sizes[whole]}; choose one of {divisors}")
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout={dropout!r}: must be a number in [0, 1)")
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head (optionally grouped-query) attention.
+    """Multi-head attention over a residual stream d_model wide, with n_heads query heads. n_kv_heads: key/value
+    heads; None = n_heads (plain multi-head attention), fewer is grouped-query attention, 1 multi-query attention:
+    query head i reads key/value head i // group_size. dropout: on the attention weights (training only). bias: the
+    four projections carry one. causal: mask future positions in self-attention (not in cross-attention)."""
 
-    Args:
-        d_model: width of the residual stream.
-        n_heads: number of query heads; ``head_dim = d_model // n_heads``.
-        n_kv_heads: number of key/value heads. ``None`` = ``n_heads`` (plain multi-head attention);
-            fewer is grouped-query attention, ``1`` is multi-query attention. Query head ``i`` reads
-            key/value head ``i // (n_heads // n_kv_heads)``.
-        dropout: dropout on the attention weights (training only).
-        bias: whether the four projections carry a bias.
-        causal: mask future positions in self-attention (ignored for cross-attention).
-        log_scale: 0, or a base b: every query's scores are multiplied by log(n + 1) / log(b), n the keys it
-            sees (scalable softmax), so attention stays as sharp over the many keys of a long sequence as over
-            the few of a short one.
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        n_kv_heads: int | None = None,
-        dropout: float = 0.0,
-        bias: bool = True,
-        causal: bool = True,
-        log_scale: int = 0,
-    ):
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, dropout=0.0, bias=True, causal=True):
         super().__init__()
         check_head_sizes(d_model, n_heads, n_kv_heads, dropout)
-        check_log_scale(log_scale)
         self.d_model, self.n_heads = d_model, n_heads
         self.n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         self.head_dim = d_model // n_heads
         self.group_size = n_heads // self.n_kv_heads  # query heads sharing one key/value head
-        self.causal, self.dropout, self.log_scale = causal, dropout, log_scale
-
+        self.causal, self.dropout = causal, dropout
         self.W_q = nn.Linear(d_model, n_heads * self.head_dim, bias=bias)
         self.W_k = nn.Linear(d_model, self.n_kv_heads * self.head_dim, bias=bias)
         self.W_v = nn.Linear(d_model, self.n_kv_heads * self.head_dim, bias=bias)
         self.W_o = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)
-
-        self.hook_pattern = nn.Identity()  # (B, n_heads, T_q, T_k)
-        self.hook_z = nn.Identity()  # (B, T_q, n_heads, head_dim)
+        self.hook_pattern = HookPoint()  # (B, n_heads, T_q, T_k)
+        self.hook_z = HookPoint()  # (B, T_q, n_heads, head_dim)
 
     def split_heads(self, x: torch.Tensor, n: int) -> torch.Tensor:
         """(B, T, n * head_dim) -> (B, n, T, head_dim): view the width as heads, then move heads forward."""
         B, T, _ = x.shape
         return x.view(B, T, n, self.head_dim).transpose(1, 2)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        context: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-        need_weights: bool = False,
-        cache: KVCache | None = None,
-        bias: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, x, context=None, mask=None, need_weights=False, cache=None, bias=None, query_scale=None):
         """Attend from ``x`` (B, T_q, d_model) to itself, or to ``context`` (B, T_k, d_model).
-
-        Args:
-            mask: boolean, True = may attend, broadcastable to (B, n_heads, T_q, T_k); combined with
-                the causal mask.
-            need_weights: also return the attention weights (B, n_heads, T_q, T_k).
-            cache: a :class:`KVCache` for incremental self-attention decoding; the new keys and
-                values are appended to it and ``x`` holds only the new positions.
-            bias: float scores added to Q Kᵀ / √head_dim before the mask, broadcastable to
-                (B, n_heads, T_q, T_k) (relative place scores: ``Transformer.place_score_table``).
-
-        Returns:
-            ``(out, weights)``: out is (B, T_q, d_model); weights is None unless ``need_weights``.
+        mask: boolean, True = may attend, broadcastable to (B, n_heads, T_q, T_k); combined with the causal mask.
+        need_weights: also return the weights (B, n_heads, T_q, T_k); else ``(out, None)``, out (B, T_q, d_model).
+        cache: a :class:`KVCache` for incremental decoding; it takes the new keys and values, x the new positions.
+        bias: float scores added to Q Kᵀ / √head_dim, broadcastable to (B, n_heads, T_q, T_k); -inf hides a key.
+        query_scale: (T_q, 1), each query multiplied by its own factor before the scores.
         """
         B, T_q, _ = x.shape
         if cache is not None and context is not None:
@@ -156,18 +108,10 @@ class MultiHeadAttention(nn.Module):
         if self.group_size > 1:  # grouped-query: query head i reads key/value head i // group_size
             k = k.repeat_interleave(self.group_size, dim=1)  # (B, n_heads, T_k, head_dim)
             v = v.repeat_interleave(self.group_size, dim=1)
-
+        if query_scale is not None:
+            q = q * query_scale.to(q.dtype)  # every head's query t times its factor
         causal = self.causal and context is None
-        if self.log_scale:  # query t sees T_k - T_q + t + 1 keys when causal (a cache holds the earlier ones), else T_k
-            T_k = k.shape[-2]
-            seen = (
-                torch.arange(T_k - T_q, T_k, device=q.device) + 1
-                if causal
-                else torch.full((T_q,), T_k, device=q.device)
-            )
-            factor = (seen + 1).log() / math.log(self.log_scale)  # (T_q,)
-            q = q * factor.to(q.dtype)[:, None]  # every head's query t, (.., T_q, head_dim)
-        if need_weights or self.hook_pattern._forward_hooks:
+        if need_weights or self.hook_pattern.has_hooks:
             allowed = self.allowed(T_q, k.shape[-2], causal, mask)
             weights = self.hook_pattern(self.attention_weights(q, k, allowed, bias))
             z = F.dropout(weights, self.dropout, self.training) @ v  # (B, n_heads, T_q, head_dim)
@@ -186,13 +130,10 @@ class MultiHeadAttention(nn.Module):
         future_ok = torch.ones(T_q, T_k, dtype=torch.bool, device=self.W_q.weight.device).tril(diagonal=T_k - T_q)
         return future_ok if mask is None else mask & future_ok
 
-    def attention_weights(
-        self, q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor | None, bias: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def attention_weights(self, q, k, allowed: torch.Tensor | None, bias: torch.Tensor | None = None) -> torch.Tensor:
         """The lesson's steps: scaled scores, the mask, softmax over the keys -> (B, n_heads, T_q, T_k)."""
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        if bias is not None:
-            scores = scores + bias
+        scores = scores if bias is None else scores + bias  # a position scheme's scores
         if allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
         return scores.softmax(dim=-1).nan_to_num(0.0)  # a query allowed no key at all gets zeros, not NaN
@@ -205,11 +146,5 @@ class MultiHeadAttention(nn.Module):
         if bias is not None:  # one float mask in the queries' dtype (bf16 under autocast): scores, -inf where hidden
             bias = bias.to(q.dtype)
             allowed = bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
-        return F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=allowed,
-            dropout_p=self.dropout if self.training else 0.0,
-            is_causal=own_triangle and T_q > 1,
-        )
+        dropout_p = self.dropout if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, allowed, dropout_p, is_causal=own_triangle and T_q > 1)

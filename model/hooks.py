@@ -1,23 +1,52 @@
 """Hook points by name: read, replace or ablate what a head computes, the way TransformerLens does it.
 
-Every hook point is an ``nn.Identity`` named by what it holds (``blocks.1.attn.hook_z``: layer 1's head
-outputs before ``W_o``). Analyses never pass extra arguments to ``forward``: they run the model under
-:func:`hooks`, and ablation and patching are hooks that return a replacement.
+Every hook point is a :class:`HookPoint` (an identity layer) named by what it holds (``blocks.1.attn.hook_z``:
+layer 1's head outputs before ``W_o``). Analyses never pass extra arguments to ``forward``: they run the model
+under :func:`hooks`, and ablation and patching are hooks that return a replacement.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
 from torch import nn
+from torch.utils.hooks import RemovableHandle
 
 # the points of one block, then the model's own
 BLOCK_POINTS = ("hook_resid_pre", "attn.hook_pattern", "attn.hook_z")
 FINAL_POINT = "hook_resid_final"
 
 HookFn = Callable[[torch.Tensor], torch.Tensor | None]  # the point's value -> a replacement, or None to keep it
+
+
+class HookPoint(nn.Module):
+    """An identity layer that names a value inside the model (TransformerLens's ``HookPoint``): a hook added with
+    :meth:`add_hook` reads the value, or replaces it by returning another. The point keeps its hooks itself, so a
+    block can ask :attr:`has_hooks` (the attention block computes its weights only when someone reads them)."""
+
+    def __init__(self):
+        super().__init__()
+        # the hooks by their handle's id, in the order added (an OrderedDict: a handle keeps a weak reference to it)
+        self.fns: OrderedDict[int, HookFn] = OrderedDict()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for fn in self.fns.values():
+            out = fn(x)
+            x = x if out is None else out
+        return x
+
+    @property
+    def has_hooks(self) -> bool:
+        return bool(self.fns)
+
+    def add_hook(self, fn: HookFn) -> RemovableHandle:
+        """Run ``fn`` on every value passing through, until the handle returned is removed."""
+        handle = RemovableHandle(self.fns)
+        self.fns[handle.id] = fn
+        return handle
 
 
 def head_label(layer: int, head: int) -> str:
@@ -38,10 +67,10 @@ def hook_names(net: nn.Module) -> list[str]:
 @contextmanager
 def hooks(net: nn.Module, fns: dict[str, HookFn]) -> Iterator[None]:
     """Within the block, each named point's value goes through its function (a returned tensor replaces it)."""
-    handles = [
-        net.get_submodule(name).register_forward_hook(lambda _m, _i, out, fn=fn: fn(out)) for name, fn in fns.items()
-    ]
+    handles: list[RemovableHandle] = []
     try:
+        for name, fn in fns.items():
+            handles.append(net.get_submodule(name).add_hook(fn))
         yield
     finally:
         for handle in handles:

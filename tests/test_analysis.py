@@ -120,7 +120,7 @@ def test_the_cache_gives_what_separate_passes_gave(trained):
     _, weights = module.net(test[:, :-1], need_weights=True)
     torch.testing.assert_close(mean_patterns(cache), torch.stack([w.mean(dim=0) for w in weights]))
     z = []
-    handle = module.net.blocks[0].attn.hook_z.register_forward_hook(lambda _m, _i, out: z.append(out))
+    handle = module.net.blocks[0].attn.hook_z.add_hook(z.append)
     module.net(test[:, :-1])
     handle.remove()
     torch.testing.assert_close(head_means(cache)[0], z[0].mean(dim=0).transpose(0, 1))

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from model.attention import KVCache, MultiHeadAttention
+from model.hooks import HookPoint, hooks
 
 torch.manual_seed(0)
 
@@ -86,8 +87,8 @@ def test_grouped_and_multi_query_attention_share_key_value_heads(n_kv_heads):
     assert attn.W_q.out_features == 64
     x = torch.randn(1, 5, 64)
     seen = {}
-    attn.hook_z.register_forward_hook(lambda m, i, o: seen.setdefault("z", o))
-    _, w = attn(x, need_weights=True)
+    with hooks(attn, {"hook_z": lambda z: seen.update(z=z)}):
+        _, w = attn(x, need_weights=True)
     assert w.shape == (1, 8, 5, 5)
     # the query heads of one group read the same values: head i's output is its pattern times V of group i // size
     V, hd = attn.W_v(x), attn.head_dim
@@ -144,15 +145,14 @@ def test_zeroing_a_head_at_hook_z_is_zeroing_its_columns_of_w_o():
     x = torch.randn(2, 5, 32)
     seen = {}
 
-    def zero_head_1(_module, _inputs, z):  # z: (B, T, n_heads, head_dim)
+    def zero_head_1(z):  # z: (B, T, n_heads, head_dim)
         z = z.clone()
         z[:, :, 1] = 0
         seen["z"] = z
         return z
 
-    handle = attn.hook_z.register_forward_hook(zero_head_1)
-    out, _ = attn(x)
-    handle.remove()
+    with hooks(attn, {"hook_z": zero_head_1}):
+        out, _ = attn(x)
     assert (seen["z"][:, :, 1] == 0).all() and (seen["z"][:, :, 0] != 0).any()
     # what W_o receives for head 1 is zero: the same as zeroing W_o's columns for that head
     manual = MultiHeadAttention(32, 4).eval()
@@ -187,3 +187,61 @@ def test_kv_cache_decoding_equals_full_recompute():
 def test_bad_sizes_raise_a_clear_value_error(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
         MultiHeadAttention(**kwargs)
+
+
+def test_a_hook_on_hook_pattern_reads_the_weights_on_every_call_and_leaves_no_trace():
+    attn = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 6, 32)
+    fused, _ = attn(x)
+    assert isinstance(attn.hook_pattern, HookPoint) and not attn.hook_pattern.has_hooks
+    seen = []
+    with hooks(attn, {"hook_pattern": seen.append}):  # append returns None: the weights pass unchanged
+        assert attn.hook_pattern.has_hooks
+        out, weights = attn(x)  # no need_weights: the hook alone switches the block to the explicit path
+    assert weights is None and len(seen) == 1 and seen[0].shape == (2, 4, 6, 6)
+    torch.testing.assert_close(seen[0], attn(x, need_weights=True)[1])
+    torch.testing.assert_close(out, fused, atol=1e-5, rtol=1e-5)
+    assert not attn.hook_pattern.has_hooks and attn(x)[0] is not None and len(seen) == 1  # the hook is gone
+    # a hook that returns a tensor replaces the weights: uniform attention over the visible keys
+    uniform = torch.ones(6, 6).tril() / torch.arange(1, 7)[:, None]
+    with hooks(attn, {"hook_pattern": lambda w: uniform.expand_as(w)}):
+        replaced, _ = attn(x)
+    V = attn.split_heads(attn.W_v(x), 4)  # (B, n_heads, T, head_dim)
+    torch.testing.assert_close(replaced, attn.W_o((uniform @ V).transpose(1, 2).reshape(2, 6, 32)))
+
+
+def test_a_hook_point_keeps_its_hooks_until_their_handles_are_removed():
+    point = HookPoint()
+    double, watch = point.add_hook(lambda x: 2 * x), point.add_hook(lambda x: None)
+    assert point.has_hooks and torch.equal(point(torch.ones(3)), torch.full((3,), 2.0))
+    double.remove()
+    assert point.has_hooks and torch.equal(point(torch.ones(3)), torch.ones(3))
+    watch.remove()
+    assert not point.has_hooks
+
+
+def test_query_scale_multiplies_every_query_before_the_scores():
+    attn = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 6, 32)
+    scale = torch.linspace(0.5, 2.0, 6)[:, None]  # (T_q, 1)
+    _, scaled = attn(x, need_weights=True, query_scale=scale)
+    handle = attn.W_q.register_forward_hook(lambda m, i, q: q * scale)  # the same, on the projection
+    _, by_hand = attn(x, need_weights=True)
+    handle.remove()
+    torch.testing.assert_close(scaled, by_hand)
+    torch.testing.assert_close(attn(x, query_scale=scale)[0], attn(x, need_weights=True, query_scale=scale)[0])
+
+
+def test_a_float_bias_is_added_to_the_scores_and_minus_infinity_hides_a_key():
+    attn = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 6, 32)
+    bias = torch.randn(4, 6, 6)  # (n_heads, T_q, T_k)
+    bias[:, 4, 1] = float("-inf")  # query 4 may not see key 1
+    out, w = attn(x, need_weights=True, bias=bias)
+    assert (w[:, :, 4, 1] == 0).all() and (w[:, :, 4, [0, 2, 3, 4]] > 0).all() and (w.triu(1) == 0).all()
+    q, k = attn.split_heads(attn.W_q(x), 4), attn.split_heads(attn.W_k(x), 4)
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(attn.head_dim) + bias).masked_fill(
+        torch.ones(6, 6).triu(1) > 0, -math.inf
+    )
+    torch.testing.assert_close(w, scores.softmax(-1))
+    torch.testing.assert_close(attn(x, bias=bias)[0], out, atol=1e-5, rtol=1e-5)  # fused = explicit

@@ -38,7 +38,7 @@ def captured(attn: MultiHeadAttention, x: torch.Tensor, **kwargs):
     """Run the block and return (out, weights, z) with z, every head's output (B, T, n_heads, head_dim), read
     at ``hook_z``."""
     seen = {}
-    handle = attn.hook_z.register_forward_hook(lambda _m, _i, z: seen.setdefault("z", z))
+    handle = attn.hook_z.add_hook(lambda z: seen.update(z=z))
     try:
         out, weights = attn(x, **kwargs)
     finally:

@@ -231,20 +231,23 @@ def test_a_model_with_place_scores_is_refused_by_the_exports_in_one_line():
 
 def test_log_scale_multiplies_each_querys_scores_by_the_log_of_the_keys_it_sees():
     from model.attention import MultiHeadAttention
+    from model.positions import query_scale
 
     torch.manual_seed(0)
-    plain, scaled = MultiHeadAttention(16, 2), MultiHeadAttention(16, 2, log_scale=20)
-    scaled.load_state_dict(plain.state_dict())
+    attn = MultiHeadAttention(16, 2)
     x = torch.randn(2, 6, 16)
-    weights = scaled(x, need_weights=True)[1]
+    scale = query_scale(6, 6, 20)  # what a model with log_scale=20 hands each block
+    weights = attn(x, need_weights=True, query_scale=scale)[1]
     factor = torch.log(torch.arange(1, 7) + 1.0) / math.log(20)  # query t sees t + 1 keys
-    handle = plain.W_q.register_forward_hook(lambda m, i, out: out * factor[:, None])  # the queries, scaled by hand
-    expected = plain(x, need_weights=True)[1]
+    handle = attn.W_q.register_forward_hook(lambda m, i, out: out * factor[:, None])  # the queries, scaled by hand
+    expected = attn(x, need_weights=True)[1]
     handle.remove()
     torch.testing.assert_close(weights, expected)
-    torch.testing.assert_close(scaled(x)[0], scaled(x, need_weights=True)[0])  # fused = explicit
+    fused, explicit = attn(x, query_scale=scale)[0], attn(x, need_weights=True, query_scale=scale)[0]
+    torch.testing.assert_close(fused, explicit)
+    torch.testing.assert_close(query_scale(2, 6, 20), scale[4:])  # with a cache: the last queries of the sequence
     with pytest.raises(ValueError, match="log_scale=1"):
-        MultiHeadAttention(16, 2, log_scale=1)
+        TransformerConfig(vocab_size=17, block_size=8, log_scale=1)
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,11 @@ import pytest
 import torch
 
 from analysis.cache import run_with_cache
+from data.positions import place_ids, shifted
+from data.problems import ProblemFormat
+from data.tokenizer import CharTokenizer
 from model.attention import KVCache
-from model.hooks import hook_names, zero_ablated
+from model.hooks import HookPoint, hook_names, zero_ablated
 from model.transformer import Transformer, TransformerConfig
 
 
@@ -126,3 +129,99 @@ def test_logits_from_with_a_kv_cache_is_a_clear_error():
     model = tiny()
     with pytest.raises(ValueError, match="logits_from"):
         model(torch.randint(17, (1, 4)), caches=[KVCache() for _ in model.blocks], logits_from=2)
+
+
+# ---- every position scheme: the same checkpoint format, the same model on every path ----------------------------
+FMT = ProblemFormat(3, "+")
+PLACES = dict(place_embedding=True, position_embedding=False, place_offset=2)  # coupling, 2 places beyond
+SCHEMES = {
+    "default": {},
+    "grouped-query": dict(n_kv_heads=2),
+    "own places": dict(place_embedding=True, place_of="own", place_offset=2),
+    "coupling": PLACES,
+    "place scores": PLACES | dict(place_bias=2),
+    "place window": PLACES | dict(place_bias=1, place_window=True),
+    "log scale": dict(log_scale=2, n_kv_heads=2),
+    "everything": PLACES | dict(place_bias=2, log_scale=20, position_embedding=True, place_of="own"),
+}
+
+
+def scheme_net(**kw) -> Transformer:
+    """A seed-0 model of 3-digit sums with room for 5 digits; trained-looking (non-zero) place scores."""
+    torch.manual_seed(0)
+    vocab, block = CharTokenizer().vocab_size, FMT.at_width(5).seq_len
+    cfg = TransformerConfig(vocab_size=vocab, block_size=block, d_model=32, n_heads=4, **kw)
+    net = Transformer(cfg, place_ids(FMT, cfg.place_of) if cfg.place_embedding else None).eval()
+    if cfg.place_bias:
+        torch.nn.init.normal_(net.place_scores.weight, 0, 2)
+    return net
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_state_dict_keys_are_the_checkpoint_format(scheme):
+    kw = SCHEMES[scheme]
+    block = ["ln_attn.weight", "ln_attn.bias"] + [f"attn.W_{p}.{t}" for p in "qkvo" for t in ("weight", "bias")]
+    block += ["ln_mlp.weight", "ln_mlp.bias"] + [f"mlp.fc_{p}.{t}" for p in ("in", "out") for t in ("weight", "bias")]
+    positions = [key for key, on in [("pos_emb", kw.get("position_embedding", True)), ("place_emb",
+        kw.get("place_embedding")), ("place_scores", kw.get("place_bias"))] if on]  # fmt: skip
+    expected = ["tok_emb.weight", *(f"{name}.weight" for name in positions)]
+    expected += [f"blocks.{i}.{key}" for i in range(2) for key in block] + [
+        "ln_f.weight",
+        "ln_f.bias",
+        "lm_head.weight",
+    ]
+    net = scheme_net(**kw)
+    assert list(net.state_dict()) == expected
+    again = scheme_net(**kw)
+    again.load_state_dict(net.state_dict())  # strict: an old checkpoint loads
+    seq = torch.randint(10, (2, FMT.seq_len - 1))
+    assert torch.equal(again(seq)[0], net(seq)[0])
+
+
+@pytest.mark.parametrize(
+    "scheme, expected",
+    [
+        ("default", [0.23412, -0.00606, 0.470187, 0.030352]),
+        ("place window", [0.147055, 0.018507, 0.329362, 0.048118]),
+        ("log scale", [-0.071495, -0.052251, 0.549882, 0.107737]),
+    ],
+)
+def test_a_seed_0_model_gives_the_logits_it_gave_before_the_position_schemes_moved(scheme, expected):
+    """Recorded at 82c774e (before model/positions.py): the same initialisation and the same arithmetic."""
+    net = scheme_net(**SCHEMES[scheme])
+    seq = torch.arange(FMT.seq_len - 1)[None] % 10
+    torch.testing.assert_close(net(seq)[0][0, -1, :4], torch.tensor(expected), atol=2e-6, rtol=0)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_fused_and_explicit_attention_give_the_same_logits_under_every_scheme(scheme):
+    net = scheme_net(**SCHEMES[scheme])
+    seq = torch.randint(10, (3, FMT.seq_len - 1))
+    explicit, weights = net(seq, need_weights=True)
+    torch.testing.assert_close(net(seq)[0], explicit, atol=1e-5, rtol=1e-5)
+    assert all(torch.allclose(w.sum(-1), torch.ones(1)) for w in weights)
+    if net.cfg.place_embedding:  # per-sequence places (training's shifted ones), and a longer problem's
+        places = shifted(torch.tensor(place_ids(FMT, net.cfg.place_of)), torch.tensor([0, 1, 2]))
+        torch.testing.assert_close(net(seq, places=places)[0], net(seq, need_weights=True, places=places)[0])
+        wide = FMT.at_width(5)
+        places, seq = torch.tensor(place_ids(wide, net.cfg.place_of)), torch.randint(10, (3, wide.seq_len - 1))
+        torch.testing.assert_close(net(seq, places=places)[0], net(seq, need_weights=True, places=places)[0])
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_decoding_with_the_kv_cache_equals_recomputing_under_every_scheme(scheme):
+    net = scheme_net(**SCHEMES[scheme])
+    seq = torch.randint(10, (3, FMT.seq_len - 1))
+    caches = [KVCache() for _ in net.blocks]
+    steps = [net(seq[:, :6], caches=caches)[0]] + [net(seq[:, t : t + 1], caches=caches)[0] for t in range(6, 13)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), net(seq)[0], atol=1e-5, rtol=1e-5)
+    prompt = seq[:, : FMT.prompt_len]
+    assert torch.equal(net.generate(prompt, FMT.answer_len), net.generate(prompt, FMT.answer_len, use_cache=False))
+
+
+def test_every_hook_point_is_a_hook_point_and_none_is_left_hooked():
+    model = tiny(n_layers=2)
+    with zero_ablated(model, [(0, 1), (1, 2)]):
+        assert [model.get_submodule(n).has_hooks for n in hook_names(model)] == [False, False, True] * 2 + [False]
+    assert all(isinstance(model.get_submodule(n), HookPoint) for n in hook_names(model))
+    assert not any(model.get_submodule(n).has_hooks for n in hook_names(model))
