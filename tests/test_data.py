@@ -182,7 +182,7 @@ def test_large_problem_spaces_sample_held_out_sets_without_listing_them():
 @pytest.mark.parametrize("draw_steps", [1, 4])
 def test_the_stream_restarts_at_any_step_and_shards_one_global_batch_across_processes(draw_steps):
     dm = ArithmeticDataModule(digits=3, batch_size=64, n_val=10, n_test=10, seed=3)
-    from data.datamodule import FreshBatches
+    from data.stream import FreshBatches
 
     def stream(**kw):
         return iter(FreshBatches(dm.sampler, dm.encoder, seed=3, draw_steps=draw_steps, **kw))
@@ -200,7 +200,7 @@ def test_the_stream_restarts_at_any_step_and_shards_one_global_batch_across_proc
 
 
 def test_draws_of_several_steps_hold_only_training_problems_and_each_step_its_own_hard_share():
-    from data.datamodule import FreshBatches
+    from data.stream import FreshBatches
 
     dm = ArithmeticDataModule(
         digits=2, batch_size=100, n_val=10, n_test=10, val_fraction=0.2, test_fraction=0.3, hard_share=1.0,
