@@ -7,14 +7,17 @@ import torch
 from torch.utils.data import DataLoader
 
 from data.difficulty import HardCases
-from data.problems import ProblemEncoder, ProblemFormat, ProblemSampler
+from data.problems import ProblemEncoder, ProblemFormat
+from data.sampler import ProblemSampler
 from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches
 from data.tokenizer import CharTokenizer
 
 
-def _check_whole(name: str, value, low: int = 1) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name}={value!r}: must be a whole number >= {low}")
+def _whole_numbers(**values) -> None:
+    """ValueError naming the first of ``values`` that is not a whole number >= 1."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}={value!r}: must be a whole number >= 1")
 
 
 class ArithmeticDataModule(L.LightningDataModule):
@@ -62,32 +65,16 @@ class ArithmeticDataModule(L.LightningDataModule):
         seed: int = 0,
     ):
         super().__init__()
-        for name, value in dict(batch_size=batch_size, eval_batch_size=eval_batch_size, n_train=n_train).items():
-            _check_whole(name, value)
-        for name, value in dict(n_val=n_val, n_test=n_test).items():
-            _check_whole(name, value)
+        _whole_numbers(
+            batch_size=batch_size, eval_batch_size=eval_batch_size, n_train=n_train, n_val=n_val, n_test=n_test
+        )
         for name, value in (("streaming", streaming), ("mixed_widths", mixed_widths)):  # the format checks its own
             if not isinstance(value, bool):
                 raise ValueError(f"{name}={value!r}: must be true or false")
-        if mixed_widths and (show_work or not streaming):
-            raise ValueError(
-                "mixed_widths=true: needs streaming=true and show_work=false (batches of every width are drawn "
-                "as they are trained on, and working has one layout per width)"
-            )
         if not streaming and n_train < batch_size:  # drop_last would leave not one training batch
             raise ValueError(f"n_train={n_train}: must be at least batch_size={batch_size} when streaming is false")
-        if isinstance(hard_share, bool) or not isinstance(hard_share, (int, float)) or not 0 <= hard_share <= 1:
-            raise ValueError(f"hard_share={hard_share!r}: must be a number in [0, 1] (0 = uniform batches)")
-        _check_whole("hard_fade_steps", hard_fade_steps, low=0)
-        if hard_share and not (streaming and hard_fade_steps):
-            raise ValueError(
-                f"hard_share={hard_share}: hard cases are drawn into the stream over the first hard_fade_steps "
-                "steps; set streaming=true and hard_fade_steps > 0, or hard_share=0"
-            )
-        if draw_steps is not None and (
-            not isinstance(draw_steps, int) or isinstance(draw_steps, bool) or draw_steps < 1
-        ):
-            raise ValueError(f"draw_steps={draw_steps!r}: must be a whole number >= 1, or null (chosen for the device)")
+        HardCases.check(hard_share, hard_fade_steps, streaming)
+        FreshBatches.check(draw_steps, mixed_widths, streaming, show_work)
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed={seed!r}: must be a whole number")
         self.fmt = ProblemFormat(

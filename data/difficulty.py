@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from data.problems import OPERATORS, ProblemFormat, ProblemSampler
+from data.problems import OPERATORS, ProblemFormat
+from data.sampler import ProblemSampler
 
 HARD_TRIES = 8  # a hard case is the most difficult of this many training draws
 
@@ -94,6 +95,19 @@ class HardCases:
 
     def __init__(self, sampler: ProblemSampler, share: float, fade_steps: int):
         self.sampler, self.share, self.fade_steps = sampler, share, fade_steps
+
+    @staticmethod
+    def check(share: float, fade_steps: int, streaming: bool) -> None:
+        """ValueError unless the datamodule's hard_share and hard_fade_steps can be drawn (into a stream)."""
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise ValueError(f"hard_share={share!r}: must be a number in [0, 1] (0 = uniform batches)")
+        if not isinstance(fade_steps, int) or isinstance(fade_steps, bool) or fade_steps < 0:
+            raise ValueError(f"hard_fade_steps={fade_steps!r}: must be a whole number >= 0")
+        if share and not (streaming and fade_steps):
+            raise ValueError(
+                f"hard_share={share}: hard cases are drawn into the stream over the first hard_fade_steps "
+                "steps; set streaming=true and hard_fade_steps > 0, or hard_share=0"
+            )
 
     def count(self, n: int, step: int) -> int:
         """How many of a batch of n are hard at this step."""

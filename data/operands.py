@@ -1,5 +1,6 @@
-"""How operands are drawn, beyond uniform: research options of :class:`data.problems.ProblemFormat`, all off by
-default (the format inherits :class:`OperandDraws`'s methods).
+"""How operands are drawn: uniform below 10**digits (:meth:`OperandDraws.random_problems`), or every problem listed
+(:meth:`OperandDraws.all_problems`), and three research options of :class:`data.problems.ProblemFormat`, all off
+by default (the format inherits :class:`OperandDraws`'s methods):
 
 - ``mixed_lengths``: the share of problems whose operands are of mixed lengths: each operand's digit count
   uniform in 1..digits, then its digits uniform (zero-padded to ``digits`` as always); the rest uniform over all
@@ -24,6 +25,26 @@ MAX_DIGITS = {"+": 17, "-": 17, "*": 9}
 
 class OperandDraws:
     """Operand draws for a ProblemFormat (``self``: its digits, operators and the options above)."""
+
+    def random_problems(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        """n problems: (a, op_idx, b), each (n,) int64 on the generator's device; op_idx indexes ``operators``.
+        Operands are uniform below 10**digits, then varied as the options above say."""
+        high, device = 10**self.digits, generator.device
+        a = torch.randint(high, (n,), generator=generator, device=device)
+        b = torch.randint(high, (n,), generator=generator, device=device)
+        a, b = self.varied(a, b, generator)  # mixed lengths, round numbers
+        op_idx = torch.randint(len(self.operators), (n,), generator=generator, device=device)
+        return self.ordered(a, op_idx, b)  # larger first
+
+    @property
+    def n_problems(self) -> int:
+        return len(self.operators) * 10 ** (2 * self.digits)
+
+    def all_problems(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
+        """Every problem of this format (only sensible for small digit counts)."""
+        high = 10**self.digits
+        grid = torch.arange(self.n_problems, dtype=torch.int64, device=device)
+        return self.only_written((grid // high) % high, grid // (high * high), grid % high)
 
     def check_operands(self) -> None:
         for name in ("mixed_lengths", "round_numbers"):

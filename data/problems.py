@@ -1,5 +1,4 @@
-"""Arithmetic problems: how one is written, its tokens, the split it belongs to, where its answer sits, and how
-problems are drawn.
+"""Arithmetic problems: how one is written, its tokens, which split it belongs to, and where its answer sits.
 
 A problem ``a <op> b`` is written as one fixed-length string, so a batch needs no padding:
 
@@ -12,17 +11,15 @@ so every answer digit depends only on what is already written (see the README fo
 When subtraction is among the operators every answer also carries a sign ('+' or '-').
 
 Splits are a pure function of the problem (a hash of a, op, b), so no test problem can ever be drawn
-for training, whatever the seed, batch size or streaming mode.
-
-The research options, off by default, live beside this file: the working of long multiplication before a '*'
-answer (``show_work``: data/working.py) and how operands are drawn (data/operands.py).
+for training, whatever the seed, batch size or streaming mode; data/sampler.py draws the problems of a split.
+Beside this file live the research options, off by default: the working of long multiplication before a '*'
+result (``show_work``: data/working.py) and how operands are drawn (data/operands.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Iterable
 
 import torch
@@ -35,7 +32,6 @@ SPLITS = ("train", "val", "test")
 # The exact-match share at which a task counts as done: the step learning curves mark and sweeps compare
 # (steps_to_99), verify.py's pass mark, the longest length a model is said to answer.
 MASTERED = 0.99
-_ENUMERATE_LIMIT = 4_000_000  # problem spaces up to this size are listed in full when sampling held-out sets
 
 
 def mix(x: torch.Tensor) -> torch.Tensor:
@@ -147,10 +143,6 @@ class ProblemFormat(ShowWork, OperandDraws):
     def _ordered(self, plain: str) -> str:
         return plain[::-1] if self.reverse_answer else plain
 
-    def result_text(self, written: str) -> str:
-        """The result at the end of everything the model wrote (the whole text when no working is shown)."""
-        return written[-self.result_len :] if self.work_len else written
-
     def parse_answer(self, text: str) -> int:
         """Inverse of :meth:`answer_text`; given all the model wrote, reads the result at its end (raises
         ValueError on a string that is not an answer)."""
@@ -185,40 +177,9 @@ class ProblemFormat(ShowWork, OperandDraws):
         val_cut = test_cut + round(val_fraction * 1_000_000)
         return torch.where(h < test_cut, 2, torch.where(h < val_cut, 1, 0))
 
-    @property
-    def n_problems(self) -> int:
-        return len(self.operators) * 10 ** (2 * self.digits)
-
-    def all_problems(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
-        """Every problem of this format (only sensible for small digit counts)."""
-        high = 10**self.digits
-        grid = torch.arange(self.n_problems, dtype=torch.int64, device=device)
-        return self.only_written((grid // high) % high, grid // (high * high), grid % high)
-
-    def random_problems(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
-        """n problems on the generator's device: uniform operands, unless the format draws them otherwise."""
-        high, device = 10**self.digits, generator.device
-        a = torch.randint(high, (n,), generator=generator, device=device)
-        b = torch.randint(high, (n,), generator=generator, device=device)
-        a, b = self.varied(a, b, generator)  # mixed lengths, round numbers (data/operands.py)
-        op_idx = torch.randint(len(self.operators), (n,), generator=generator, device=device)
-        return self.ordered(a, op_idx, b)  # larger first (data/operands.py)
-
-
-@functools.cache
-def width_of(fmt: ProblemFormat, seq_len: int) -> ProblemFormat:
-    """``fmt`` at the width whose sequences are ``seq_len`` tokens long (ValueError if none is)."""
-    for digits in range(1, seq_len):
-        if fmt.at_width(digits).seq_len == seq_len:
-            return fmt.at_width(digits)
-    raise ValueError(f"no width of {fmt.operators!r} problems makes sequences of {seq_len} tokens")
-
 
 class ProblemEncoder:
-    """Turns problems into token ids in bulk, with no per-problem Python.
-
-    It uses the tokenizer's vocabulary, and a test checks it against ``tokenizer.encode`` of the text.
-    """
+    """Turns problems into token ids in bulk, with no per-problem Python (a test checks it against the text)."""
 
     def __init__(self, fmt: ProblemFormat, vocab: dict[str, int]):
         fmt.check_vectorised()
@@ -240,60 +201,18 @@ class ProblemEncoder:
     def encode(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """(N,) problems -> (N, seq_len) token ids of the full training string, on the problems' device."""
         fmt, n, device = self.fmt, a.shape[0], a.device
-        digit_ids = _table(self.digit_ids, device)  # (10,)
+        digit = _table(self.digit_ids, device)  # (10,): digit -> its token id
+        column = lambda token: torch.full((n, 1), token, dtype=torch.int64, device=device)  # noqa: E731
         value = fmt.values(a, op_idx, b)
-        answer = digit_ids[_digits_of(value.abs(), fmt.answer_digits)]  # (N, answer_digits)
+        answer = digit[_digits_of(value.abs(), fmt.answer_digits)]  # (N, answer_digits)
         if fmt.signed:
-            signs = _table(self.sign_ids, device)[(value < 0).long()]  # (N,)
-            answer = torch.cat([signs.unsqueeze(1), answer], dim=1)
-        # the working (data/working.py), in the answer's digit order: (N, lines, width), (N, 0, width) without it
-        work = digit_ids[_digits_of(fmt.work_values(a, op_idx, b), fmt.answer_digits)]
+            answer = torch.cat([_table(self.sign_ids, device)[(value < 0).long()].unsqueeze(1), answer], dim=1)
+        # the working (data/working.py): (N, work_lines, answer_digits), no lines without show_work
+        work = digit[_digits_of(fmt.work_values(a, op_idx, b), fmt.answer_digits)]
         if fmt.reverse_answer:
             answer, work = answer.flip(1), work.flip(2)
-        separators = _table(self.work_separator_ids, device).expand(n, -1).unsqueeze(2)  # (N, lines, 1)
+        separators = _table(self.work_separator_ids, device).expand(n, -1).unsqueeze(2)  # (N, work_lines, 1)
         work = torch.cat([work, separators], dim=2).flatten(1)  # (N, work_len)
-        column = lambda token: torch.full((n, 1), token, dtype=torch.int64, device=device)  # noqa: E731
-        a_ids, b_ids = digit_ids[_digits_of(a, fmt.digits)], digit_ids[_digits_of(b, fmt.digits)]
-        op_ids = _table(self.op_ids, device)[op_idx].unsqueeze(1)
-        return torch.cat([column(self.bos), a_ids, op_ids, b_ids, column(self.eq), work, answer, column(self.eos)], 1)
-
-
-class ProblemSampler:
-    """Draws problems of one split: held-out sets once, training batches as a fresh stream."""
-
-    def __init__(self, fmt: ProblemFormat, val_fraction: float = 0.01, test_fraction: float = 0.01):
-        for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 0.5:
-                raise ValueError(f"{name}={value!r}: must be in (0, 0.5)")
-        fmt.check_vectorised()
-        self.fmt = fmt
-        self.fractions = {"val": val_fraction, "test": test_fraction}
-        self.train_fraction = 1.0 - val_fraction - test_fraction
-
-    def split_of(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return self.fmt.split_of(a, op_idx, b, self.fractions["val"], self.fractions["test"])
-
-    def sample(self, split: str, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
-        """n problems of ``split``. Held-out sets are distinct problems (capped at the split's size);
-        training draws are independent, so a stream may repeat a problem, as sampling with replacement does."""
-        split_id, device = SPLITS.index(split), generator.device
-        if split != "train" and self.fmt.n_problems <= _ENUMERATE_LIMIT:  # a small space: list it, pick from it
-            a, op_idx, b = self.fmt.all_problems(device)
-            keep = (self.split_of(a, op_idx, b) == split_id).nonzero().squeeze(1)
-            pick = keep[torch.randperm(len(keep), generator=generator, device=device)[:n]]
-            return a[pick], op_idx[pick], b[pick]
-        fraction = self.train_fraction if split == "train" else self.fractions[split]
-        parts, have, seen = [(torch.zeros(0, dtype=torch.int64, device=device),) * 3], 0, set()  # n=0 works too
-        while have < n:  # draw, keep the split's problems, until there are n
-            a, op_idx, b = self.fmt.random_problems(math.ceil((n - have) / fraction * 1.1) + 64, generator)
-            keep = self.split_of(a, op_idx, b) == split_id
-            if split != "train":  # held-out sets hold distinct problems
-                for i in keep.nonzero().squeeze(1).tolist():
-                    key = (int(a[i]), int(op_idx[i]), int(b[i]))
-                    keep[i] = key not in seen
-                    seen.add(key)
-            kept = keep.nonzero().squeeze(1)  # on a GPU, the draw's one wait: how many were kept
-            parts.append((a[kept], op_idx[kept], b[kept]))
-            have += len(kept)
-        a, op_idx, b = (torch.cat(column)[:n] for column in zip(*parts, strict=True))
-        return a, op_idx, b
+        prompt = [column(self.bos), digit[_digits_of(a, fmt.digits)], _table(self.op_ids, device)[op_idx].unsqueeze(1)]
+        prompt += [digit[_digits_of(b, fmt.digits)], column(self.eq)]
+        return torch.cat([*prompt, work, answer, column(self.eos)], dim=1)

@@ -16,13 +16,26 @@ long), so sequences of every length are trained on; its problems' splits are the
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch.utils.data import IterableDataset
 
 from data.difficulty import HardCases
-from data.problems import ProblemEncoder, ProblemSampler, mix
+from data.problems import ProblemEncoder, ProblemFormat, mix
+from data.sampler import ProblemSampler
 
 ACCELERATOR_DRAW_STEPS = 64  # on a GPU, training batches are drawn this many steps at a time
+
+
+@functools.cache
+def width_of(fmt: ProblemFormat, seq_len: int) -> ProblemFormat:
+    """``fmt`` at the width whose sequences are ``seq_len`` tokens long (ValueError if none is): the layout of a
+    batch of another width (``mixed_widths``), known from its length."""
+    for digits in range(1, seq_len):
+        if fmt.at_width(digits).seq_len == seq_len:
+            return fmt.at_width(digits)
+    raise ValueError(f"no width of {fmt.operators!r} problems makes sequences of {seq_len} tokens")
 
 
 class FreshBatches(IterableDataset):
@@ -46,6 +59,19 @@ class FreshBatches(IterableDataset):
         self.start, self.rank, self.world_size, self.hard = start, rank, world_size, hard
         self.device, self.draw_steps, self.mixed_widths = torch.device(device), draw_steps, mixed_widths
         self.widths: dict[int, tuple[ProblemSampler, ProblemEncoder]] = {}
+
+    @staticmethod
+    def check(draw_steps: int | None, mixed_widths: bool, streaming: bool, show_work: bool) -> None:
+        """ValueError unless the datamodule's draw_steps and mixed_widths can be streamed."""
+        if mixed_widths and (show_work or not streaming):
+            raise ValueError(
+                "mixed_widths=true: needs streaming=true and show_work=false (batches of every width are drawn "
+                "as they are trained on, and working has one layout per width)"
+            )
+        if draw_steps is not None and (
+            not isinstance(draw_steps, int) or isinstance(draw_steps, bool) or draw_steps < 1
+        ):
+            raise ValueError(f"draw_steps={draw_steps!r}: must be a whole number >= 1, or null (chosen for the device)")
 
     def at_width(self, digits: int) -> tuple[ProblemSampler, ProblemEncoder]:
         """The sampler and encoder of problems written ``digits`` wide."""

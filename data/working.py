@@ -11,7 +11,7 @@ one digit of b plus a carry, whatever the operand size (Deng et al. 2023 write p
 '+' and '-' problems in the same format need no working: their lines are zeros.
 
 :class:`ShowWork` holds what :class:`data.problems.ProblemFormat` knows of it (the format inherits these
-methods): how many lines, what each holds, their values and their text.
+methods): how many lines, what each holds, their values and their text, and where the result starts.
 """
 
 from __future__ import annotations
@@ -63,6 +63,10 @@ class ShowWork:
             return torch.zeros(len(a), 0, dtype=torch.int64, device=a.device)
         is_product = (self.operator_codes(op_idx) == 2).unsqueeze(1)
         return torch.where(is_product, torch.stack(lines, dim=1), 0)
+
+    def result_text(self, written: str) -> str:
+        """The result at the end of everything the model wrote (the whole text when no working is shown)."""
+        return written[-self.result_len :] if self.work_len else written
 
     def work_text(self, a: int, op: str, b: int) -> str:
         """The working written before the result ('' without ``show_work``)."""

@@ -8,7 +8,8 @@ import torch
 from data.datamodule import ArithmeticDataModule
 from data.difficulty import carries
 from data.positions import place_ids
-from data.problems import ProblemEncoder, ProblemFormat, ProblemSampler
+from data.problems import ProblemEncoder, ProblemFormat
+from data.sampler import ProblemSampler
 from data.tokenizer import CharTokenizer, UnknownCharacterError
 
 

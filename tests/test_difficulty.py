@@ -8,7 +8,8 @@ import torch
 
 from data.datamodule import ArithmeticDataModule
 from data.difficulty import HardCases, borrows, carries, difficulty, operand_digits, product_carries
-from data.problems import ProblemFormat, ProblemSampler
+from data.problems import ProblemFormat
+from data.sampler import ProblemSampler
 from data.stream import FreshBatches
 from data.tokenizer import CharTokenizer
 
