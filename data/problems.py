@@ -57,7 +57,8 @@ def _digits_of(x: torch.Tensor, width: int) -> torch.Tensor:
 
 @dataclasses.dataclass(frozen=True)
 class ProblemFormat(ShowWork, OperandDraws):
-    """How problems are written; stored in checkpoints so a model can be used without its config."""
+    """How problems are written; stored in checkpoints so a model can be used without its config. It inherits the
+    working's layout (ShowWork) and how its problems are drawn (OperandDraws: random_problems, all_problems)."""
 
     digits: int = 3
     operators: str = "+"
