@@ -1,4 +1,8 @@
-"""LightningDataModule for arithmetic strings: disjoint splits, seeded, streaming or fixed training set."""
+"""LightningDataModule for arithmetic strings: disjoint splits, seeded, streaming or fixed training set.
+
+One problem's text and tokens: data/problems.py; drawing the problems of a split: data/sampler.py; the stream of
+fresh training batches: data/stream.py; hard cases: data/difficulty.py.
+"""
 
 from __future__ import annotations
 

@@ -47,6 +47,7 @@ class OperandDraws:
         return self.only_written((grid // high) % high, grid // (high * high), grid % high)
 
     def check_operands(self) -> None:
+        """ValueError unless mixed_lengths and round_numbers are shares; true/false become 1.0/0.0."""
         for name in ("mixed_lengths", "round_numbers"):
             share = getattr(self, name)
             if not isinstance(share, (bool, int, float)) or not 0 <= share <= 1:

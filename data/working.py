@@ -23,6 +23,7 @@ class ShowWork:
     """The working's layout and values, for a ProblemFormat (``self``: its digits, operators and answer width)."""
 
     def check_working(self) -> None:
+        """ValueError for show_work without '*' among the operators."""
         if self.show_work and "*" not in self.operators:
             raise ValueError(
                 f"show_work=true: only '*' problems have working to show, and operators={self.operators!r}; "
