@@ -1,5 +1,6 @@
 """What makes a problem hard, vectorised over (N,) int64 tensors: operand length, carries, borrows and the
-carries of long multiplication. ``calc.py --eval`` splits its scores by these; hard-case sampling draws by them.
+carries of long multiplication. ``calc.py --eval`` splits its scores by these; hard-case sampling
+(:class:`HardCases`, experiment=add10's recipe) draws by them.
 
 ``columns``: how many digit columns to walk. A caller that knows it (hard-case sampling: the format's digits)
 passes it, and nothing reads a value back from the tensors -- no host sync on a GPU; None walks the longest
@@ -11,6 +12,9 @@ from __future__ import annotations
 import torch
 
 from data.problems import OPERATORS, ProblemFormat
+from data.sampler import ProblemSampler
+
+HARD_TRIES = 8  # a hard case is the most difficult of this many training draws
 
 
 def _columns(longer: torch.Tensor, columns: int | None) -> int:
@@ -82,3 +86,40 @@ def difficulty(
     for op in fmt.operators:
         count = torch.where(code == OPERATORS.index(op), RULES[op](a, b, columns), count)
     return count
+
+
+class HardCases:
+    """Hard-case sampling that fades: at step 0 a share ``share`` of every training batch is drawn hard --
+    each the problem with the most carries, borrows or multiplication carries of ``HARD_TRIES`` draws --
+    and that share falls linearly to 0 at ``fade_steps``, after which batches are uniform again."""
+
+    def __init__(self, sampler: ProblemSampler, share: float, fade_steps: int):
+        self.sampler, self.share, self.fade_steps = sampler, share, fade_steps
+
+    @staticmethod
+    def check(share: float, fade_steps: int, streaming: bool) -> None:
+        """ValueError unless the datamodule's hard_share and hard_fade_steps can be drawn (into a stream)."""
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise ValueError(f"hard_share={share!r}: must be a number in [0, 1] (0 = uniform batches)")
+        if not isinstance(fade_steps, int) or isinstance(fade_steps, bool) or fade_steps < 0:
+            raise ValueError(f"hard_fade_steps={fade_steps!r}: must be a whole number >= 0")
+        if share and not (streaming and fade_steps):
+            raise ValueError(
+                f"hard_share={share}: hard cases are drawn into the stream over the first hard_fade_steps "
+                "steps; set streaming=true and hard_fade_steps > 0, or hard_share=0"
+            )
+
+    def count(self, n: int, step: int) -> int:
+        """How many of a batch of n are hard at this step."""
+        return round(n * self.share * max(0.0, 1.0 - step / self.fade_steps)) if self.fade_steps else 0
+
+    def sample(
+        self, n: int, generator: torch.Generator, sampler: ProblemSampler | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """n hard cases; ``sampler``: one of another width (default the trained one's)."""
+        sampler = sampler or self.sampler
+        a, op_idx, b = sampler.sample("train", n * HARD_TRIES, generator)
+        score = difficulty(sampler.fmt, a, op_idx, b, sampler.fmt.digits).view(n, HARD_TRIES).float()
+        score += torch.rand(n, HARD_TRIES, generator=generator, device=generator.device)  # ties broken at random
+        pick = score.argmax(dim=1) + torch.arange(n, device=generator.device) * HARD_TRIES
+        return a[pick], op_idx[pick], b[pick]

@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from data.positions import place_ids, place_tensor, randomised, shifted, top_place
-from data.problems import ProblemFormat, width_of
+from data.problems import ProblemFormat
+from data.stream import width_of
 from model.transformer import Transformer, TransformerConfig
 
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile

@@ -6,9 +6,11 @@ import random
 
 import torch
 
-from data.datamodule import ArithmeticDataModule, FreshBatches, HardCases
-from data.difficulty import borrows, carries, difficulty, operand_digits, product_carries
-from data.problems import ProblemFormat, ProblemSampler
+from data.datamodule import ArithmeticDataModule
+from data.difficulty import HardCases, borrows, carries, difficulty, operand_digits, product_carries
+from data.problems import ProblemFormat
+from data.sampler import ProblemSampler
+from data.stream import FreshBatches
 from data.tokenizer import CharTokenizer
 
 
