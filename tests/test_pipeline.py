@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import analysis.registry
-from analysis.cache import run_with_cache
+from analysis.engine.cache import run_with_cache
+from analysis.engine.pair_runs import N_PAIRS
 from analysis.html_report import run_data
 from analysis.metrics.dla import head_logit_contributions
-from analysis.metrics.patching import N_PAIRS
 from analysis.pipeline import HeadAnalysis
 from storage.rundir import RunDir
 from tests.conftest import untrained_calculator

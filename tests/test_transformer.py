@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from analysis.cache import run_with_cache
+from analysis.engine.cache import run_with_cache
 from model.attention import KVCache
 from model.hooks import hook_names, zero_ablated
 from model.transformer import Transformer, TransformerConfig
