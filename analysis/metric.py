@@ -230,10 +230,11 @@ class HeadMetric(Analysis):
 
     def check(self) -> None:
         super().check()
-        where, keys = type(self).__name__, [c.key for c in self.columns]
-        for attribute, key in (("columns", "layer"), ("columns", "head"), ("value", getattr(self, "value", None))):
-            if key not in keys:
-                raise ValueError(f"{where}.{attribute}: a head metric's columns need {key!r}; they are {keys}")
+        where, keys, value = type(self).__name__, [c.key for c in self.columns], getattr(self, "value", None)
+        if "layer" not in keys or "head" not in keys:
+            raise ValueError(f"{where}.columns: a head metric has a 'layer' and a 'head' column; it has {keys}")
+        if value not in keys:
+            raise ValueError(f"{where}.value={value!r}: the column its heatmap shows, one of {keys}")
         if self.variant is not None and self.variant not in keys:
             raise ValueError(f"{where}.variant={self.variant!r}: one of its columns {keys}, or None")
         if self.scale not in ("loss", "signed"):

@@ -190,7 +190,8 @@ def test_registering_checks_what_the_page_will_read(monkeypatch):
     fake = types.ModuleType("analysis.metrics.fake")
     fake.NoValue = NoValue
     monkeypatch.setitem(sys.modules, fake.__name__, fake)
-    with pytest.raises(ValueError, match=r"NoValue.value: a head metric's columns need 'entrpy'"):
+    shows = r"NoValue.value='entrpy': the column its heatmap shows, one of \['layer', 'head', 'entropy'\]"
+    with pytest.raises(ValueError, match=shows):
         analysis.registry.registered(["fake:NoValue"])
     with pytest.raises(ValueError, match=r"dla:DirectLogitAttribution: another registered analysis is named 'dla'"):
         analysis.registry.registered(["dla:DirectLogitAttribution", "dla:DirectLogitAttribution"])
