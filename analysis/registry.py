@@ -1,8 +1,8 @@
 """Every analysis a run records, in the order the page and the terminal show them.
 
 Adding an analysis is one file in analysis/metrics/ and one line here, "<file>:<class>" as in Python's entry
-points (docs/adding_an_analysis.md shows one). The order is only where each appears: what one analysis reads of
-another it declares (``needs``) and gets from ``ctx.result``, computed once, whichever comes first.
+points (docs/architecture.md, "Adding an analysis", shows one). The order is only where each appears: what one
+analysis reads of another it declares (``needs``) and gets from ``ctx.result``, computed once, whichever comes first.
 """
 
 from importlib import import_module
