@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from analysis.cache import ActivationCache, run_with_cache
+from analysis.engine.cache import ActivationCache, run_with_cache
 from data.expressions import ExpressionError, parse_expression
 from data.positions import positions, token_labels
 from data.problems import ProblemEncoder, ProblemFormat

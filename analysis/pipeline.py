@@ -2,7 +2,7 @@
 
 cache = run_with_cache(net, probes + problems)       one pass; every analysis reads it
 for analysis in ANALYSES:                            analysis/registry.py
-    rows = analysis.compute(ctx)                     pure
+    rows = ctx.result(type(analysis))                pure; what it needs is computed first, once
     recorder.record(analysis, rows, analysis.figure(rows, ctx))
 analysis.json                                        what the page needs to render them (written, not rebuilt)
 """
@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 import torch
 
-from analysis.ablation import Evaluator
-from analysis.cache import run_with_cache
+from analysis.engine.cache import run_with_cache
+from analysis.engine.evaluator import Evaluator
 from analysis.maps import attention_maps, checked_probes, probe_sequences
 from analysis.metric import LEARNED, MILESTONE, Context, HeadMetric, learned, not_learned_text, points
 from analysis.record import Recorder
 from data.positions import positions
+from model.hooks import head_label
 from storage.rundir import RunDir
 
 ANALYSIS_SCHEMA = 1  # analysis.json's layout
@@ -33,7 +34,7 @@ class HeadAnalysis:
         probes: problems whose attention is drawn, e.g. ["999+1", "456+789"]; None = chosen for the task.
         n_problems: test problems the analyses are measured on (None = the whole test set).
         ablation: "zero" (head output x 0 before W_o) and/or "mean" (replaced by its test-set average).
-        prune: "ranked", "greedy" (see ``analysis.ablation.prune_heads``) or None for no pruning curve.
+        prune: "ranked", "greedy" (see ``analysis.metrics.pruning.prune_heads``) or None for no pruning curve.
         tolerance: prunable_fraction counts heads removable losing at most this much exact-match.
         length_problems: problems per length (and operator) in the length analysis of a model that can address
             longer problems than it trained on (``model.place_offset``); 0 skips it.
@@ -114,7 +115,7 @@ class HeadAnalysis:
         for analysis in ANALYSES:
             if analysis.opt_in and not getattr(self, analysis.opt_in):
                 continue
-            rows = ctx.done[analysis.name] = analysis.compute(ctx)
+            rows = ctx.result(type(analysis))
             if not rows:
                 continue
             written = recorder.record(analysis, rows, analysis.figure(rows, ctx))
@@ -151,7 +152,7 @@ def head_notes(analysis, rows: list) -> dict[str, str]:
     notes: dict[str, str] = {}
     if isinstance(analysis, HeadMetric):
         for row in rows:
-            notes.setdefault(f"L{row.layer}h{row.head}", analysis.note(row))
+            notes.setdefault(head_label(row.layer, row.head), analysis.note(row))
     return notes
 
 

@@ -5,8 +5,6 @@ Every function only draws and returns its Figure; the caller decides where it go
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import matplotlib
 import matplotlib.patches
 import numpy as np
@@ -14,10 +12,7 @@ from matplotlib.figure import Figure  # drawn straight to files: no pyplot, no d
 from matplotlib.lines import Line2D
 
 from analysis.metric import MILESTONE, points
-
-if TYPE_CHECKING:
-    from analysis.ablation import AblationRow, PruningStep
-
+from model.hooks import head_label
 
 ATTENTION_COLOURS = matplotlib.colormaps["viridis"].with_extremes(bad="white")  # gaps between blocks: white
 
@@ -179,8 +174,9 @@ def head_grids(rows, value: str, variant: str | None, n_layers: int, n_heads: in
     return grids
 
 
-def ablation_heatmap(rows: list[AblationRow], n_layers: int, n_heads: int) -> Figure:
-    """Layer x head grid of the exact-match change when each head is ablated, zero and mean side by side."""
+def ablation_heatmap(rows: list, n_layers: int, n_heads: int) -> Figure:
+    """Layer x head grid of the exact-match change when each head is ablated, zero and mean side by side
+    (rows: analysis/metrics/ablation.py's AblationRow)."""
     grids = head_grids(rows, "delta_exact_match", "ablation", n_layers, n_heads, scale=100)
     return head_heatmaps(
         {f"{kind}-ablation": grid for kind, grid in grids.items()},
@@ -197,8 +193,9 @@ PRUNING_ORDERS = {
 }
 
 
-def pruning_curve(curve: list[PruningStep], prunable: float, tolerance: float, order: str = "ranked") -> Figure:
-    """Exact-match against the fraction of heads removed, in the order the pruning took them."""
+def pruning_curve(curve: list, prunable: float, tolerance: float, order: str = "ranked") -> Figure:
+    """Exact-match against the fraction of heads removed, in the order the pruning took them (curve:
+    analysis/metrics/pruning.py's PruningStep)."""
     fig = Figure(figsize=(8, 4.8))  # 720 x 432 px at 90 dpi; fixed margins (a layout engine doubles drawing time)
     fig.subplots_adjust(left=0.08, right=0.98, top=0.92, bottom=0.11)
     ax = fig.subplots()
@@ -206,9 +203,8 @@ def pruning_curve(curve: list[PruningStep], prunable: float, tolerance: float, o
     ys = [100 * s.exact_match for s in curve]
     ax.plot(xs, ys, marker="o")
     for s, x, y in zip(curve[1:], xs[1:], ys[1:], strict=True):
-        layer, head = s.removed[-1]
         ax.annotate(
-            f"L{layer}h{head}",
+            head_label(*s.removed[-1]),
             (x, y),
             textcoords="offset points",
             xytext=(0, 6),

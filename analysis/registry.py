@@ -1,10 +1,13 @@
-"""Every analysis a run records, in the order they run (a later one may read an earlier one's rows).
+"""Every analysis a run records, in the order the page and the terminal show them.
 
-Adding a metric is one file in analysis/metrics/ and one line here, "<file>:<class>" as in Python's entry points
-(docs/architecture.md shows one).
+Adding an analysis is one file in analysis/metrics/ and one line here, "<file>:<class>" as in Python's entry
+points (docs/architecture.md, "Adding an analysis", shows one). The order is only where each appears: what one
+analysis reads of another it declares (``needs``) and gets from ``ctx.result``, computed once, whichever comes first.
 """
 
 from importlib import import_module
+
+from analysis.metric import Analysis
 
 REGISTERED = (
     "roles:Roles",
@@ -18,9 +21,17 @@ REGISTERED = (
 )
 
 
-def _build(entry: str):
-    module, name = entry.split(":")
-    return getattr(import_module(f"analysis.metrics.{module}"), name)()
+def registered(entries) -> list[Analysis]:
+    """The analyses of "<file>:<class>" entries, each checked (``Analysis.check``), their names each once."""
+    analyses = []
+    for entry in entries:
+        module, name = entry.split(":")
+        analysis = getattr(import_module(f"analysis.metrics.{module}"), name)()
+        analysis.check()
+        if analysis.name in {a.name for a in analyses}:
+            raise ValueError(f"{entry}: another registered analysis is named {analysis.name!r}")
+        analyses.append(analysis)
+    return analyses
 
 
-ANALYSES = [_build(entry) for entry in REGISTERED]
+ANALYSES = registered(REGISTERED)

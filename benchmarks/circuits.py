@@ -19,11 +19,12 @@ STEPS = ("pairs", "head patching", "head attribution", "edge patching", "edge at
 
 def measure(module) -> dict[str, float]:
     """Seconds per step of one circuit analysis of ``module``, and their total."""
-    from analysis.circuit import find_circuit
+    from analysis.engine.pair_runs import edge_attribution, edge_patching, head_attribution, head_patching
     from analysis.metric import Context
+    from analysis.metrics.ablation import Ablation
+    from analysis.metrics.circuit import Circuits, DigitCircuit, find_circuit
     from analysis.metrics.circuit_roles import CircuitRoles
-    from analysis.metrics.patching import digit_runs
-    from analysis.patching import edge_attribution, edge_patching, head_attribution, head_patching
+    from analysis.metrics.roles import Roles
 
     seconds = dict.fromkeys(STEPS, 0.0)
 
@@ -33,16 +34,16 @@ def measure(module) -> dict[str, float]:
         seconds[step] += time.perf_counter() - started
         return out
 
-    ctx = Context(module, None, None, None, tolerance=0.01)
-    runs = timed("pairs", digit_runs, ctx)
-    graph, circuits = ctx.shared["graph"], {}
+    ctx = Context(module, None, None, None, tolerance=0.01, results={Ablation: [], Roles: []})  # circuits alone
+    runs = timed("pairs", lambda: ctx.digit_runs)
+    graph, circuits = ctx.graph, []
     for r in runs:
         timed("head patching", head_patching, module.net, r)
         timed("head attribution", head_attribution, module.net, r)
         lost = timed("edge patching", edge_patching, graph, r)
-        timed("edge attribution", edge_attribution, graph, r)
-        circuits[r.pairs.target] = timed("circuit search", find_circuit, graph, r, lost)
-    ctx.shared["circuits"] = circuits
+        attributed = timed("edge attribution", edge_attribution, graph, r)
+        circuits.append(DigitCircuit(r, lost, attributed, timed("circuit search", find_circuit, graph, r, lost)))
+    ctx.results[Circuits] = circuits
     timed("roles", CircuitRoles().compute, ctx)
     return seconds | {"total": sum(seconds.values())}
 

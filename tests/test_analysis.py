@@ -6,17 +6,11 @@ import lightning as L
 import pytest
 import torch
 
-from analysis.ablation import (
-    Evaluator,
-    PruningStep,
-    ablate_each_head,
-    evaluate,
-    head_means,
-    prunable_fraction,
-    prune_heads,
-)
-from analysis.cache import run_with_cache
-from analysis.roles import describe_head, mean_patterns
+from analysis.engine.cache import run_with_cache
+from analysis.engine.evaluator import Evaluator, evaluate, head_means
+from analysis.metrics.ablation import ablate_each_head
+from analysis.metrics.pruning import PruningStep, prunable_fraction, prune_heads
+from analysis.metrics.roles import describe_head, mean_patterns
 from data.datamodule import ArithmeticDataModule
 from data.positions import positions
 from data.problems import ProblemFormat

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from analysis.circuit import find_circuit
-from analysis.graph import ComponentGraph, Edge
-from analysis.pairs import Pairs, contrast_pairs, studied_digits
-from analysis.patching import PairRuns, edge_patching, faithfulness, head_attribution, head_patching, pair_runs
+from analysis.engine.graph import ComponentGraph, Edge
+from analysis.engine.pair_runs import PairRuns, edge_patching, faithfulness, head_attribution, head_patching, pair_runs
+from analysis.engine.pairs import Pairs, contrast_pairs, studied_digits
+from analysis.metrics.circuit import find_circuit
 from data.positions import positions
 from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer

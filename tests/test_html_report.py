@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from analysis.html_report import MAX_MISTAKES, write_run_report
+from analysis.metric import UNITS, VIEWS
 from analysis.registry import ANALYSES
 from tests.conftest import ROOT, run_sweep
 
@@ -55,6 +56,16 @@ def run_dir(sweep_dir) -> Path:
 def inlined_data(html: str) -> dict:
     blob = re.search(r'<script id="report-data" type="application/json">(.*?)</script>', html, re.S).group(1)
     return json.loads(blob)
+
+
+def test_every_unit_and_view_an_analysis_may_declare_is_one_the_page_draws():
+    """analysis/metric.py's UNITS and VIEWS (what registering an analysis accepts) are the page's: a unit it does not
+    format would be drawn as text on white cells, a view it does not know not at all."""
+    page = (ROOT / "analysis" / "report_page.js").read_text()
+    formats = re.search(r"const byUnit = \{(.*?)\n  \};", page, re.S).group(1)
+    assert set(re.findall(r"^\s*(\w+):", formats, re.M)) | {""} == set(UNITS)
+    assert {"table", *re.findall(r'a\.view === "(\w+)"', page)} == set(VIEWS)
+    assert {a.view for a in ANALYSES} <= set(VIEWS) and {c.unit for a in ANALYSES for c in a.columns} <= set(UNITS)
 
 
 def test_the_page_is_one_file_with_the_raw_weights_inside(run_dir):

@@ -522,9 +522,9 @@ def test_patching_example_runs_and_respects_causality(runs, lens_add, calc_add, 
 @pytest.fixture(scope="session")
 def carry_pairs(calc_add):
     """Pairs studying the tens digit r1 of 2-digit additions (base and carry kinds), and their runs."""
-    from analysis.graph import ComponentGraph
-    from analysis.pairs import contrast_pairs, studied_digits
-    from analysis.patching import pair_runs
+    from analysis.engine.graph import ComponentGraph
+    from analysis.engine.pair_runs import pair_runs
+    from analysis.engine.pairs import contrast_pairs, studied_digits
 
     graph = ComponentGraph(calc_add.net)
     pairs = contrast_pairs(calc_add.fmt, studied_digits(calc_add.fmt)[1], n=64)
@@ -533,10 +533,10 @@ def carry_pairs(calc_add):
 
 @needs_extra
 def test_head_patching_equals_transformer_lens_activation_patching(lens_add, calc_add, carry_pairs):
-    """analysis.patching.head_patching (through our hook points) = transformer_lens.patching's per-head z patching."""
+    """engine.pair_runs.head_patching (through our hook points) = transformer_lens.patching's per-head z patching."""
     from transformer_lens.patching import get_act_patch_attn_head_out_all_pos
 
-    from analysis.patching import head_patching
+    from analysis.engine.pair_runs import head_patching
 
     graph, runs = carry_pairs
     ours = head_patching(calc_add.net, runs)
@@ -552,12 +552,12 @@ def test_head_patching_equals_transformer_lens_activation_patching(lens_add, cal
 
 @needs_extra
 def test_head_attribution_equals_transformer_lens_attribution_patching(lens_add, calc_add, carry_pairs):
-    """analysis.patching.head_attribution at one step (plain attribution patching) = TransformerLens 4's node-level
+    """engine.pair_runs.head_attribution at one step (plain attribution patching) = TransformerLens 4's node-level
     attribution_patch, its per-position head scores summed over positions (a head patched at every position).
     TransformerLens's metric sees one example at a time, so each pair is scored on its own and averaged."""
     from transformer_lens.tools.analysis.attribution_patching import attribution_patch
 
-    from analysis.patching import head_attribution
+    from analysis.engine.pair_runs import head_attribution
 
     graph, runs = carry_pairs
     pairs = runs.pairs

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from analysis import adderboard
-from analysis.length import accuracy_by_length, long_problems, longest_learned
+from analysis.metrics.length import accuracy_by_length, long_problems, longest_learned
 from data.datamodule import ArithmeticDataModule
 from data.expressions import ExpressionError, Problem, parse_expression
 from data.positions import place_ids, positions, randomised, shifted

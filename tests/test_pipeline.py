@@ -1,72 +1,34 @@
-"""The analysis pipeline: one cached pass feeds every registered analysis; a metric is one file + one line."""
+"""The analysis pipeline: one cached pass feeds every registered analysis, each computed once whatever the order.
+
+(The docs' worked example of adding an analysis runs in tests/test_adding_an_analysis.py.)"""
 
 from __future__ import annotations
 
 import json
-import re
+import random
 import sys
 import types
-from pathlib import Path
 
 import pytest
 import torch
 
 import analysis.registry
-from analysis.cache import run_with_cache
-from analysis.html_report import run_data
+from analysis.engine.cache import run_with_cache
+from analysis.engine.pair_runs import N_PAIRS
+from analysis.metric import UNITS, Column, Context, HeadMetric, Product
 from analysis.metrics.dla import head_logit_contributions
-from analysis.metrics.patching import N_PAIRS
 from analysis.pipeline import HeadAnalysis
+from data.datamodule import ArithmeticDataModule
+from model.checkpoint import load_module
 from storage.rundir import RunDir
 from tests.conftest import untrained_calculator
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.test_calc import make_run
 
 
 @pytest.fixture(scope="module")
 def small():
     """An untrained 2-layer model on 2-digit addition and 300 test problems: the pipeline's shape, fast."""
     return untrained_calculator(n_layers=2)
-
-
-def documented_metric(monkeypatch) -> tuple[types.ModuleType, str]:
-    """docs/architecture.md's "Add a metric" example, as a module, and its registration line."""
-    doc = (ROOT / "docs" / "architecture.md").read_text()
-    section = doc[doc.index("## Add a metric") :]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    line = re.search(r"```text\n(.*?)```", section, re.S).group(1)
-    module = types.ModuleType("analysis.metrics.entropy")
-    monkeypatch.setitem(sys.modules, module.__name__, module)  # as if it were analysis/metrics/entropy.py
-    exec(compile(code, "docs/architecture.md", "exec"), module.__dict__)
-    return module, line.strip()
-
-
-def test_the_documented_metric_reaches_the_run_directory_and_the_page(small, tmp_path, monkeypatch):
-    module, test = small
-    example, line = documented_metric(monkeypatch)
-    assert line == '"entropy:AttentionEntropy",'  # the registry's own form: "<file>:<class>"
-    metric = example.AttentionEntropy()
-    monkeypatch.setattr(analysis.registry, "ANALYSES", [*analysis.registry.ANALYSES, metric])
-    run = RunDir(tmp_path)
-    HeadAnalysis(n_problems=200).run(module, test, run)
-
-    rows = run.table("entropy").read_text().splitlines()
-    assert rows[0] == "layer,head,entropy" and len(rows) == 1 + 2 * 4
-    # the numbers are the entropy of the answer queries' attention, computed here another way
-    cache = run_with_cache(module.net, test[:200, :-1])
-    P, A = module.fmt.prompt_len, module.fmt.answer_len
-    pattern = cache["blocks.1.attn.hook_pattern"][:, 2, P - 1 : P - 1 + A]  # layer 1, head 2: (N, A, T)
-    want = torch.distributions.Categorical(probs=pattern).entropy().mean()
-    assert float(rows[1 + 4 + 2].split(",")[2]) == pytest.approx(want.item(), rel=1e-4)
-
-    facts = json.loads(run.analysis.read_text())
-    described = next(a for a in facts["analyses"] if a["name"] == "entropy")
-    assert described["view"] == "heads" and described["value"] == "entropy"
-    assert described["columns"][2] == {"key": "entropy", "label": "entropy", "unit": "nats"}
-    run.write_results({"status": "ok", "data": module.fmt.to_dict()})
-    page = run_data(run.path)
-    section = next(a for a in page["analyses"] if a["name"] == "entropy")
-    assert len(section["rows"]) == 8 and section["title"] == "Attention entropy"
 
 
 def test_one_forward_pass_feeds_every_analysis(small, tmp_path):
@@ -123,3 +85,116 @@ def test_direct_logit_attribution_adds_up_to_the_logit(small):
         net.blocks[1].attn.W_o.weight.view(32, 4, 8)[:, 3] = 0
     again = head_logit_contributions(net, cache, seqs, queries)  # same cache: only W_o changed
     assert again[1, 3].abs().max() == 0 and torch.equal(again[0], heads[0])
+
+
+@pytest.fixture(scope="module")
+def adder(tmp_path_factory):
+    """A 2-digit adder trained for 300 steps: it tells digits apart, so patching and circuits have pairs to study."""
+    module, _ = load_module(make_run(tmp_path_factory.mktemp("adder"), "+", 300))
+    test = ArithmeticDataModule(digits=2, val_fraction=0.05, test_fraction=0.05, n_test=300).held_out_set("test")
+    return module.eval(), test
+
+
+def recorded(module, test, run_dir, order: list) -> tuple[dict, dict, dict[str, str]]:
+    """A pipeline run with the analyses registered in ``order``: results.json's entries (no timing, no paths),
+    analysis.json's analyses by name, and every CSV's text."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(analysis.registry, "ANALYSES", order)
+        found = HeadAnalysis(n_problems=300, circuits=True).run(module, test, RunDir(run_dir))
+    found = {k: v for k, v in found.items() if k not in ("analysis_seconds", "images", "analysis_summary")}
+    facts = json.loads(RunDir(run_dir).analysis.read_text())
+    return found, {a["name"]: a for a in facts["analyses"]}, {p.name: p.read_text() for p in run_dir.glob("*.csv")}
+
+
+def test_the_registry_order_changes_no_result(adder, tmp_path):
+    """What one analysis reads of another (pruning the ablation ranking, ablation the roles, the circuit roles the
+    circuits) is computed on first request, so any order of the registry records the same numbers."""
+    module, test = adder
+    registered = list(analysis.registry.ANALYSES)
+    shuffled = random.Random(0).sample(registered, len(registered))
+    assert shuffled != registered and shuffled != registered[::-1]
+    want = recorded(module, test, tmp_path / "registered", registered)
+    assert {"circuit.csv", "circuit_roles.csv", "patching.csv", "pruning.csv"} <= set(want[2])  # every dependency ran
+    for name, order in (("reversed", registered[::-1]), ("shuffled", shuffled)):
+        assert recorded(module, test, tmp_path / name, order) == want, name
+
+
+class Counted(Product[int]):
+    computed = 0
+
+    def compute(self, ctx: Context) -> int:
+        Counted.computed += 1
+        return 41
+
+
+class Declared(Product[int]):
+    needs = (Counted,)
+
+    def compute(self, ctx: Context) -> int:
+        return ctx.result(Counted) + 1
+
+
+class Undeclared(Product[int]):
+    def compute(self, ctx: Context) -> int:
+        return ctx.result(Counted) + 1
+
+
+class Chicken(Product[int]):
+    def compute(self, ctx: Context) -> int:
+        return ctx.result(Egg)
+
+
+class Egg(Product[int]):
+    needs = (Chicken,)
+
+    def compute(self, ctx: Context) -> int:
+        return ctx.result(Chicken)
+
+
+Chicken.needs = (Egg,)
+
+
+def test_a_need_is_computed_once_and_must_be_declared():
+    ctx = Context(None, None, None, None, tolerance=0.01)
+    Counted.computed = 0
+    assert ctx.result(Declared) == 42 and ctx.result(Counted) == 41 and ctx.result(Declared) == 42
+    assert Counted.computed == 1  # computed on first request, then kept
+    with pytest.raises(ValueError, match=r"Undeclared reads Counted undeclared: add it to Undeclared.needs"):
+        Context(None, None, None, None, tolerance=0.01).result(Undeclared)
+    with pytest.raises(ValueError, match=r"need each other: Chicken -> Egg -> Chicken"):
+        Context(None, None, None, None, tolerance=0.01).result(Chicken)
+
+
+def test_an_unknown_unit_is_an_error_naming_the_allowed_ones():
+    """A user once gave a column the unit "share": the page drew it as white text on white cells. Now the class
+    cannot even be defined."""
+    with pytest.raises(ValueError) as error:
+
+        class Shares(HeadMetric):
+            columns = (Column("layer", "layer"), Column("head", "head"), Column("share", "share", "share"))
+            value = "share"
+
+    message = str(error.value)
+    assert "'share'" in message and all(repr(unit) in message for unit in UNITS)
+    assert set(UNITS) == {"fraction", "points", "logit", "nats", ""}
+
+
+def test_registering_checks_what_the_page_will_read(monkeypatch):
+    """A head metric whose heatmap value is no column, or a second analysis of a name, fails when registered."""
+
+    class NoValue(HeadMetric):
+        name = "novalue"
+        columns = (Column("layer", "layer"), Column("head", "head"), Column("entropy", "entropy", "nats"))
+        value = "entrpy"
+
+    fake = types.ModuleType("analysis.metrics.fake")
+    fake.NoValue = NoValue
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    shows = r"NoValue.value='entrpy': the column its heatmap shows, one of \['layer', 'head', 'entropy'\]"
+    with pytest.raises(ValueError, match=shows):
+        analysis.registry.registered(["fake:NoValue"])
+    with pytest.raises(ValueError, match=r"dla:DirectLogitAttribution: another registered analysis is named 'dla'"):
+        analysis.registry.registered(["dla:DirectLogitAttribution", "dla:DirectLogitAttribution"])
+    assert [a.name for a in analysis.registry.registered(analysis.registry.REGISTERED)] == [
+        a.name for a in analysis.registry.ANALYSES
+    ]

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from analysis.cache import run_with_cache
+from analysis.engine.cache import run_with_cache
 from data.positions import place_ids, shifted
 from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer

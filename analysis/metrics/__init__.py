@@ -1,1 +1,2 @@
-"""The registered analyses, one per file (see analysis/registry.py for the list and docs/architecture.md)."""
+"""The registered analyses, one per file: its rows, its computation and how the page shows it (the list is
+analysis/registry.py; the engines they share are analysis/engine/)."""

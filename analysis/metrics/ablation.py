@@ -1,10 +1,54 @@
-"""What each head is worth: exact-match and loss when it alone is zeroed or mean-ablated (analysis/ablation.py)."""
+"""What each head is worth: exact-match and loss when it alone is zeroed or mean-ablated.
+
+zero-ablation sets the head's output (before ``W_o``) to 0; mean-ablation replaces it by its average over the
+test problems, per position. The evaluator (analysis/engine/evaluator.py) scores each from the activation cache.
+"""
 
 from __future__ import annotations
 
-from analysis.ablation import AblationRow, ablate_each_head
+from dataclasses import dataclass
+
+import torch
+
+from analysis.engine.cache import run_with_cache
+from analysis.engine.evaluator import Evaluator, head_means
 from analysis.metric import Column, Context, HeadMetric
+from analysis.metrics.roles import Roles
 from analysis.plots import ablation_heatmap
+from model.hooks import head_label
+from model.module import CalculatorModule
+
+
+@dataclass
+class AblationRow:
+    layer: int
+    head: int
+    ablation: str  # "zero" or "mean"
+    exact_match: float
+    delta_exact_match: float
+    loss: float
+    delta_loss: float
+    role: str = ""
+
+
+def ablate_each_head(
+    module: CalculatorModule, seqs: torch.Tensor, kinds=("zero", "mean"), evaluator: Evaluator | None = None
+) -> list[AblationRow]:
+    """One row per (layer, head, ablation kind), with deltas against the intact model."""
+    cfg = module.net.cfg
+    if evaluator is None:
+        evaluator = Evaluator(module, seqs, run_with_cache(module.net, seqs[:, :-1]) if "mean" in kinds else None)
+    intact = evaluator.intact
+    means = head_means(evaluator.cache) if "mean" in kinds else None
+    rows = []
+    for layer in range(cfg.n_layers):
+        for head in range(cfg.n_heads):
+            for kind in kinds:
+                value = 0.0 if kind == "zero" else means[layer, head]
+                score = evaluator.score({(layer, head): value})
+                delta_em, delta_loss = score.exact_match - intact.exact_match, score.loss - intact.loss
+                rows.append(AblationRow(layer, head, kind, score.exact_match, delta_em, score.loss, delta_loss))
+    return rows
 
 
 class Ablation(HeadMetric):
@@ -28,10 +72,11 @@ class Ablation(HeadMetric):
     value = "delta_exact_match"
     variant = "ablation"
     scale = "loss"
+    needs = (Roles,)  # each row names its head's role
 
     def compute(self, ctx: Context) -> list[AblationRow]:
         rows = ablate_each_head(ctx.module, ctx.problems, ctx.ablation_kinds, ctx.evaluator)
-        roles = {(r.layer, r.head): r.role for r in ctx.done.get("roles", [])}
+        roles = {(r.layer, r.head): r.role for r in ctx.result(Roles)}
         for row in rows:
             row.role = roles.get((row.layer, row.head), "")
         return rows
@@ -56,7 +101,7 @@ class Ablation(HeadMetric):
         return [
             (
                 "most important heads" if i == 0 else "",
-                f"L{r.layer}h{r.head}: {r.delta_exact_match:+.1%} when zeroed — {r.role}",
+                f"{head_label(r.layer, r.head)}: {r.delta_exact_match:+.1%} when zeroed — {r.role}",
             )
             for i, r in enumerate(self.most_important(rows))
         ]

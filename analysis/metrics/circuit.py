@@ -1,19 +1,103 @@
 """The circuit of each written digit: the fewest edges (head -> head query / key / value, head -> MLP, ... -> logits)
-that recover 90% of the digit's clean - corrupted logit difference with every other edge ablated
-(analysis/circuit.py), each edge's exact path-patching effect beside its gradient estimate (analysis/patching.py).
+that recover 90% of the digit's clean - corrupted logit difference with every other edge ablated, each edge's exact
+path-patching effect beside its gradient estimate (analysis/engine/pair_runs.py).
+
+    1. rank every edge by its exact path-patching effect (edge_patching)
+    2. take edges in that order until, with every other edge ablated (read from the corrupted run), they recover
+       at least ``threshold`` of the metric gap
+    3. drop each kept edge in turn, weakest first, when the rest still recover ``threshold`` (ACDC's pruning pass)
+    4. baseline: random edge sets of the same size, the same measurement (mean and spread)
+
+The result is a small sufficient set found greedily, not a proven minimum.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import torch
 
-from analysis.circuit import THRESHOLD, Circuit, find_circuit
-from analysis.metric import Analysis, Column, Context
-from analysis.metrics.patching import digit_runs
-from analysis.patching import edge_attribution, edge_patching, pearson
+from analysis.engine.graph import ComponentGraph, Edge
+from analysis.engine.pair_runs import PairRuns, edge_attribution, edge_patching, faithfulness, pearson
+from analysis.metric import Analysis, Column, Context, Product
 from analysis.plots import circuit_graphs
+from model.hooks import head_label
+
+THRESHOLD = 0.9  # the share of the metric gap a circuit must recover
+N_RANDOM = 30  # random edge sets per circuit, for the baseline
+CHUNK = 16  # edge sets measured in one batched pass
+
+
+@dataclass
+class Circuit:
+    edges: list[Edge]  # strongest first
+    faithfulness: float  # share of the gap it recovers alone
+    random_mean: float  # the same for random sets of as many edges
+    random_std: float
+    n_edges: int  # edges in the whole graph
+    n_head_to_head: int  # head -> head edges in the whole graph
+
+    @property
+    def fraction(self) -> float:
+        return len(self.edges) / self.n_edges
+
+    @property
+    def head_to_head(self) -> int:
+        return sum(e.head_to_head for e in self.edges)
+
+
+def find_circuit(
+    graph: ComponentGraph, runs: PairRuns, effects: torch.Tensor, threshold: float = THRESHOLD, seed: int = 0
+) -> Circuit:
+    """The circuit of one set of pairs, from each edge's exact effect (n_edges,)."""
+    order = [graph.edges[i] for i in effects.abs().argsort(descending=True).tolist()]
+    size = len(order)
+    for first in range(0, len(order), CHUNK):  # the shortest prefix of the ranking that is faithful enough
+        sizes = range(first + 1, min(first + CHUNK, len(order)) + 1)
+        scores = faithfulness(graph, runs, [set(order[:n]) for n in sizes])
+        good = [n for n, score in zip(sizes, scores, strict=True) if score >= threshold]
+        if good:
+            size = good[0]
+            break
+    kept = order[:size]
+    for edge in reversed(order[:size]):  # weakest first
+        rest = [e for e in kept if e != edge]
+        if faithfulness(graph, runs, [set(rest)])[0] >= threshold:
+            kept = rest
+    rng = random.Random(seed)
+    baseline = torch.tensor(
+        faithfulness(graph, runs, [set(rng.sample(graph.edges, len(kept))) for _ in range(N_RANDOM)])
+    )
+    return Circuit(
+        edges=kept,
+        faithfulness=faithfulness(graph, runs, [set(kept)])[0],
+        random_mean=float(baseline.mean()),
+        random_std=float(baseline.std()),
+        n_edges=len(graph),
+        n_head_to_head=sum(e.head_to_head for e in graph.edges),
+    )
+
+
+@dataclass
+class DigitCircuit:
+    """One written digit's circuit, and every edge's effect it was found from."""
+
+    runs: PairRuns
+    lost: torch.Tensor  # (n_edges,) share of the logit difference lost when that edge alone reads the corrupted run
+    attributed: torch.Tensor  # (n_edges,) the same, estimated from gradients (integrated over the edge weights)
+    circuit: Circuit
+
+
+class Circuits(Product[list[DigitCircuit]]):
+    """Every told-apart digit's circuit (what the circuit table, its figure and the circuit roles read)."""
+
+    def compute(self, ctx: Context) -> list[DigitCircuit]:
+        found = []
+        for runs in ctx.digit_runs:
+            lost, attributed = edge_patching(ctx.graph, runs), edge_attribution(ctx.graph, runs)
+            found.append(DigitCircuit(runs, lost, attributed, find_circuit(ctx.graph, runs, lost)))
+        return found
 
 
 @dataclass
@@ -31,7 +115,7 @@ def node_layout(graph) -> list[dict]:
     """Where the page and the figure draw each component: x across a layer's heads, y up through the layers."""
     nodes = [{"name": "embed", "x": (graph.n_heads - 1) / 2, "y": 0.0}]
     for layer in range(graph.n_layers):
-        nodes += [{"name": f"L{layer}h{h}", "x": float(h), "y": 1.0 + 2 * layer} for h in range(graph.n_heads)]
+        nodes += [{"name": head_label(layer, h), "x": float(h), "y": 1.0 + 2 * layer} for h in range(graph.n_heads)]
         nodes.append({"name": f"mlp{layer}", "x": (graph.n_heads - 1) / 2, "y": 2.0 + 2 * layer})
     nodes.append({"name": "logits", "x": (graph.n_heads - 1) / 2, "y": 1.0 + 2 * graph.n_layers})
     return nodes
@@ -58,28 +142,25 @@ class CircuitAnalysis(Analysis):
     figure_key = "graph"
     view = "graph"
     opt_in = "circuits"
+    needs = (Circuits,)
 
     def compute(self, ctx: Context) -> list[EdgeRow]:
-        rows, circuits = [], {}
-        for runs in digit_runs(ctx):
-            graph = ctx.shared["graph"]
-            exact, estimate = edge_patching(graph, runs), edge_attribution(graph, runs)
-            circuit = circuits[runs.pairs.target] = find_circuit(graph, runs, exact)
-            members = set(circuit.edges)
+        rows = []
+        for found in ctx.result(Circuits):
+            digit, members = found.runs.pairs.target, set(found.circuit.edges)
             rows += [
-                EdgeRow(runs.pairs.target, e.sender, e.receiver, e.input, float(lost), float(est), e in members)
-                for e, lost, est in zip(graph.edges, exact, estimate, strict=True)
+                EdgeRow(digit, e.sender, e.receiver, e.input, float(lost), float(est), e in members)
+                for e, lost, est in zip(ctx.graph.edges, found.lost, found.attributed, strict=True)
             ]
-        ctx.shared["circuits"] = circuits
         return rows
 
     def figure(self, rows: list[EdgeRow], ctx: Context):
-        return circuit_graphs(rows, node_layout(ctx.shared["graph"]), self.circuits(ctx))
+        return circuit_graphs(rows, node_layout(ctx.graph), self.circuits(ctx))
 
     @staticmethod
     def circuits(ctx: Context) -> dict[str, dict]:
         """Per digit: its circuit's size, faithfulness and random baseline (results.json's "circuits")."""
-        found: dict[str, Circuit] = ctx.shared.get("circuits", {})
+        found = {f.runs.pairs.target: f.circuit for f in ctx.result(Circuits)}
         return {
             digit: {
                 "edges": len(c.edges),
@@ -105,7 +186,7 @@ class CircuitAnalysis(Analysis):
 
     def facts(self, rows: list[EdgeRow], ctx: Context) -> dict:
         return {
-            "nodes": node_layout(ctx.shared["graph"]),
+            "nodes": node_layout(ctx.graph),
             "circuits": self.circuits(ctx),
             # the page's graph view: which columns hold the edge, its width, its drawing and its membership
             "variant": "digit",

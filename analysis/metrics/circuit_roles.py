@@ -1,6 +1,6 @@
 """What each head does, named from the circuits (causal), beside what ablation and its attention pattern say.
 
-A head in a digit's circuit gets the job the patching shows: of the kinds of pairs (analysis/pairs.py) -- base,
+A head in a digit's circuit gets the job the patching shows: of the kinds of pairs (analysis/engine/pairs.py) -- base,
 carry, cascade for '+' -- the one whose difference the head restores most. A carry head "makes" the carry when it
 reads the operands straight from the embedding, and "uses" it when it reads it from another component.
 """
@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from analysis.engine.pair_runs import head_patching
 from analysis.metric import Column, Context, HeadMetric, points
-from analysis.metrics.patching import digit_runs
-from analysis.patching import head_patching
+from analysis.metrics.ablation import Ablation
+from analysis.metrics.circuit import Circuits
+from analysis.metrics.roles import Roles
+from model.hooks import head_label
 
 MIN_PAIRS = 8  # a kind with fewer pairs names no role
 MIN_SHARE = 0.1  # the share of a kind's difference a head must restore to be named for it
@@ -28,7 +31,7 @@ class CircuitRoleRow:
 
 
 def job(kind: str, digit: str, makes: bool) -> str:
-    """One kind of pair (analysis/pairs.py: KINDS), for one digit, in words."""
+    """One kind of pair (analysis/engine/pairs.py: KINDS), for one digit, in words."""
     if kind.startswith("base"):
         return f"{kind} {digit}"
     if kind in ("carry", "borrow"):
@@ -69,17 +72,16 @@ class CircuitRoles(HeadMetric):
     )
     value = "role"
     opt_in = "circuits"
+    needs = (Circuits, Ablation, Roles)  # the circuits, what ablating each head costs, its role from the pattern
 
     def compute(self, ctx: Context) -> list[CircuitRoleRow]:
-        circuits = ctx.shared.get("circuits")
+        circuits = ctx.result(Circuits)
         if not circuits:
             return []
         jobs: dict[tuple[int, int], list[tuple[float, str, bool, str]]] = {}  # (share, kind, makes, digit)
         circuits_of: dict[str, list[str]] = {}  # head -> the digits whose circuit it is in
-        for runs in digit_runs(ctx):
-            circuit = circuits.get(runs.pairs.target)
-            if circuit is None:
-                continue
+        for found in circuits:
+            runs, circuit = found.runs, found.circuit
             members = {e.sender for e in circuit.edges} | {e.receiver for e in circuit.edges}
             for name in members:
                 circuits_of.setdefault(name, []).append(runs.pairs.target)
@@ -90,21 +92,22 @@ class CircuitRoles(HeadMetric):
                 restored = head_patching(ctx.module.net, subset)
                 for layer in range(ctx.n_layers):
                     for head in range(ctx.n_heads):
-                        name = f"L{layer}h{head}"
+                        name = head_label(layer, head)
                         if name in members and restored[layer, head] >= MIN_SHARE:
                             makes = all(e.sender == "embed" for e in circuit.edges if e.receiver == name)
                             jobs.setdefault((layer, head), []).append(
                                 (float(restored[layer, head]), kind, makes, runs.pairs.target)
                             )
-        zero = {(r.layer, r.head): r.delta_exact_match for r in ctx.done.get("ablation", []) if r.ablation == "zero"}
-        mean = {(r.layer, r.head): r.delta_exact_match for r in ctx.done.get("ablation", []) if r.ablation == "mean"}
-        pattern = {(r.layer, r.head): r.role for r in ctx.done.get("roles", [])}
+        ablation = ctx.result(Ablation)
+        zero = {(r.layer, r.head): r.delta_exact_match for r in ablation if r.ablation == "zero"}
+        mean = {(r.layer, r.head): r.delta_exact_match for r in ablation if r.ablation == "mean"}
+        pattern = {(r.layer, r.head): r.role for r in ctx.result(Roles)}
         rows = []
         for layer in range(ctx.n_layers):
             for head in range(ctx.n_heads):
                 key = (layer, head)
                 named = jobs_in_words(jobs.get(key, []))
-                digits = circuits_of.get(f"L{layer}h{head}", [])
+                digits = circuits_of.get(head_label(layer, head), [])
                 if digits and not named:
                     named = [f"in the {', '.join(digits)} circuit{'s' if len(digits) > 1 else ''}, a small share"]
                 costs = [
@@ -125,7 +128,7 @@ class CircuitRoles(HeadMetric):
         return rows
 
     def results(self, rows: list[CircuitRoleRow], ctx: Context) -> dict:
-        return {"circuit_roles": {f"L{r.layer}h{r.head}": r.role for r in rows}}
+        return {"circuit_roles": {head_label(r.layer, r.head): r.role for r in rows}}
 
     def note(self, row: CircuitRoleRow) -> str:
         return (row.role or "in no circuit") + ("" if row.verdict == "agrees" else f" — {row.verdict}")

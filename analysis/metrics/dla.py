@@ -15,6 +15,7 @@ import torch
 from analysis.metric import Column, Context, HeadMetric
 from analysis.plots import head_grids, head_heatmaps
 from data.positions import positions
+from model.hooks import head_label
 
 ALL = "all answer digits"
 
@@ -82,12 +83,17 @@ class DirectLogitAttribution(HeadMetric):
         return head_heatmaps(grids, title, "logits", number="+.2f")
 
     def results(self, rows: list[DirectLogitRow], ctx: Context) -> dict:
-        return {"direct_logit_attribution": {f"L{r.layer}h{r.head}": r.direct_logit for r in rows if r.place == ALL}}
+        return {
+            "direct_logit_attribution": {head_label(r.layer, r.head): r.direct_logit for r in rows if r.place == ALL}
+        }
 
     def summary(self, rows: list[DirectLogitRow], ctx: Context) -> list[tuple[str, str]]:
         top = max((r for r in rows if r.place == ALL), key=lambda r: r.direct_logit)
         return [
-            ("largest direct effect", f"L{top.layer}h{top.head}: {top.direct_logit:+.2f} logits to the right token")
+            (
+                "largest direct effect",
+                f"{head_label(top.layer, top.head)}: {top.direct_logit:+.2f} logits to the right token",
+            )
         ]
 
     def note(self, row: DirectLogitRow) -> str:

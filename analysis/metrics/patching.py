@@ -1,7 +1,8 @@
 """Which heads carry each written digit: activation patching on clean / corrupted pairs, and its gradient estimate.
 
 For every digit the model writes, pairs of problems that differ only where that digit's computation starts
-(analysis/pairs.py); each head's clean output patched into the corrupted run in turn (analysis/patching.py).
+(analysis/engine/pairs.py); each head's clean output patched into the corrupted run in turn
+(analysis/engine/pair_runs.py).
 """
 
 from __future__ import annotations
@@ -10,13 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
-from analysis.graph import ComponentGraph
+from analysis.engine.pair_runs import head_attribution, head_patching, pearson
 from analysis.metric import Column, Context, HeadMetric
-from analysis.pairs import contrast_pairs, studied_digits
-from analysis.patching import PairRuns, head_attribution, head_patching, pair_runs, pearson
 from analysis.plots import head_grids, head_heatmaps
-
-N_PAIRS = 128  # pairs per studied digit
+from model.hooks import head_label
 
 
 @dataclass
@@ -26,17 +24,6 @@ class PatchingRow:
     digit: str  # the studied digit: "r1", "w0.2"
     restored: float  # share of the clean - corrupted gap restored by patching the head's clean output in
     attributed: float  # the same, estimated from gradients (attribution patching, integrated over 8 steps)
-
-
-def digit_runs(ctx: Context) -> list[PairRuns]:
-    """The clean / corrupted runs of every digit that has pairs (computed once per analysis, shared)."""
-    if "pair_runs" not in ctx.shared:
-        graph = ctx.shared["graph"] = ComponentGraph(ctx.module.net)
-        found = [contrast_pairs(ctx.fmt, at, N_PAIRS) for at in studied_digits(ctx.fmt)]
-        runs = [pair_runs(graph, p.to(ctx.module.device)) for p in found if len(p)]
-        # only digits the model tells apart: the right digit ahead on the clean and on the corrupted problems
-        ctx.shared["pair_runs"] = [r for r in runs if r.clean_ld > 0 > r.corrupted_ld]
-    return ctx.shared["pair_runs"]
 
 
 class Patching(HeadMetric):
@@ -61,7 +48,7 @@ class Patching(HeadMetric):
 
     def compute(self, ctx: Context) -> list[PatchingRow]:
         net, rows = ctx.module.net, []
-        for runs in digit_runs(ctx):
+        for runs in ctx.digit_runs:
             exact, estimate = head_patching(net, runs), head_attribution(net, runs)
             rows += [
                 PatchingRow(layer, head, runs.pairs.target, float(exact[layer, head]), float(estimate[layer, head]))
@@ -85,7 +72,8 @@ class Patching(HeadMetric):
         return [
             (
                 "activation patching",
-                f"L{top.layer}h{top.head} restores {top.restored:.0%} of {top.digit}; attribution estimate r = {r:.2f}",
+                f"{head_label(top.layer, top.head)} restores {top.restored:.0%} of {top.digit}; "
+                f"attribution estimate r = {r:.2f}",
             )
         ]
 

@@ -9,7 +9,7 @@ from .common import Variant, image, not_measured, pct, run_variants, secs, verif
 
 COMMAND = "python train.py experiment=add_length seed=S threads=1 (and experiment=sub_length)"
 COST = "~25 min"
-DRAWS = {"length.png": ["analysis/length_figure.py", "analysis/length.py"]}
+DRAWS = {"length.png": ["analysis/length_figure.py", "analysis/metrics/length.py"]}
 RUNS = [  # the experiments on seeds 0-2, the other position schemes on seed 0
     Variant("+", "add_length", seeds=(0, 1, 2)),
     Variant("-", "sub_length", seeds=(0, 1, 2)),

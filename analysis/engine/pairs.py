@@ -101,7 +101,7 @@ def contrast_pairs(fmt: ProblemFormat, at: int, n: int = 256, seed: int = 0, tri
     b2 = b + (torch.randint(10, (m,), generator=g) - b // unit % 10) * unit
     clean, corrupted = encoder.encode(a, op_idx, b), encoder.encode(a2, op_idx, b2)
 
-    written = (clean != corrupted)[:, fmt.prompt_len :]  # (m, written positions)
+    written = fmt.answer_of(clean != corrupted)  # (m, answer_len): where each pair's answers differ
     first_change = torch.where(written.any(dim=1), written.int().argmax(dim=1), written.shape[1]) + fmt.prompt_len
     kinds = [kind_of(fmt.operators[o], p, where[at]) for o, p in zip(op_idx.tolist(), place.tolist(), strict=True)]
     # where a cascade's changed place writes its own answer digit (it must stay; the 9s after it may not)

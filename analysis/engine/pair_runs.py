@@ -1,4 +1,5 @@
-"""Activation patching, path patching and attribution patching on clean / corrupted pairs (analysis/pairs.py).
+"""The clean and corrupted runs of problem pairs (analysis/engine/pairs.py), and what patching between them measures:
+activation patching, path patching and attribution patching.
 
 Every number is a share of the pairs' metric gap, LD = logit[clean digit] - logit[corrupted digit] at the studied
 digit, averaged over the pairs:
@@ -16,10 +17,13 @@ from dataclasses import dataclass
 
 import torch
 
-from analysis.cache import run_with_cache
-from analysis.graph import ComponentGraph
-from analysis.pairs import Pairs
+from analysis.engine.cache import run_with_cache
+from analysis.engine.graph import ComponentGraph
+from analysis.engine.pairs import Pairs, contrast_pairs, studied_digits
+from data.problems import ProblemFormat
 from model.hooks import ablated, hook_name, hooks
+
+N_PAIRS = 128  # pairs per studied digit
 
 
 @dataclass
@@ -73,6 +77,14 @@ def pair_runs(graph: ComponentGraph, pairs: Pairs) -> PairRuns:
         [corrupted[n] for n in names],
         corrupted_outs,
     )
+
+
+def digit_runs(graph: ComponentGraph, fmt: ProblemFormat, device=None, n: int = N_PAIRS) -> list[PairRuns]:
+    """The runs of up to ``n`` pairs per written digit, for the digits the model tells apart: the right digit ahead
+    on the clean and on the corrupted problems (patching measures a share of that gap)."""
+    found = [contrast_pairs(fmt, at, n) for at in studied_digits(fmt)]
+    runs = [pair_runs(graph, pairs.to(device)) for pairs in found if len(pairs)]
+    return [r for r in runs if r.clean_ld > 0 > r.corrupted_ld]
 
 
 @torch.no_grad()

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from model.hooks import head_label
+
 
 @dataclass(frozen=True)
 class Edge:
@@ -28,10 +30,6 @@ class Edge:
     @property
     def head_to_head(self) -> bool:
         return self.sender[0] == "L" and self.receiver[0] == "L"
-
-
-def head_name(layer: int, head: int) -> str:
-    return f"L{layer}h{head}"
 
 
 class ComponentGraph:
@@ -45,7 +43,7 @@ class ComponentGraph:
         self.senders = ["embed"]
         edges: list[Edge] = []
         for layer in range(self.n_layers):
-            heads = [head_name(layer, h) for h in range(self.n_heads)]
+            heads = [head_label(layer, h) for h in range(self.n_heads)]
             for h, head in enumerate(heads):
                 inputs = ("q", "k", "v") if h % self.group == 0 else ("q",)
                 edges += [Edge(s, head, i) for i in inputs for s in self.senders]
@@ -108,7 +106,7 @@ class ComponentGraph:
         for layer, block in enumerate(net.blocks):
             attn = block.attn
             H, G, hd = attn.n_heads, attn.n_kv_heads, attn.head_dim
-            heads = [head_name(layer, h) for h in range(H)]
+            heads = [head_label(layer, h) for h in range(H)]
             kv_heads = heads[:: self.group]
             streams = block.ln_attn(read([(h, "q") for h in heads] + [(h, i) for i in "kv" for h in kv_heads]))
             q = self._project(attn.W_q, streams[:H], H, hd)  # (C*B, H, T, hd)
