@@ -113,6 +113,17 @@ def measure_sections(chosen: list[Section], scratch: Path) -> None:
         print(f"{section.name}: {secs(seconds)} -> docs/measured/{section.name}.json", flush=True)
 
 
+def redraw(name: str) -> None:
+    """Draw the figures of section ``name`` again from the runs docs/measured/<name>.json holds (the same
+    measurements, drawn by the code as it is now), and note the drawing code's new hash."""
+    path = MEASURED / f"{name}.json"
+    facts = json.loads(path.read_text())
+    with tempfile.TemporaryDirectory() as scratch:
+        facts["images"] = MODULES[name].draw(facts["runs"], Path(scratch))
+    path.write_text(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
+    print(f"{name}: redrew {', '.join(facts['images'])} from docs/measured/{name}.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     names = [s.name for s in SECTIONS]
     parser = argparse.ArgumentParser(prog="python docs/regenerate.py", description=__doc__.split("\n\n")[0])
@@ -120,12 +131,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the sections and stop")
     parser.add_argument("--render", action="store_true", help="re-render the Markdown blocks only")
     parser.add_argument("--keep", type=Path, help="run in this directory and keep it (default: a temporary one)")
+    redrawable = [name for name, m in MODULES.items() if hasattr(m, "draw")]
+    parser.add_argument(
+        "--redraw", nargs="+", choices=redrawable, metavar="SECTION",
+        help=f"draw a section's figures again from its recorded runs, with today's code (of: {', '.join(redrawable)})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.redraw:
+        for name in args.redraw:
+            redraw(name)
     if args.list:
         for s in SECTIONS:
             print(f"{s.name:15} {s.cost:45} {(s.build.__doc__ or '').strip()}")
         return 0
-    if not args.render:
+    if not (args.render or args.redraw):
         from model.optional import MissingExtraError, require
 
         chosen = [s for s in SECTIONS if args.only is None or s.name in args.only]

@@ -249,3 +249,17 @@ def test_measured_figures_live_in_measured_blocks(doc):
 def test_the_figure_check_sees_a_hand_copied_figure():
     assert FIGURE.search("the default run trains at 17.8 ms per step, 22.9 s in all, 63.5% of it in matmuls")
     assert not FIGURE.search("every validation problem right (99% is not enough) within 1,800 steps")
+
+
+def test_redraw_draws_a_sections_figure_again_from_its_recorded_runs(tmp_path, monkeypatch):
+    """--redraw length: the figure drawn by today's code from docs/measured/length.json's runs, and its hash noted."""
+    common = REGEN.common
+    (tmp_path / "measured").mkdir()
+    (tmp_path / "measured" / "length.json").write_text((REGEN.MEASURED / "length.json").read_text())
+    monkeypatch.setattr(REGEN, "MEASURED", tmp_path / "measured")
+    monkeypatch.setattr(common, "IMAGES", tmp_path)
+    monkeypatch.setattr(REGEN, "render_docs", lambda measured=None: [])
+    assert REGEN.main(["--redraw", "length"]) == 0
+    facts = json.loads((tmp_path / "measured" / "length.json").read_text())
+    assert facts["images"] == {"length.png": common.code_hash(REGEN.DRAWN_BY["length.png"])}
+    assert (tmp_path / "length.png").stat().st_size > 10_000
