@@ -1,7 +1,7 @@
 """Every analysis a run records, in the order the page and the terminal show them.
 
 Adding an analysis is one file in analysis/metrics/ and one line here, "<file>:<class>" as in Python's entry
-points (docs/architecture.md, "Adding an analysis", shows one). The order is only where each appears: what one
+points (docs/architecture.md, "Add a metric", shows one). The order is only where each appears: what one
 analysis reads of another it declares (``needs``) and gets from ``ctx.result``, computed once, whichever comes first.
 """
 

@@ -20,7 +20,7 @@ from storage.rundir import RunDir
 from tests.conftest import untrained_calculator
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC, SECTION = ROOT / "docs" / "adding_an_analysis.md", "## Adding an analysis"  # where the worked example lives
+DOC, SECTION = ROOT / "docs" / "architecture.md", "## Add a metric"  # where the worked example lives
 
 
 def documented_example() -> tuple[str, str]:
