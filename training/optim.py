@@ -94,13 +94,11 @@ class MuonAdamW(torch.optim.Optimizer):
         return loss
 
     def _muon(self, group: dict, params: list[torch.Tensor]) -> None:
-        grads = [p.grad for p in params]
+        grads, bufs, momentum = [p.grad for p in params], [], group["momentum"]
         for p in params:
             if "momentum_buffer" not in self.state[p]:
                 self.state[p]["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
-        bufs = [self.state[p]["momentum_buffer"] for p in params]
-        momentum = group["momentum"]
-        torch._foreach_lerp_(bufs, grads, 1 - momentum)  # torch.optim.Muon's momentum, one kernel for all
+            bufs.append(self.state[p]["momentum_buffer"].lerp_(p.grad, 1 - momentum))  # torch.optim.Muon's momentum
         updates = [g.lerp(b, momentum) for g, b in zip(grads, bufs, strict=True)] if group["nesterov"] else bufs
         by_shape: dict[tuple, list[int]] = {}  # matrices of one shape (a tall one transposed) orthogonalised at once
         for i, u in enumerate(updates):
