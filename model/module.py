@@ -164,7 +164,7 @@ class CalculatorModule(L.LightningModule):
         self._log_scores(metrics, "test", len(batch))
 
     def configure_optimizers(self):
-        mixed = str(self.trainer.precision).endswith("-mixed")  # Lightning unscales mixed precision's gradients
+        mixed = str(self.trainer.precision).endswith("-mixed")  # AdamW unfused there, as always (optimizer_for)
         optimizer = optimizer_for(self, self.optim, fused=not mixed)
         schedule = lr_schedule(optimizer, self.optim, self.trainer.max_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

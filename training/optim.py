@@ -168,8 +168,9 @@ def hidden_matrices(model: torch.nn.Module) -> list[torch.nn.Parameter]:
 def optimizer_for(model: torch.nn.Module, config: OptimConfig, fused: bool = True) -> MuonAdamW:
     """The optimizer ``config`` asks for, its groups in this order: Muon for the hidden matrices (``matrices:
     muon``), then AdamW for the other matrices with weight decay and for the vectors (biases, LayerNorm gains)
-    without. AdamW is fused into one kernel for all tensors where torch can (~4% of a CPU step); mixed precision
-    needs ``fused=False``, as Lightning unscales the gradients itself."""
+    without. AdamW is fused into one kernel for all tensors where torch can (~4% of a CPU step); mixed-precision
+    runs pass ``fused=False`` and step as they always have (Lightning refused torch's fused AdamW there: it
+    unscales the gradients inside its step, and Lightning clips them first)."""
     muon = hidden_matrices(model) if config.matrices == "muon" else []
     on_muon = {id(p) for p in muon}
     rest = [p for p in model.parameters() if id(p) not in on_muon]
