@@ -83,16 +83,15 @@ def unseen_exact_match(run_dir: Path, overrides: list[str], steps: int, device: 
     datamodule = build(cfg.data, "data")
     module = CalculatorModule.load_from_checkpoint(RunDir(run_dir).best_checkpoint, map_location="cpu").eval()
     seqs = unseen_problems(datamodule, steps, device=device)
-    P, A = module.fmt.prompt_len, module.fmt.answer_len
-    right = torch.cat([(module.decode_answers(s) == s[:, P : P + A]).all(dim=1) for s in seqs.split(2500)])
+    right = torch.cat([module.fmt.exact_match(module.decode_answers(s), s) for s in seqs.split(2500)])
     return round(right.float().mean().item(), 5)
 
 
 def reference_run(overrides: list[str], workdir: Path, device: torch.device) -> dict:
     """The nanoGPT-style reference trained as ``overrides`` say, in a bare loop, to the run's target."""
     from benchmarks.train_speed import compose, reference_loss
-    from model.module import optimizer_for, scheduler_for
     from training.assemble import assemble
+    from training.optim import lr_schedule, optimizer_for
 
     quiet = ["logger=none", "analysis=none", "callbacks.attention_maps=null", "callbacks.progress_bar=null"]
     cfg = compose([*overrides, *quiet], workdir)
@@ -103,8 +102,8 @@ def reference_run(overrides: list[str], workdir: Path, device: torch.device) -> 
     nanogpt_init(model)
     model.to(device)
     max_steps, every = cfg.trainer.max_steps, min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
-    optimizer = optimizer_for(model, module.schedule)
-    scheduler = scheduler_for(optimizer, module.schedule, max_steps)
+    optimizer = optimizer_for(model, module.optim)
+    scheduler = lr_schedule(optimizer, module.optim, max_steps)
     stream = iter(datamodule.training_stream(device))
     val = datamodule.held_out_set("val").to(device)
 
@@ -112,10 +111,7 @@ def reference_run(overrides: list[str], workdir: Path, device: torch.device) -> 
         model.eval()
         with torch.no_grad():
             right = torch.cat(
-                [
-                    (model(s[:, :-1])[:, P - 1 : P - 1 + A].argmax(-1) == s[:, P : P + A]).all(1)
-                    for s in seqs.split(2500)
-                ]
+                [fmt.exact_match(model(s[:, :-1])[:, P - 1 : P - 1 + A].argmax(-1), s) for s in seqs.split(2500)]
             )
         model.train()
         return right.float().mean().item()

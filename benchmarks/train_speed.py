@@ -53,10 +53,11 @@ from torch.utils.flop_counter import FlopCounterMode
 from data.datamodule import ArithmeticDataModule
 from data.problems import ProblemFormat
 from model.device import device_name
-from model.module import CUDA_GRAPH_MODES, AdamWSchedule, optimizer_for
+from model.module import CUDA_GRAPH_MODES
 from model.reference import RefGPT
 from training.assemble import assemble
 from training.cli import compose_train_config, with_run_dir
+from training.optim import OptimConfig, optimizer_for
 
 DEFAULT_STEPS = {"cpu": (60, 10)}  # device type -> (timed steps, warm-up steps) per round; others: GPU_STEPS
 GPU_STEPS = (300, 20)  # 320 steps a round: 5 draws of 64 batches, 3 checks of the loss guard (every 100 steps)
@@ -220,7 +221,7 @@ class BareLoop:
     loss live across rounds, so a compiled loss compiles once."""
 
     def __init__(
-        self, model: nn.Module, loss_of, stream, schedule: AdamWSchedule, clip: float | None, variant: Variant, device
+        self, model: nn.Module, loss_of, stream, schedule: OptimConfig, clip: float | None, variant: Variant, device
     ):
         self.model, self.stream, self.variant, self.device, self.clip = model, stream, variant, device, clip
         self.optimizer = optimizer_for(model, schedule)  # the run's recipe (Muon + AdamW by default), as in training
@@ -335,7 +336,7 @@ def build_bare(variant: Variant, overrides: list[str], run_dir: Path, device: to
     module.to(device)
     if variant.path == "bare":
         return BareLoop(
-            module, module.teacher_forced_loss, device_batches(dm, device), module.schedule, clip, variant, device
+            module, module.teacher_forced_loss, device_batches(dm, device), module.optim, clip, variant, device
         )
     c, P = module.net.cfg, dm.fmt.prompt_len
     reference = RefGPT(dm.vocab_size, dm.fmt.seq_len, c.d_model, c.n_heads, c.n_layers).to(device)
@@ -343,7 +344,7 @@ def build_bare(variant: Variant, overrides: list[str], run_dir: Path, device: to
     def loss_of(seq: torch.Tensor) -> torch.Tensor:
         return reference_loss(reference, seq, P)
 
-    return BareLoop(reference, loss_of, device_batches(dm, device), module.schedule, clip, variant, device)
+    return BareLoop(reference, loss_of, device_batches(dm, device), module.optim, clip, variant, device)
 
 
 # ---- FLOPs, the device's peak, and where a step's time goes -------------------------------------------------

@@ -99,6 +99,27 @@ def randomised(places: torch.Tensor, m: int, n_places: int, batch: int) -> torch
     return torch.where(places > 0, draw.gather(1, (places - 1).clamp(min=0).expand(batch, -1)), 0)
 
 
+def training_places(
+    seq: torch.Tensor, trained: ProblemFormat, fmt: ProblemFormat, place_of: str, place_offset: int, random_share: float
+) -> torch.Tensor | None:
+    """The place ids (B, seq_len) of a training batch ``seq`` of ``fmt`` (``trained`` at the batch's width) for a
+    model with a place embedding trained on ``trained``: each sequence's places shifted by a random 0..k, where k
+    reaches the longest width the model addresses (trained digits + ``place_offset``), so every place up to there
+    is learned at every width; ``random_share`` of the sequences get a sorted random draw of places instead
+    (:func:`randomised`). None where there is nothing to move: the trained layout's own places are then used."""
+    spare = trained.digits + place_offset - fmt.digits  # places above this width's top one
+    if fmt == trained and not spare:
+        return None
+    batch, device = len(seq), seq.device
+    places = place_tensor(fmt, place_of, device)  # (seq_len,)
+    out = shifted(places, torch.randint(spare + 1, (batch,), device=device))  # (B, seq_len)
+    if random_share:  # this share of the sequences: places drawn from all the model has, in order
+        pick = torch.rand(batch, 1, device=device) < random_share
+        top = top_place(fmt, place_of)  # this width's highest place
+        out = torch.where(pick, randomised(places, top, top + spare, batch), out)
+    return out
+
+
 def token_labels(text_tokens: list[str]) -> list[str]:
     """Short axis labels for a sequence's tokens ([BOS] -> '^', [EOS] -> '$')."""
     return [{"[BOS]": "^", "[EOS]": "$"}.get(t, t) for t in text_tokens]

@@ -165,12 +165,11 @@ class Calculator:
         Digit accuracy is the share of answer tokens right (padding zeros, sign and any working included), as in
         training. ``lines`` (the problems' line numbers) labels the mistakes listed.
         """
-        P, A = self.fmt.prompt_len, self.fmt.answer_len
         n = len(problems)
         seqs = self.encode(problems)  # (N, seq_len)
-        predicted = self.generate(seqs[:, :P])  # (N, A)
-        right = predicted == seqs[:, P : P + A]  # (N, A)
-        exact, digit = right.all(dim=1), right.float().mean(dim=1)  # (N,), (N,)
+        predicted = self.generate(seqs[:, : self.fmt.prompt_len])  # (N, answer_len)
+        exact = self.fmt.exact_match(predicted, seqs)  # (N,)
+        digit = (predicted == self.fmt.answer_of(seqs)).float().mean(dim=1)  # (N,)
 
         a = torch.tensor([p.a for p in problems], dtype=torch.int64)
         b = torch.tensor([p.b for p in problems], dtype=torch.int64)

@@ -25,8 +25,9 @@ import torch  # noqa: E402
 from lightning.pytorch.callbacks import EarlyStopping  # noqa: E402
 
 from data.datamodule import ArithmeticDataModule  # noqa: E402
-from model.module import AdamWSchedule, CalculatorModule  # noqa: E402
+from model.module import CalculatorModule  # noqa: E402
 from training import TARGET_ACCURACY  # noqa: E402
+from training.optim import OptimConfig  # noqa: E402
 
 # Lightning's start-up lines (GPU available: False, ...) and its hints would bury the lesson's own output.
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
@@ -82,7 +83,7 @@ def train_calculator(
             n_layers=n_layers,
         ),
         fmt=data.fmt.to_dict(),
-        optim=AdamWSchedule().to_dict(),  # the project's recipe: configs/optim/adamw.yaml, the same values
+        optim=OptimConfig().to_dict(),  # the project's recipe: configs/optim/adamw.yaml, the same values
     )
     callbacks = (
         []

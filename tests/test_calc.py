@@ -26,10 +26,11 @@ from data.expressions import ExpressionError, Problem, parse_expression
 from data.problems import ProblemFormat
 from model.checkpoint import CheckpointError, find_checkpoints, load_calculator, newest_checkpoint
 from model.device import DeviceError, resolve_device
-from model.module import AdamWSchedule, CalculatorModule
+from model.module import CalculatorModule
 from model.transformer import TransformerConfig
 from storage.rundir import RunDir
 from tests.conftest import ROOT, run_train
+from training.optim import OptimConfig
 
 
 def make_run(run_dir: Path, operators: str, steps: int) -> Path:
@@ -38,7 +39,7 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     dm = ArithmeticDataModule(
         digits=2, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10, n_test=10
     )
-    optim = AdamWSchedule(lr=1e-2, warmup_steps=20).to_dict()
+    optim = OptimConfig(lr=1e-2, warmup_steps=20).to_dict()
     model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
     module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
     trainer = L.Trainer(

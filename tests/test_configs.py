@@ -39,7 +39,7 @@ PROMISED = {
 BUILT = {  # group -> the class its options build (what "each file builds the object it is named after" means)
     "model": "TransformerConfig",
     "data": "ArithmeticDataModule",
-    "optim": "AdamWSchedule",
+    "optim": "OptimConfig",
     "trainer": "Trainer",
     "analysis": "HeadAnalysis",
 }

@@ -60,7 +60,6 @@ def test_mistakes(
     from data.tokenizer import CharTokenizer
 
     fmt, id_to_token = module.fmt, CharTokenizer().id_to_token
-    P, A = fmt.prompt_len, fmt.answer_len
     if found is None:
         module.eval()
         found = []
@@ -70,10 +69,12 @@ def test_mistakes(
     n_wrong = sum(len(seqs) for seqs, _ in found)
     wrong = []
     for seqs, answers in found:
-        for seq, answer in zip(seqs[: max(limit - len(wrong), 0)].tolist(), answers.tolist(), strict=False):
-            prompt = "".join(id_to_token[t] for t in seq[1 : P - 1])  # a op b, zero-padded
+        seqs = seqs[: max(limit - len(wrong), 0)]
+        prompts, truths = seqs[:, 1 : fmt.prompt_len - 1].tolist(), fmt.answer_of(seqs).tolist()  # a op b, zero-padded
+        for prompt_ids, truth_ids, answer in zip(prompts, truths, answers.tolist(), strict=False):
+            prompt = "".join(id_to_token[t] for t in prompt_ids)
             written = "".join(id_to_token[t] for t in answer)
-            truth_text = "".join(id_to_token[t] for t in seq[P : P + A])
+            truth_text = "".join(id_to_token[t] for t in truth_ids)
             truth = fmt.parse_answer(truth_text)
             try:
                 model = fmt.parse_answer(written)
