@@ -43,8 +43,9 @@ def settings(run) -> tuple[dict, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from model.checkpoint import CheckpointError, load_module, newest_checkpoint
+    from model.checkpoint import CheckpointError, newest_checkpoint
     from storage.rundir import RunDir
+    from training.module import load_module
 
     try:
         module, ckpt = load_module(args.run if args.run else newest_checkpoint(Path.cwd()))

@@ -396,7 +396,7 @@ def numbers(text: str, low: int) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from model.module import COMPILE_MODES
+    from training.module import COMPILE_MODES
 
     summary, details = __doc__.split("\n\n", 1)
     p = argparse.ArgumentParser(

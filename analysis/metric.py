@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from analysis.engine.evaluator import Evaluator
     from analysis.engine.graph import ComponentGraph
     from analysis.engine.pair_runs import PairRuns
-    from model.module import CalculatorModule
+    from training.module import CalculatorModule
 
 T = TypeVar("T")
 

@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch
 
-    from model.checkpoint import CheckpointError, load_module
+    from model.checkpoint import CheckpointError
+    from training.module import load_module
 
     try:
         module, ckpt = load_module(args.run)

@@ -53,7 +53,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from data.datamodule import ArithmeticDataModule
 from data.problems import ProblemFormat
 from model.device import device_name
-from model.module import CUDA_GRAPH_MODES
+from training.module import CUDA_GRAPH_MODES
 from model.reference import RefGPT
 from training.assemble import assemble
 from training.cli import compose_train_config, with_run_dir

@@ -14,9 +14,12 @@ from pathlib import Path
 
 import torch
 
+from data.positions import place_ids
+from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 from model.device import resolve_device
+from model.transformer import Transformer, TransformerConfig
 from storage.rundir import RUN_PATTERNS, RunDir, SweepDir
 
 
@@ -99,8 +102,8 @@ def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Cal
     GPU-trained checkpoint loads on a CPU-only machine. A device that is not there raises :class:`DeviceError`
     before anything is read."""
     target = resolve_device(device)
-    module, ckpt = load_module(path)
-    net, fmt = module.net, module.fmt
+    ckpt, saved = read_checkpoint(path)
+    net, fmt = build_network(saved, ckpt), ProblemFormat(**saved["hyper_parameters"]["fmt"])
     tokenizer = load_tokenizer(ckpt)
     if tokenizer.vocab_size != net.cfg.vocab_size:
         raise CheckpointError(
@@ -113,11 +116,15 @@ def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Cal
     return calc.to(target)
 
 
-def load_module(path: str | Path):
-    """Checkpoint file or run directory -> (its CalculatorModule on the CPU, in eval mode; the .ckpt path), every
-    way a file can be wrong one :class:`CheckpointError` line."""
-    from model.module import CalculatorModule  # imports Lightning: only when a checkpoint is really loaded
+def network_for(model: dict, fmt: ProblemFormat) -> Transformer:
+    """The network a checkpoint's hyper-parameters describe (``model``: a TransformerConfig as a dict), new weights."""
+    config = TransformerConfig(**model)
+    return Transformer(config, place_ids=place_ids(fmt, config.place_of))
 
+
+def read_checkpoint(path: str | Path) -> tuple[Path, dict]:
+    """Checkpoint file or run directory -> (the .ckpt path, what it holds as plain values); every way a file can be
+    wrong is one :class:`CheckpointError` line. Nothing in it is instantiated: tensors and plain values only."""
     ckpt = resolve_checkpoint(path)
     try:
         with warnings.catch_warnings():  # torch warns about foreign pickles; the error below says it all
@@ -140,14 +147,23 @@ def load_module(path: str | Path):
     missing = [key for key in ("model", "fmt") if not isinstance(hparams.get(key), dict)]
     if missing:
         raise CheckpointError(f"{ckpt}: not a tinycalc checkpoint (hyper_parameters lack {', '.join(missing)})")
+    return ckpt, data
+
+
+def build_network(saved: dict, ckpt: Path) -> Transformer:
+    """The network of a checkpoint :func:`read_checkpoint` read, with its weights, in eval mode; a config or weights
+    this code cannot take is one :class:`CheckpointError` line."""
+    hparams = saved["hyper_parameters"]
     try:
-        module = CalculatorModule.load_from_checkpoint(ckpt, map_location="cpu", weights_only=True)
+        fmt = ProblemFormat(**hparams["fmt"])
+        net = network_for(hparams["model"], fmt)
+        weights = {k.removeprefix("net."): v for k, v in saved["state_dict"].items() if k.startswith("net.")}
+        net.load_state_dict(weights)
     except Exception as e:  # wrong config keys/values or weights of another shape
         raise CheckpointError(f"{ckpt}: incompatible with this code ({_first_line(e)})") from None
-    net, fmt = module.net, module.fmt
     if net.cfg.block_size < fmt.seq_len - 1:
         raise CheckpointError(
             f"{ckpt}: block_size={net.cfg.block_size} is too short for {fmt.digits}-digit "
             f"problems ({fmt.seq_len - 1} tokens)"
         )
-    return module.eval(), ckpt
+    return net.eval()

@@ -3,7 +3,7 @@ one function that trains a calculator, a way to show the project's figures inlin
 check that an answer was given.
 
 ``import lessons`` works when the notebook runs from this folder (Jupyter's default). Nothing here
-re-implements the project: ``train_calculator`` is ``data.datamodule`` + ``model.module`` + a plain
+re-implements the project: ``train_calculator`` is ``data.datamodule`` + ``training.module`` + a plain
 ``lightning.Trainer``, as in notebook 02, where those lines are written out one by one.
 """
 
@@ -25,7 +25,7 @@ import torch  # noqa: E402
 from lightning.pytorch.callbacks import EarlyStopping  # noqa: E402
 
 from data.datamodule import ArithmeticDataModule  # noqa: E402
-from model.module import CalculatorModule  # noqa: E402
+from training.module import CalculatorModule  # noqa: E402
 from training import TARGET_ACCURACY  # noqa: E402
 from training.optim import OptimConfig  # noqa: E402
 

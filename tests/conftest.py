@@ -90,7 +90,7 @@ def untrained_calculator(n_layers: int = 2, seed: int = 0, n_test: int = 300):
     import lightning as L
 
     from data.datamodule import ArithmeticDataModule
-    from model.module import CalculatorModule
+    from training.module import CalculatorModule
 
     L.seed_everything(seed, verbose=False)
     dm = ArithmeticDataModule(digits=2, n_val=10, n_test=n_test, val_fraction=0.05, test_fraction=0.05)

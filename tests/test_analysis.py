@@ -15,7 +15,7 @@ from data.datamodule import ArithmeticDataModule
 from data.positions import positions
 from data.problems import ProblemFormat
 from model.hooks import ablated, zero_ablated
-from model.module import CalculatorModule
+from training.module import CalculatorModule
 from tests.conftest import untrained_calculator
 
 

@@ -18,7 +18,7 @@ from rich.console import Console
 import bench
 from benchmarks import train_speed as speed
 from benchmarks.train_speed import Clock, plan, reference_loss, run_overrides, step_flops
-from model.module import CalculatorModule
+from training.module import CalculatorModule
 from model.reference import RefGPT
 from model.transformer import Transformer
 from tests.conftest import ROOT, SMALL_TASK, compose_config

@@ -26,7 +26,7 @@ from data.expressions import ExpressionError, Problem, parse_expression
 from data.problems import ProblemFormat
 from model.checkpoint import CheckpointError, find_checkpoints, load_calculator, newest_checkpoint
 from model.device import DeviceError, resolve_device
-from model.module import CalculatorModule
+from training.module import CalculatorModule
 from model.transformer import TransformerConfig
 from storage.rundir import RunDir
 from tests.conftest import ROOT, run_train

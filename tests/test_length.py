@@ -141,7 +141,7 @@ def test_randomised_places_are_sorted_distinct_places_kept_the_same_for_the_same
 
 
 def test_random_places_are_given_to_that_share_of_training_sequences():
-    from model.module import CalculatorModule
+    from training.module import CalculatorModule
 
     net, fmt = place_net(offset=4)
     a_digits = torch.tensor([p.kind == "a" for p in positions(fmt)])
@@ -273,7 +273,7 @@ def test_own_places_number_every_digit_by_its_own_place():
 
 
 def test_training_places_reach_the_longest_width_at_every_width():
-    from model.module import CalculatorModule
+    from training.module import CalculatorModule
 
     net, fmt = place_net(offset=4)
     module = CalculatorModule(net.cfg.to_dict(), fmt.to_dict(), {})

@@ -19,10 +19,10 @@ from analysis.metric import UNITS, Column, Context, HeadMetric, Product
 from analysis.metrics.dla import head_logit_contributions
 from analysis.pipeline import HeadAnalysis
 from data.datamodule import ArithmeticDataModule
-from model.checkpoint import load_module
 from storage.rundir import RunDir
 from tests.conftest import untrained_calculator
 from tests.test_calc import make_run
+from training.module import load_module
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from data.datamodule import ArithmeticDataModule
-from model.module import CalculatorModule
+from training.module import CalculatorModule
 from model.reference import RefGPT, nanogpt_init
 from model.transformer import Transformer, TransformerConfig
 from tests.conftest import compose_config, with_run_dir
@@ -126,7 +126,7 @@ def test_the_reference_starts_from_nanogpts_initialisation():
 
 # ---- optimizer states saved before training/optim.py (base commit 82c774e): the shapes its code wrote ----------
 def old_muon_recipe(net: torch.nn.Module, lr: float = 0.02, adamw_lr: float = 3e-3) -> tuple:
-    """The Muon recipe's optimizers as model/module.py built them before: torch.optim.Muon (whose subclass it
+    """The Muon recipe's optimizers as training/module.py built them before: torch.optim.Muon (whose subclass it
     stepped; same state) for the hidden matrices, and a fused AdamW with decayed matrices and undecayed vectors;
     saved as ``{"parts": [muon, adamw]}``."""
     hidden = hidden_matrices(net)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from model.module import CalculatorModule
+from training.module import CalculatorModule
 from tests.conftest import run_train
 from training import TARGET_ACCURACY
 

@@ -15,7 +15,7 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     import lightning as L
     import torch
 
-    from model.module import CalculatorModule
+    from training.module import CalculatorModule
     from training.callbacks import AtomicCheckpointIO
 
     if cfg.threads is not None:

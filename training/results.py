@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from model.device import device_name
-from model.module import CalculatorModule
+from training.module import CalculatorModule
 
 
 def run_record(

@@ -19,7 +19,7 @@ import torch
 
 from analysis.engine.cache import ActivationCache, run_with_cache
 from model.hooks import ablated, hook_name
-from model.module import CalculatorModule
+from training.module import CalculatorModule
 
 Heads = dict[tuple[int, int], torch.Tensor | float]  # (layer, head) -> what its output is replaced by
 

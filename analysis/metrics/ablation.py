@@ -16,7 +16,7 @@ from analysis.metric import Column, Context, HeadMetric
 from analysis.metrics.roles import Roles
 from analysis.plots import ablation_heatmap
 from model.hooks import head_label
-from model.module import CalculatorModule
+from training.module import CalculatorModule
 
 
 @dataclass

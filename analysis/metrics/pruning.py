@@ -11,7 +11,7 @@ from analysis.metric import Analysis, Column, Context, points
 from analysis.metrics.ablation import Ablation, AblationRow, ablate_each_head
 from analysis.plots import pruning_curve
 from model.hooks import head_label
-from model.module import CalculatorModule
+from training.module import CalculatorModule
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import lightning as L
 import torch
 import torch.nn.functional as F
@@ -9,7 +11,7 @@ import torch.nn.functional as F
 from data import positions
 from data.problems import ProblemFormat
 from data.stream import width_of
-from model.transformer import Transformer, TransformerConfig
+from model.checkpoint import CheckpointError, build_network, network_for, read_checkpoint
 from training.optim import OptimConfig, lr_schedule, optimizer_for, upgrade_checkpoint
 
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile
@@ -32,8 +34,7 @@ class CalculatorModule(L.LightningModule):
         self.save_hyperparameters(ignore=["compile"])
         self.optim = OptimConfig(**optim)
         self.fmt = ProblemFormat(**fmt)
-        config = TransformerConfig(**model)
-        self.net = Transformer(config, place_ids=positions.place_ids(self.fmt, config.place_of))
+        self.net = network_for(model, self.fmt)
         self.val_history: list[dict] = []  # one entry per validation: step, exact_match, loss
         self.compile_mode = compile
         self.training_loss = self.teacher_forced_loss  # compiled in setup("fit") when asked
@@ -169,3 +170,17 @@ class CalculatorModule(L.LightningModule):
         optimizer = optimizer_for(self, self.optim, fused=not mixed)
         schedule = lr_schedule(optimizer, self.optim, self.trainer.max_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def load_module(path) -> tuple[CalculatorModule, Path]:
+    """Checkpoint file or run directory -> (its CalculatorModule on the CPU, in eval mode; the .ckpt path), every
+    way a file can be wrong one :class:`CheckpointError` line (model/checkpoint.py reads it as plain values)."""
+    ckpt, saved = read_checkpoint(path)
+    net, hparams = build_network(saved, ckpt), saved["hyper_parameters"]
+    try:
+        module = CalculatorModule(hparams["model"], hparams["fmt"], hparams.get("optim") or {})
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{ckpt}: incompatible with this code ({str(e).splitlines()[0]})") from None
+    module.net = net  # the network with its weights, checked
+    module.on_load_checkpoint(saved)
+    return module.eval(), ckpt
