@@ -76,8 +76,8 @@ def unseen_problems(datamodule, steps: int, n: int = UNSEEN, device: torch.devic
 def unseen_exact_match(run_dir: Path, overrides: list[str], steps: int, device: torch.device) -> float:
     """Greedy exact-match of the run's best checkpoint on :func:`unseen_problems` (the run trained on ``device``)."""
     from benchmarks.train_speed import compose
-    from training.module import CalculatorModule
     from training.config import build
+    from training.module import CalculatorModule
 
     cfg = compose(overrides, run_dir)
     datamodule = build(cfg.data, "data")

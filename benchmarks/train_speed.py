@@ -53,10 +53,10 @@ from torch.utils.flop_counter import FlopCounterMode
 from data.datamodule import ArithmeticDataModule
 from data.problems import ProblemFormat
 from model.device import device_name
-from training.module import CUDA_GRAPH_MODES
 from model.reference import RefGPT
 from training.assemble import assemble
 from training.cli import compose_train_config, with_run_dir
+from training.module import CUDA_GRAPH_MODES
 from training.optim import OptimConfig, optimizer_for
 
 DEFAULT_STEPS = {"cpu": (60, 10)}  # device type -> (timed steps, warm-up steps) per round; others: GPU_STEPS

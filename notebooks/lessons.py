@@ -25,8 +25,8 @@ import torch  # noqa: E402
 from lightning.pytorch.callbacks import EarlyStopping  # noqa: E402
 
 from data.datamodule import ArithmeticDataModule  # noqa: E402
-from training.module import CalculatorModule  # noqa: E402
 from training import TARGET_ACCURACY  # noqa: E402
+from training.module import CalculatorModule  # noqa: E402
 from training.optim import OptimConfig  # noqa: E402
 
 # Lightning's start-up lines (GPU available: False, ...) and its hints would bury the lesson's own output.

@@ -15,8 +15,8 @@ from data.datamodule import ArithmeticDataModule
 from data.positions import positions
 from data.problems import ProblemFormat
 from model.hooks import ablated, zero_ablated
-from training.module import CalculatorModule
 from tests.conftest import untrained_calculator
+from training.module import CalculatorModule
 
 
 @pytest.fixture(scope="module")

@@ -18,11 +18,11 @@ from rich.console import Console
 import bench
 from benchmarks import train_speed as speed
 from benchmarks.train_speed import Clock, plan, reference_loss, run_overrides, step_flops
-from training.module import CalculatorModule
 from model.reference import RefGPT
 from model.transformer import Transformer
 from tests.conftest import ROOT, SMALL_TASK, compose_config
 from training import TARGET_ACCURACY
+from training.module import CalculatorModule
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
 TINY = ["--repeat", "1", "--steps", "4", "--warmup", "2"]  # a few steps a variant: the figures, not their values

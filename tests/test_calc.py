@@ -26,10 +26,10 @@ from data.expressions import ExpressionError, Problem, parse_expression
 from data.problems import ProblemFormat
 from model.checkpoint import CheckpointError, find_checkpoints, load_calculator, newest_checkpoint
 from model.device import DeviceError, resolve_device
-from training.module import CalculatorModule
 from model.transformer import TransformerConfig
 from storage.rundir import RunDir
 from tests.conftest import ROOT, run_train
+from training.module import CalculatorModule
 from training.optim import OptimConfig
 
 

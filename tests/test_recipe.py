@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from data.datamodule import ArithmeticDataModule
-from training.module import CalculatorModule
 from model.reference import RefGPT, nanogpt_init
 from model.transformer import Transformer, TransformerConfig
 from tests.conftest import compose_config, with_run_dir
+from training.module import CalculatorModule
 from training.optim import MuonAdamW, OptimConfig, hidden_matrices, lr_schedule, optimizer_for, upgrade_checkpoint
 
 

@@ -36,7 +36,12 @@ def stopped_in(phase: str, run: RunDir, signum=signal.SIGINT, results=None, stop
     from training.run import Run
 
     life = Run(SimpleNamespace(resume=resume), run)
-    life.trainer, life.loggers, life.stopper, life.results = SimpleNamespace(global_step=120), [], stopper, results or {}
+    life.trainer, life.loggers, life.stopper, life.results = (
+        SimpleNamespace(global_step=120),
+        [],
+        stopper,
+        results or {},
+    )
     life.fit_started, life.fit_ended = 0.0, 12.5  # 12.5 s of training
     return life.stopped(signum, phase)
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from training.module import CalculatorModule
 from tests.conftest import run_train
 from training import TARGET_ACCURACY
+from training.module import CalculatorModule
 
 SMALL = [
     "data.digits=2",

@@ -15,8 +15,8 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     import lightning as L
     import torch
 
-    from training.module import CalculatorModule
     from training.callbacks import AtomicCheckpointIO
+    from training.module import CalculatorModule
 
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
@@ -44,7 +44,9 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     # a run shorter than the validation interval still validates (and checkpoints) once, at its end
     cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
     loggers = build_loggers(cfg, run_name, group, resume_id)
-    trainer = build(cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False, plugins=[AtomicCheckpointIO()])
+    trainer = build(
+        cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False, plugins=[AtomicCheckpointIO()]
+    )
     if trainer.strategy.root_device.type == "cuda":  # never changes a CPU's arithmetic
         torch.set_float32_matmul_precision(cfg.matmul_precision)
     return datamodule, module, analysis, callbacks, loggers, trainer
