@@ -76,6 +76,14 @@ def test_an_untouched_run_resumes_with_its_values_and_the_projects_code(run):
     assemble(cfg)  # and it builds
 
 
+def test_a_run_saved_when_its_classes_lived_elsewhere_resumes(run):
+    """config.yaml of a run from before training/optim.py names the optimizer settings' old home: still resumed."""
+    edit(run, lambda c: c.optim.__setitem__("_target_", "model.module.AdamWSchedule"))
+    assert resumed(run).optim._target_ == "training.optim.OptimConfig"
+    edit(run, lambda c: c.optim.__setitem__("_target_", "model.module.OptimConfig"))  # no such old home
+    assert "optim._target_='model.module.OptimConfig' names code" in refusal(run)
+
+
 def test_a_callback_added_to_config_yaml_is_refused_and_never_runs(run):
     (run / "payload.pkl").write_bytes(b"not reached")
     edit(run, lambda c: c.callbacks.__setitem__("evil", {"_target_": "torch.load", "f": str(run / "payload.pkl")}))

@@ -28,6 +28,10 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 OPTION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # a config option's file name, no path
 
 
+# Where a ``_target_`` the project once named now lives: an older run's config.yaml names the old path, and resumes.
+MOVED_TARGETS = {"model.module.AdamWSchedule": "training.optim.OptimConfig"}
+
+
 def _first_line(error: BaseException) -> str:
     line = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return line if len(line) <= 120 else line[:120] + "..."
@@ -123,7 +127,7 @@ def take_values(schema: dict, saved: dict, path: str = "") -> dict:
         if not isinstance(key, str):
             raise ConfigError(f"{where!r} is not a setting of this project's config")
         if _names_code(key):
-            if schema.get(key) != value:
+            if schema.get(key) != value and not (key == "_target_" and MOVED_TARGETS.get(value) == schema.get(key)):
                 ours = f"the project's is {schema[key]!r}" if key in schema else "the project names none there"
                 raise ConfigError(f"{where}={value!r} names code ({ours}); a run directory is data, never code")
             continue
