@@ -21,7 +21,7 @@ from training.assemble import assemble
 from training.config import register_resolvers
 from training.loggers import quiet_known_noise
 from training.resume import effective_config
-from training.run import Run, next_steps, run_command, run_job
+from training.run import Run, exit_quickly, next_steps, run_command, run_job
 
 register_resolvers()
 
@@ -87,3 +87,4 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     run_command(main)
+    exit_quickly()  # only a command that ended well; every other exit is a normal one

@@ -124,6 +124,25 @@ def copying_model() -> tuple[Transformer, Pairs]:
     return net, Pairs("a0", fmt.prompt_len - 1, clean, corrupted, digit[a], digit[a2], ["copy"] * 10)
 
 
+@pytest.mark.parametrize(
+    "scheme", [{"place_bias": 2}, {"place_bias": 2, "place_window": True}, {"log_scale": 4}], ids=str
+)
+def test_the_component_graph_is_the_model_with_every_position_scheme(scheme):
+    """Patching and circuits run the model as a graph: with place scores, the window or log-scaled attention the
+    graph adds what the model adds (it once left them out, and studied another function than the model's)."""
+    from model.checkpoint import network_for
+
+    torch.manual_seed(0)
+    fmt = ProblemFormat(digits=3)
+    model = {"vocab_size": len(VOCAB), "block_size": fmt.seq_len, "place_embedding": True, **scheme}
+    net = network_for(model, fmt).eval()
+    if scheme.get("place_bias"):
+        torch.nn.init.normal_(net.place_scores.weight)  # trained scores, not the zeros a new model starts with
+    x = contrast_pairs(fmt, studied_digits(fmt)[1], n=16).clean[:, :-1]
+    with torch.no_grad():
+        assert torch.allclose(ComponentGraph(net).run(x)[0], net(x)[0], atol=1e-5)
+
+
 def test_a_known_circuit_is_found_exactly():
     net, pairs = copying_model()
     graph = ComponentGraph(net)

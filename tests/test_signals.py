@@ -200,3 +200,32 @@ def test_a_signal_during_the_analysis_keeps_the_finished_run_ok(tmp_path, signum
     assert state["interrupted_phase"] in ("analysis", "report")  # the analysis of a small run can be quick
     again = "python analyse.py" if state["interrupted_phase"] == "analysis" else "analysis.html_report"
     assert again in line and not (run_dir / "run.lock").exists()  # the command that finishes the stopped phase
+
+
+def test_a_second_signal_while_the_saved_step_is_recorded_is_a_second_signal_not_a_failed_start(tmp_path):
+    """The first Ctrl-C finished the step and saved interrupted.ckpt; a second one while results.json says so stops
+    at once -- and the line still offers interrupted.ckpt, the record says interrupted (never "failed")."""
+    from training.run import Run
+
+    run = a_run(tmp_path / "run")
+    run.interrupted_checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": {}}, run.interrupted_checkpoint)
+    life = Run(SimpleNamespace(resume=None), run)
+    life.trainer, life.loggers = SimpleNamespace(global_step=120), []
+    life.stopper = SimpleNamespace(signal=signal.SIGINT, saved=run.interrupted_checkpoint)
+    record = run.mark_interrupted
+    calls = []
+
+    def second_signal_at_first(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise Signalled(signal.SIGINT)
+        record(*args, **kwargs)
+
+    run.mark_interrupted = second_signal_at_first
+    with pytest.raises(Interrupted) as stopped:
+        with life.phase("training"):
+            pass
+    assert "a second Ctrl-C" in str(stopped.value) and str(run.interrupted_checkpoint) in str(stopped.value)
+    state = run.read_results()
+    assert state["status"] == "interrupted" and state["checkpoint"] == str(run.interrupted_checkpoint)

@@ -84,14 +84,14 @@ class Run:
             self.phases.lap(name)
             if name in ("analysis", "report"):  # the run is finished: its record, with the seconds so far
                 self.record()
+            if name == "training" and self.stopper is not None and self.stopper.saved is not None:
+                raise self.interrupted_at_a_step()  # a second signal while this is written: stopped() says so
         except Signalled as stop:
             if not self.main_process:
                 raise
             if name == "analysis":
                 self.results["total_seconds"] = self.seconds
             raise self.stopped(stop.signum, name) from None
-        if name == "training" and self.stopper is not None and self.stopper.saved is not None:
-            raise self.interrupted_at_a_step()
 
     @contextmanager
     def saved_at_a_step(self) -> Iterator[None]:
@@ -214,10 +214,10 @@ def next_steps(results: dict) -> str:
 
 
 def exit_quickly() -> None:
-    """The command ended well: skip the interpreter's last garbage collections over every object torch and
-    Lightning created at import (~0.5-1 s of a default run's whole command, measured), which free nothing
-    the operating system would not: ``gc.freeze()`` moves them out of the collector's sight. Normal exit otherwise:
-    atexit handlers, threads' joins and the streams' flush all run."""
+    """A command's last line, once it ended well: skip the interpreter's last garbage collections over every object
+    torch and Lightning created at import (~0.5-1 s of a default run's whole command, measured), which free nothing
+    the operating system would not: ``gc.freeze()`` moves them out of the collector's sight. The exit is otherwise
+    normal: atexit handlers, threads' joins and the streams' flush all run."""
     gc.freeze()
 
 
@@ -243,4 +243,3 @@ def run_command(main: Callable[[], None]) -> None:
         except Signalled as stop:  # before the run began, or after its results were written (runs say their own)
             print(f"interrupted ({signal_name(stop.signum)}) outside the run: nothing of it changed", file=sys.stderr)
             sys.exit(exit_code(stop.signum))
-    exit_quickly()  # only a command that ended well: every other exit is a normal one

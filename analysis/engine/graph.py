@@ -90,6 +90,7 @@ class ComponentGraph:
         x = net.embed(idx)
         outs = [x.expand(C, B, T, x.shape[-1])]  # each sender's output, (C, B, T, d_model)
         bias = 0.0  # the attention output biases written so far: the same in every run, so no edge carries them
+        scores, scale = net.attention_terms(T, T, None, idx.device)  # what the position schemes add, per layer
 
         def read(receivers: list[tuple[str, str]]) -> torch.Tensor:
             """What each receiver reads: every earlier sender's write, each edge weighted between this run (w)
@@ -112,7 +113,9 @@ class ComponentGraph:
             q = self._project(attn.W_q, streams[:H], H, hd)  # (C*B, H, T, hd)
             k = self._project(attn.W_k, streams[H : H + G], G, hd).repeat_interleave(self.group, dim=1)
             v = self._project(attn.W_v, streams[H + G :], G, hd).repeat_interleave(self.group, dim=1)
-            z = attn.attention_weights(q, k, attn.allowed(T, T, True, None)) @ v  # (C*B, H, T, hd)
+            if scale is not None:
+                q = q * scale.to(q.dtype)
+            z = attn.attention_weights(q, k, attn.allowed(T, T, True, None), scores[layer]) @ v  # (C*B, H, T, hd)
             writes = torch.einsum("nhte,dhe->hntd", z, attn.W_o.weight.view(attn.d_model, H, hd))
             outs += list(writes.unflatten(1, (C, B)))  # head h's write, (C, B, T, d)
             if attn.W_o.bias is not None:
