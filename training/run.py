@@ -44,7 +44,7 @@ class Run:
         self.started = time.perf_counter()
         first = Run.runs_in_process == 0
         Run.runs_in_process += 1
-        self.phases = Phases(process_started if first and process_started else self.started, self.started)
+        self.phases = Phases(process_started if first and process_started is not None else self.started, self.started)
         self.previous = run_dir.read_results() if cfg.resume else {}  # the interrupted run this one continues
         self.results: dict = {}
         self.trainer = self.loggers = self.stopper = None

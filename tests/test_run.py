@@ -1,0 +1,100 @@
+"""The run's life as one object (training/run.py: Run): the status it records phase by phase, what the record holds,
+the resumed run's used-up checkpoint, and the seconds it counts -- without training anything."""
+
+from __future__ import annotations
+
+import signal
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from storage.rundir import RunDir
+from training.failures import Interrupted
+from training.run import Run, next_steps
+from training.signals import Signalled
+
+
+class Tokenizer:
+    def save(self, path):
+        path.write_text("{}")
+
+
+def begun(tmp_path, resume=None, **cfg) -> Run:
+    """A Run past its build phase: the directory claimed, "running" recorded."""
+    from omegaconf import OmegaConf
+
+    run_dir = RunDir(tmp_path / "run")
+    life = Run(OmegaConf.create({"resume": resume, "seed": 0, **cfg}), run_dir, process_started=0.0)
+    trainer = SimpleNamespace(is_global_zero=True, loggers=[], global_step=7)
+    life.begin(trainer, callbacks=[], loggers=[], tokenizer=Tokenizer())
+    return life
+
+
+def test_a_run_says_running_from_its_first_write_then_ok_with_its_phases(tmp_path):
+    life = begun(tmp_path)
+    assert life.dir.read_results()["status"] == "running" and life.dir.config.is_file() and life.dir.tokenizer.is_file()
+    with life.phase("training"):
+        pass
+    with life.phase("test"):
+        life.results = {"status": "ok", "test_exact_match": 1.0}
+    assert life.dir.read_results()["status"] == "running"  # tested is not yet recorded
+    with life.phase("analysis"):
+        life.results["total_seconds"] = life.seconds
+    recorded = life.dir.read_results()
+    assert recorded["status"] == "ok" and set(recorded["phases"]) >= {
+        "startup",
+        "build",
+        "training",
+        "test",
+        "analysis",
+    }
+    with life.phase("report"):
+        pass
+    assert "report" in life.dir.read_results()["phases"]
+
+
+def test_a_resumed_run_uses_up_its_interrupted_checkpoint_once_it_is_recorded(tmp_path):
+    life = begun(tmp_path, resume=str(tmp_path / "run"))
+    life.dir.interrupted_checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({}, life.dir.interrupted_checkpoint)
+    life.results = {"status": "ok"}
+    with life.phase("analysis"):
+        pass
+    assert life.dir.interrupted_checkpoint.is_file()  # recorded, not yet finished: the page is still to come
+    with life.phase("report"):
+        life.finished()
+    assert not life.dir.interrupted_checkpoint.exists()
+
+
+@pytest.mark.parametrize("phase", ["analysis", "report"])
+def test_a_signal_after_the_test_leaves_the_run_ok(tmp_path, phase):
+    life = begun(tmp_path)
+    life.results = {"status": "ok", "test_exact_match": 0.5}
+    with pytest.raises(Interrupted) as stopped:
+        with life.phase(phase):
+            raise Signalled(signal.SIGTERM)
+    assert stopped.value.signum == signal.SIGTERM and "the run is finished" in str(stopped.value)
+    recorded = life.dir.read_results()
+    assert recorded["status"] == "ok" and recorded["interrupted_phase"] == phase and recorded["test_exact_match"] == 0.5
+
+
+def test_only_a_processes_first_run_counts_the_startup(tmp_path, monkeypatch):
+    monkeypatch.setattr(Run, "runs_in_process", 0)
+    first = Run(SimpleNamespace(resume=None), RunDir(tmp_path / "a"), process_started=0.0)
+    later = Run(SimpleNamespace(resume=None), RunDir(tmp_path / "b"), process_started=0.0)
+    assert first.phases.laps["startup"] > 0 and later.phases.laps["startup"] == 0
+
+
+def test_train_seconds_stop_with_the_training_and_add_the_interrupted_runs(tmp_path):
+    life = begun(tmp_path)
+    life.previous = {"train_seconds": 100.0}
+    with life.phase("training"):
+        pass
+    seconds = life.train_seconds
+    assert seconds >= 100.0 and life.train_seconds == seconds  # frozen once training ended
+
+
+def test_next_steps_name_the_page_and_calc_py():
+    lines = next_steps({"run_dir": "runs/x", "data": {"digits": 3, "operators": "+"}})
+    assert "runs/x/report.html" in lines and "calc.py --ckpt runs/x 111+22" in lines and "--eval" in lines
