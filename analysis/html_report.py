@@ -15,6 +15,7 @@ import math
 import re
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 from analysis.metric import MILESTONE
 from analysis.sweep import grouped_over_seeds, summarise
@@ -238,6 +239,13 @@ def run_data(run_dir: Path, facts: dict | None = None, damage: Damage | None = N
     }
 
 
+def page_link(path: str) -> str:
+    """A link the page writes to a file beside it: relative ("./" first, so no scheme such as ``javascript:`` can
+    start it), and every character that could read as URL syntax ('#', '?', '%', ...) escaped; a Hydra job's
+    ``key=value,key=value`` stays readable."""
+    return "./" + quote(path, safe="/=,:+@")
+
+
 def sweep_data(sweep: SweepDir, rows: list[dict], rewrite_runs: bool = False, damage: Damage | None = None) -> dict:
     """Everything a sweep's page shows, from its summary ``rows`` (analysis/sweep.py); writes the report of every
     finished job that has none (or all of them with ``rewrite_runs``), so that the page can link to it. A job
@@ -252,10 +260,10 @@ def sweep_data(sweep: SweepDir, rows: list[dict], rewrite_runs: bool = False, da
             try:
                 if rewrite_runs or not job.report.exists():
                     write_run_report(job.path, damage=damage)
-                row["report"] = f"{where}/{job.report.name}"
+                row["report"] = page_link(f"{where}/{job.report.name}")
             except (ReportError, OSError) as e:
                 damage.note(job.path, f"no report.html ({one_line(e)})")
-        row["error_log"] = f"{where}/{job.error_log.name}" if job.error_log.exists() else None
+        row["error_log"] = page_link(f"{where}/{job.error_log.name}") if job.error_log.exists() else None
     finished = [(row["run"], job) for row, job in zip(rows, sweep.jobs(), strict=True) if row["report"]]
     heads = heads_across_runs(finished, damage)
     return {

@@ -15,6 +15,7 @@
     const node = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === null || v === undefined || v === false) continue;
+      if (k === "href" && !/^(#|\.\/)/.test(v)) continue;  // links stay on the page or beside it: no scheme
       if (k === "text") node.textContent = v;
       else if (k === "style" && typeof v === "object") Object.assign(node.style, v);
       else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);

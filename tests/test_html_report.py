@@ -280,3 +280,23 @@ def test_sweep_report_renders_offline_and_links_each_run(browser, sweep_dir, run
     page.click("#runs a")  # and the link opens the run's own page
     page.wait_for_selector("body[data-rendered='run']")
     assert page.locator(".head-thumb").count() == 2 * 2  # 2 layers x 2 heads
+
+
+@pytest.mark.parametrize("name", ["javascript:alert(1)", "0_a=b#c?d", "data:text/html,x", "100%"])
+def test_every_link_the_sweep_page_writes_is_a_path_beside_it(tmp_path, name):
+    """A job directory named like a URL (``hydra.sweep.subdir=javascript:...``) gets a link that is still a relative
+    path to its file: no scheme, '#' and '?' escaped, the same file once the browser unescapes it."""
+    from urllib.parse import unquote, urlparse
+
+    from analysis.html_report import page_link, sweep_data
+    from storage.rundir import SweepDir
+
+    job = tmp_path / name
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text("[]\n")
+    (job / "error.log").write_text("Traceback ...\n")
+    link = page_link(f"{name}/error.log")
+    assert urlparse(link).scheme == "" and not urlparse(link).fragment and not urlparse(link).query
+    assert (tmp_path / unquote(urlparse(link).path)).resolve() == (job / "error.log").resolve()
+    row = sweep_data(SweepDir(tmp_path), [{"run": name, "status": "failed"}])["rows"][0]
+    assert row["error_log"] == link and row["report"] is None
