@@ -60,6 +60,10 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("trainer.precision=fp8", "trainer.precision='fp8'"),
     ("trainer.gradient_clip_val=nan", "trainer.gradient_clip_val=nan"),
     ("trainer.devices=0", "trainer.devices=0"),
+    # Lightning settings that would train nothing and still finish "ok"
+    ("+trainer.max_epochs=0", "trainer.max_epochs=0 is not allowed: use one of -1, or null (set trainer.max_steps"),
+    ("+trainer.limit_train_batches=0", "trainer.limit_train_batches=0 is not allowed"),
+    ("+trainer.fast_dev_run=true", "trainer.fast_dev_run=True is not allowed"),
     ("seed=-1", "seed=-1"),
     ("seed=5000000000", "seed=5000000000"),
     ("threads=0", "threads=0"),

@@ -71,6 +71,10 @@ RULES: dict[str, Rule] = {
     "trainer.gradient_clip_val": Rule("number", 0, nullable=True),
     "trainer.precision": Rule("choice", choices=PRECISIONS),
     "trainer.accelerator": Rule("choice", choices=("cpu", "gpu", "cuda", "mps", "auto")),
+    # Lightning's ways to train less that would finish "ok" with an untrained model: a run is as long as max_steps
+    "trainer.max_epochs": Rule("choice", choices=(-1,), nullable=True, why="set trainer.max_steps instead"),
+    "trainer.limit_train_batches": Rule("choice", choices=(1.0,), nullable=True, why="set trainer.max_steps instead"),
+    "trainer.fast_dev_run": Rule("choice", choices=(False,), why="for a short run set trainer.max_steps"),
     "logger.wandb.mode": Rule("choice", choices=("offline", "online", "disabled")),
 }
 
