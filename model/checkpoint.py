@@ -27,7 +27,7 @@ class CheckpointError(Exception):
     """A checkpoint that cannot be found, read or used; the message is one line."""
 
 
-def _first_line(error: BaseException, limit: int = 120) -> str:
+def first_line(error: BaseException, limit: int = 120) -> str:
     """The first sentence of an error message, for a one-line report."""
     line = (str(error).strip().splitlines() or [type(error).__name__])[0].split(". ")[0]
     return line if len(line) <= limit else line[:limit] + "..."
@@ -93,7 +93,7 @@ def load_tokenizer(ckpt: Path) -> CharTokenizer:
     try:
         return CharTokenizer.load(path)
     except Exception as e:  # tokenizers raises plain Exceptions on bad JSON
-        raise CheckpointError(f"{path}: not a readable tokenizer ({_first_line(e)})") from None
+        raise CheckpointError(f"{path}: not a readable tokenizer ({first_line(e)})") from None
 
 
 def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Calculator:
@@ -132,13 +132,13 @@ def read_checkpoint(path: str | Path) -> tuple[Path, dict]:
             # weights_only: tensors and plain values only -- a foreign pickle cannot run code here
             data = torch.load(ckpt, map_location="cpu", weights_only=True)
     except OSError as e:
-        raise CheckpointError(f"{ckpt}: cannot read ({e.strerror or _first_line(e)})") from None
+        raise CheckpointError(f"{ckpt}: cannot read ({e.strerror or first_line(e)})") from None
     except pickle.UnpicklingError:  # torch's message is a page about weights_only
         raise CheckpointError(
             f"{ckpt}: not a tinycalc checkpoint (corrupt, or a pickle of objects other than tensors and plain values)"
         ) from None
     except Exception as e:  # torch raises RuntimeError/EOFError/... on truncated or random bytes
-        raise CheckpointError(f"{ckpt}: not a readable checkpoint, corrupt or truncated? ({_first_line(e)})") from None
+        raise CheckpointError(f"{ckpt}: not a readable checkpoint, corrupt or truncated? ({first_line(e)})") from None
     hparams = data.get("hyper_parameters") if isinstance(data, dict) else None
     if not isinstance(hparams, dict) or not isinstance(data.get("state_dict"), dict):
         raise CheckpointError(
@@ -155,12 +155,20 @@ def build_network(saved: dict, ckpt: Path) -> Transformer:
     this code cannot take is one :class:`CheckpointError` line."""
     hparams = saved["hyper_parameters"]
     try:
-        fmt = ProblemFormat(**hparams["fmt"])
-        net = network_for(hparams["model"], fmt)
-        weights = {k.removeprefix("net."): v for k, v in saved["state_dict"].items() if k.startswith("net.")}
-        net.load_state_dict(weights)
-    except Exception as e:  # wrong config keys/values or weights of another shape
-        raise CheckpointError(f"{ckpt}: incompatible with this code ({_first_line(e)})") from None
+        net = network_for(hparams["model"], ProblemFormat(**hparams["fmt"]))
+    except Exception as e:  # wrong config keys or values
+        raise CheckpointError(f"{ckpt}: incompatible with this code ({first_line(e)})") from None
+    return load_weights(net, saved, ckpt)
+
+
+def load_weights(net: Transformer, saved: dict, ckpt: Path) -> Transformer:
+    """The weights of a checkpoint :func:`read_checkpoint` read, into ``net`` (in eval mode, returned); weights of
+    another shape, or a network too short for its problems, is one :class:`CheckpointError` line."""
+    fmt = ProblemFormat(**saved["hyper_parameters"]["fmt"])
+    try:
+        net.load_state_dict({k.removeprefix("net."): v for k, v in saved["state_dict"].items() if k.startswith("net.")})
+    except Exception as e:  # weights of another shape, or missing
+        raise CheckpointError(f"{ckpt}: incompatible with this code ({first_line(e)})") from None
     if net.cfg.block_size < fmt.seq_len - 1:
         raise CheckpointError(
             f"{ckpt}: block_size={net.cfg.block_size} is too short for {fmt.digits}-digit "

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from data import positions
 from data.problems import ProblemFormat
 from data.stream import width_of
-from model.checkpoint import CheckpointError, build_network, network_for, read_checkpoint
+from model.checkpoint import CheckpointError, first_line, load_weights, network_for, read_checkpoint
 from training.optim import OptimConfig, lr_schedule, optimizer_for, upgrade_checkpoint
 
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile
@@ -176,11 +176,11 @@ def load_module(path) -> tuple[CalculatorModule, Path]:
     """Checkpoint file or run directory -> (its CalculatorModule on the CPU, in eval mode; the .ckpt path), every
     way a file can be wrong one :class:`CheckpointError` line (model/checkpoint.py reads it as plain values)."""
     ckpt, saved = read_checkpoint(path)
-    net, hparams = build_network(saved, ckpt), saved["hyper_parameters"]
+    hparams = saved["hyper_parameters"]
     try:
         module = CalculatorModule(hparams["model"], hparams["fmt"], hparams.get("optim") or {})
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{ckpt}: incompatible with this code ({str(e).splitlines()[0]})") from None
-    module.net = net  # the network with its weights, checked
-    module.on_load_checkpoint(saved)
+    except Exception as e:  # wrong config keys or values
+        raise CheckpointError(f"{ckpt}: incompatible with this code ({first_line(e)})") from None
+    load_weights(module.net, saved, ckpt)
+    module.on_load_checkpoint(saved)  # its learning curve; an old optimizer state upgraded
     return module.eval(), ckpt
