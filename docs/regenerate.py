@@ -52,9 +52,13 @@ class Section:
     cost: str  # rough wall time on a 2-core CPU
     extra: tuple[str, ...] = ()  # optional packages its commands import (model/optional.py), checked before any run
     command: str = ""  # what it runs, as machine.json records it
+    needs_gpu: bool = False  # measured on a machine with an NVIDIA GPU, apart from the CPU machine of the rest
 
 
-SECTIONS = [Section(name, m.measure, m.COST, getattr(m, "EXTRA", ()), m.COMMAND) for name, m in MODULES.items()]
+SECTIONS = [
+    Section(name, m.measure, m.COST, getattr(m, "EXTRA", ()), m.COMMAND, getattr(m, "NEEDS_GPU", False))
+    for name, m in MODULES.items()
+]
 # the code that draws each figure: a figure is stale when any of these changed since it was drawn
 DRAWN_BY = {name: files for m in MODULES.values() for name, files in getattr(m, "DRAWS", {}).items()}
 BLOCKS: dict[str, Callable[[dict], str]] = {
@@ -94,7 +98,8 @@ def measure_sections(chosen: list[Section], scratch: Path) -> None:
     MEASURED.mkdir(exist_ok=True)
     machine_file = MEASURED / "machine.json"
     where = json.loads(machine_file.read_text()) if machine_file.is_file() else {"sections": {}}
-    where["machine"] = machine()
+    if not all(s.needs_gpu for s in chosen):  # the CPU machine every other section is measured on
+        where["machine"] = machine()
     for section in chosen:
         started, at, load = time.perf_counter(), commit(), os.getloadavg()[0]
         print(f"{section.name}: {first_line(section)}", flush=True)
@@ -124,6 +129,12 @@ def redraw(name: str) -> None:
     print(f"{name}: redrew {', '.join(facts['images'])} from docs/measured/{name}.json")
 
 
+def gpu_here() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def main(argv: list[str] | None = None) -> int:
     names = [s.name for s in SECTIONS]
     parser = argparse.ArgumentParser(prog="python docs/regenerate.py", description=__doc__.split("\n\n")[0])
@@ -148,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         from model.optional import MissingExtraError, require
 
         chosen = [s for s in SECTIONS if args.only is None or s.name in args.only]
+        if not gpu_here():
+            if any(s.needs_gpu for s in chosen) and args.only:
+                sys.exit("error: the gpu section needs an NVIDIA GPU (torch.cuda.is_available() is False here)")
+            chosen = [s for s in chosen if not s.needs_gpu]  # every section: the GPU's left as last measured
         for section in chosen:  # before anything is trained: a missing package is one line, not a lost hour
             try:
                 require(f"the {section.name} section", *section.extra)

@@ -28,4 +28,5 @@ SECTIONS = [
     "recipe_search",
     "arithmetic",
     "performance",
+    "gpu",  # only on a machine with an NVIDIA GPU
 ]

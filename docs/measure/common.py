@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,28 +37,37 @@ class Ran:
     peak_gb: float
 
 
-def run(args: list[str], cwd: Path, ok: tuple[int, ...] = (0,), merged: bool = True) -> Ran:
+def run(
+    args: list[str], cwd: Path, ok: tuple[int, ...] = (0,), merged: bool = True, timeout: float | None = None
+) -> Ran:
     """``python <args>`` from ``cwd`` (wandb offline), timed as a whole command; stops with its output on failure.
-    ``merged``: stderr is part of ``Ran.stdout`` (else it is shown only on failure)."""
-    env = os.environ | {"WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
+    ``merged``: stderr is part of ``Ran.stdout`` (else it is shown only on failure). ``timeout``: seconds after
+    which the command is killed, a failure too."""
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]  # the project first, then what was set
+    env = os.environ | {"WANDB_MODE": "offline", "PYTHONPATH": os.pathsep.join(paths)}
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen(
             [sys.executable, *args], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT if merged else err
         )
+        timer = threading.Timer(timeout or 0, child.kill)
+        if timeout:
+            timer.start()
         _, status, usage = os.wait4(child.pid, 0)  # the child's own peak memory, which Popen.wait does not give
+        timer.cancel()
         child.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.perf_counter() - started
         out.seek(0)
         err.seek(0)
         text, errors = out.read(), err.read()
     if child.returncode not in ok:
-        sys.exit(f"error: python {' '.join(args)} exited {child.returncode}:\n{(errors + text)[-3000:]}")
+        how = f"was stopped after {timeout:.0f} s" if timeout and seconds >= timeout else f"exited {child.returncode}"
+        sys.exit(f"error: python {' '.join(args)} {how}:\n{(errors + text)[-3000:]}")
     return Ran(text, round(seconds, 1), round(usage.ru_maxrss / 2**20, 2))
 
 
-def train(scratch: Path, *overrides: str) -> Ran:
-    return run([str(ROOT / "train.py"), *overrides], scratch)
+def train(scratch: Path, *overrides: str, timeout: float | None = None) -> Ran:
+    return run([str(ROOT / "train.py"), *overrides], scratch, timeout=timeout)
 
 
 def results(run_dir: Path) -> dict:
@@ -71,9 +81,10 @@ def finished_jobs(sweep: Path) -> list[Path]:
     return [job.path for job in SweepDir(sweep).jobs() if job.results.is_file()]
 
 
-def bench(scratch: Path, *args: str) -> dict:
-    """``python bench.py ARGS --json``: its one JSON object."""
-    return json.loads(run([str(ROOT / "bench.py"), *args, "--json"], scratch, merged=False).stdout)
+def bench(scratch: Path, *args: str, ok: tuple[int, ...] = (0,), timeout: float | None = None) -> dict:
+    """``python bench.py ARGS --json``: its one JSON object (``ok=(0, 1)``: also when a variant failed, reported)."""
+    ran = run([str(ROOT / "bench.py"), *args, "--json"], scratch, ok=ok, merged=False, timeout=timeout)
+    return json.loads(ran.stdout)
 
 
 def verify(run_dir: Path, scratch: Path) -> dict:
@@ -200,6 +211,9 @@ def machine() -> dict:
 
 
 def commit() -> str:
+    """The checkout's commit; on a machine that got a copy of the files without git, $TINYCALC_COMMIT."""
+    if os.environ.get("TINYCALC_COMMIT"):
+        return os.environ["TINYCALC_COMMIT"]
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
