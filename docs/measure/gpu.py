@@ -4,11 +4,14 @@ cuda`` and ``python -m pytest -m gpu`` -- one after another, so the timings do n
 
 Needs an NVIDIA GPU and the CUDA build of torch: ``python docs/regenerate.py --only gpu`` on such a machine writes
 docs/measured/gpu.json (the card, the driver and torch with it); every other section runs on the CPU machine of
-docs/results.md. A part that fails is recorded as its one-line error and the other parts still run.
+docs/results.md. A part that fails is recorded as its one-line error and the other parts still run. GPU time is
+often borrowed and short: ``GPU_PARTS=tests,bench python docs/regenerate.py --only gpu`` measures only those parts
+again and keeps the others from docs/measured/gpu.json; each part says at which commit and on which day it ran.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import json
 import os
@@ -17,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .common import ROOT, bench, not_measured, pct, results, run, secs, train, verify
+from .common import MEASURED, ROOT, bench, commit, not_measured, pct, results, run, secs, train, verify
 
 COMMAND = (
     "python train.py trainer=gpu experiment=add10 seed=S (S = 0, 1, 2) + python verify.py <run>; "
@@ -90,19 +93,26 @@ def measure(scratch: Path) -> dict:
 
     if not torch.cuda.is_available():
         sys.exit("error: the gpu section needs an NVIDIA GPU and the CUDA build of torch; run it on such a machine")
-    facts: dict = {"command": COMMAND, "card": card()}
     (scratch / "gpu").mkdir(parents=True, exist_ok=True)
+    kept = MEASURED / "gpu.json"
+    facts: dict = json.loads(kept.read_text()) if kept.is_file() else {}
+    facts |= {"command": COMMAND, "card": card()}
     parts = {
         "add10": lambda: [attempt(lambda s=s: add10(scratch, s)) for s in SEEDS],
         "default": lambda: attempt(lambda: trained(scratch, "default")),
         "bench": lambda: attempt(lambda: bench(scratch, *BENCH, ok=(0, 1), timeout=TIMEOUT)["train"]),
         "tests": lambda: attempt(lambda: gpu_tests(scratch)),
     }
-    for name, part in parts.items():
-        facts[name] = part()
+    chosen = os.environ.get("GPU_PARTS", ",".join(parts)).split(",")
+    if set(chosen) - set(parts):
+        sys.exit(f"error: GPU_PARTS={','.join(chosen)}: each must be one of {', '.join(parts)}")
+    stamp = {"date": dt.date.today().isoformat(), "commit": commit()}
+    for name in chosen:
+        facts[name] = parts[name]()
+        facts.setdefault("measured", {})[name] = stamp
         # so far, in the scratch directory: a session on a borrowed card that runs out of time keeps what it got
         (scratch / "gpu" / "so_far.json").write_text(json.dumps(facts, indent=2))
-    for r in [*facts["add10"], facts["default"]]:
+    for r in [*facts.get("add10", []), facts.get("default", {})]:
         r.pop("run_dir", None)
     return facts
 
@@ -124,11 +134,9 @@ def block_gpu(m: dict) -> str:
     x = m.get("gpu")
     if not x:
         return not_measured("gpu")
-    when = m["machine"]["sections"]["gpu"]
     lines = [
-        f"Measured {when['date']} at commit {when['commit']} on {card_line(x['card'])}, by "
-        "`python docs/regenerate.py --only gpu` (it runs the commands below; "
-        "[`measured/gpu.json`](measured/gpu.json)).",
+        f"Measured on {card_line(x['card'])}, by `python docs/regenerate.py --only gpu`, which runs the commands "
+        f"below ([`measured/gpu.json`](measured/gpu.json)): {when_measured(x)}.",
         "",
         "| command | steps | training | whole command | test exact-match | `verify.py` |",
         "|---|---|---|---|---|---|",
@@ -142,8 +150,19 @@ def block_gpu(m: dict) -> str:
             f"| `{r['command']}` | {r['steps']:,} | {r['train_seconds']:.1f} s | {r['whole_seconds']:.1f} s | "
             f"{pct(r['test_exact_match'])} of {r['n_test']:,} | {verdict} |"
         )
-    lines += ["", *bench_lines(x["bench"]), "", tests_line(x["tests"])]
+    lines += ["", *bench_lines(x["bench"]), "", tests_line(x.get("tests", {"error": "not measured yet"}))]
     return "\n".join(lines)
+
+
+def when_measured(x: dict) -> str:
+    """Which parts ran on which day, at which commit (GPU_PARTS measures some again and keeps the others)."""
+    by_stamp: dict[tuple, list[str]] = {}
+    for part, stamp in x.get("measured", {}).items():
+        by_stamp.setdefault((stamp["date"], stamp["commit"]), []).append(PART_NAMES[part])
+    return "; ".join(f"{' and '.join(names)} on {date} at commit {at}" for (date, at), names in by_stamp.items())
+
+
+PART_NAMES = {"add10": "add10", "default": "the default run", "bench": "`bench.py`", "tests": "the tests"}
 
 
 def bench_lines(b: dict) -> list[str]:
@@ -198,7 +217,7 @@ def block_gpu_summary(m: dict) -> str:
     passed = sum(r["verify"]["passed"] for r in ok)
     d = x["default"]
     return (
-        f"On one {x['card']['gpu']} ({m['machine']['sections']['gpu']['date']}): `experiment=add10` seeds "
+        f"On one {x['card']['gpu']} ({x['measured']['add10']['date']}): `experiment=add10` seeds "
         f"{', '.join(str(r['seed']) for r in ok)} at ≥ {pct(low)} test exact-match, {passed} of {len(ok)} passing "
         f"`verify.py`, each whole command ≤ {worst:.0f} s; the default task in {d['whole_seconds']:.0f} s "
         f"({pct(d['test_exact_match'])})."
