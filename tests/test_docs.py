@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,8 +64,14 @@ def test_the_readme_is_the_learners_front_page():
 
 def test_where_and_when_is_said_beside_every_measured_table_in_docs():
     """A docs page showing a section's table says beside it when, at which commit and under what load that section
-    was measured (a when_<section> block); the README points to docs/results.md instead."""
-    owner = {name: section for section, module in REGEN.MODULES.items() for name in module.BLOCKS}
+    was measured (a when_<section> block); the README points to docs/results.md instead. A GPU section's block
+    names its card, day and commit itself: it is measured on another machine than the rest."""
+    owner = {
+        name: section
+        for section, module in REGEN.MODULES.items()
+        if not getattr(module, "NEEDS_GPU", False)
+        for name in module.BLOCKS
+    }
     for doc in REGEN.DOCS[1:]:
         shown = REGEN.blocks_in(doc.read_text())
         tables = {owner[b] for b in shown if b in owner and "\n|" in REGEN.BLOCKS[b](MEASURED)}
@@ -120,7 +128,8 @@ def test_no_image_in_docs_images_is_left_unshown():
 
 def test_where_and_when_is_said_once_for_every_measured_section():
     machine = MEASURED.get("machine", {})
-    sections = set(MEASURED) - {"machine"}
+    on_a_card = {name for name, m in REGEN.MODULES.items() if getattr(m, "NEEDS_GPU", False)}  # stamps its parts
+    sections = set(MEASURED) - {"machine"} - on_a_card
     assert sections <= set(machine.get("sections", {})), sections - set(machine.get("sections", {}))
     for name, when in machine.get("sections", {}).items():
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", when["date"]) and when["commit"], (name, when)
@@ -263,3 +272,23 @@ def test_redraw_draws_a_sections_figure_again_from_its_recorded_runs(tmp_path, m
     facts = json.loads((tmp_path / "measured" / "length.json").read_text())
     assert facts["images"] == {"length.png": common.code_hash(REGEN.DRAWN_BY["length.png"])}
     assert (tmp_path / "length.png").stat().st_size > 10_000
+
+
+def test_the_gpu_section_says_its_card_and_day_and_what_was_not_measured():
+    """docs/measured/gpu.json comes from a borrowed card, part by part (GPU_PARTS): the block names the card and
+    each part's day and commit, and a part never run there says so instead of a figure; without CUDA, --only gpu
+    is one error line and the full regeneration leaves the section alone."""
+    gpu = REGEN.MODULES["gpu"]
+    facts = MEASURED["gpu"]
+    block = gpu.block_gpu(MEASURED)
+    assert facts["card"]["gpu"] in block
+    for part, stamp in facts["measured"].items():
+        assert f"{stamp['date']} at commit {stamp['commit']}" in block, part
+    without_tests = {"gpu": {k: v for k, v in facts.items() if k != "tests"}}
+    assert "not run on a card yet" in gpu.block_gpu(without_tests)
+    if not REGEN.gpu_here():
+        done = subprocess.run(
+            [sys.executable, "docs/regenerate.py", "--only", "gpu"], cwd=ROOT, capture_output=True, text=True
+        )
+        assert done.returncode != 0 and done.stderr.strip().count("\n") == 0 and "NVIDIA GPU" in done.stderr
+        assert all(not s.needs_gpu for s in REGEN.SECTIONS if s.name != "gpu")

@@ -66,6 +66,7 @@ def trained(scratch: Path, name: str, *overrides: str) -> dict:
     ran = train(scratch, "trainer=gpu", *overrides, f"hydra.run.dir={out}", timeout=TIMEOUT)
     r = results(out)
     keep = ("steps", "train_seconds", "test_exact_match", "n_test", "device", "precision", "compile", "status")
+    keep += ("phases", "maps_seconds", "analysis_seconds")  # where a whole command's seconds went
     return (
         {"command": " ".join(["python train.py trainer=gpu", *overrides]), "whole_seconds": ran.seconds}
         | {key: r.get(key) for key in keep}
@@ -150,7 +151,7 @@ def block_gpu(m: dict) -> str:
             f"| `{r['command']}` | {r['steps']:,} | {r['train_seconds']:.1f} s | {r['whole_seconds']:.1f} s | "
             f"{pct(r['test_exact_match'])} of {r['n_test']:,} | {verdict} |"
         )
-    lines += ["", *bench_lines(x["bench"]), "", tests_line(x.get("tests", {"error": "not measured yet"}))]
+    lines += ["", *bench_lines(x["bench"]), "", tests_line(x.get("tests"))]
     return "\n".join(lines)
 
 
@@ -187,6 +188,11 @@ def bench_lines(b: dict) -> list[str]:
     fastest = b["precision_by_measurement"].get(str(b["batch_size"]))
     if fastest:
         lines += ["", f"Fastest precision of our path, measured: {precision(fastest)}."]
+    if b.get("device_busy_share_of_step") is not None:
+        lines[-1] += (
+            f" The GPU is busy {b['device_busy_share_of_step']:.0%} of a bare eager step (matrix multiplies "
+            f"{b['matmul_share_of_step']:.0%}): the rest of the step it waits for the host to launch kernels."
+        )
     return lines
 
 
@@ -196,7 +202,11 @@ def precision(v: dict) -> str:
     return "TF32" if v.get("matmul_precision") in ("high", "medium") else "fp32"
 
 
-def tests_line(t: dict) -> str:
+def tests_line(t: dict | None) -> str:
+    if t is None:
+        return (
+            "`python -m pytest -m gpu`: not run on a card yet (`GPU_PARTS=tests python docs/regenerate.py --only gpu`)."
+        )
     if failed(t):
         return f"`python -m pytest -m gpu`: {failed(t)}"
     counts = ", ".join(f"{t[k]} {k}" for k in ("passed", "failed", "error", "skipped") if t.get(k))
