@@ -63,6 +63,12 @@ class ComponentGraph:
             return torch.ones(len(self.edges), device=device)
         return torch.tensor([float(e in keep) for e in self.edges], device=device)
 
+    def read_bytes(self, idx: torch.Tensor) -> int:
+        """The bytes of the largest read one variant of :meth:`run` makes on ``idx`` (B, T): every head's query,
+        key and value receivers at once, (n_receivers, B, T, d_model) floats."""
+        receivers = self.n_heads + 2 * (self.n_heads // self.group)
+        return receivers * idx.numel() * self.net.cfg.d_model * 4
+
     def _edge_table(self, receivers: list[tuple[str, str]], n_senders: int) -> torch.Tensor:
         """(n_receivers, n_senders) edge indices: receiver r's edge from sender s."""
         key = (tuple(receivers), n_senders)
@@ -88,22 +94,38 @@ class ComponentGraph:
         C = 1 if w is None else w.shape[0]
         B, T = idx.shape
         x = net.embed(idx)
-        outs = [x.expand(C, B, T, x.shape[-1])]  # each sender's output, (C, B, T, d_model)
+        # every sender's output as it differs from the reference's, (n_senders, C, B, T, d_model), each subtracted
+        # once as the senders run. Without gradients it fills one buffer whose prefix a receiver reads without a
+        # copy (the circuit search's hundreds of passes allocate little); with gradients it is a list stacked at
+        # each read, since autograd keeps what each read saw.
+        changes = None if torch.is_grad_enabled() else x.new_empty(len(self.senders), C, B, T, x.shape[-1])
+        deltas: list[torch.Tensor] = []  # with gradients: each sender's change, (C, B, T, d)
+        first: list[torch.Tensor] = []  # each sender's output in the first variant, returned
         bias = 0.0  # the attention output biases written so far: the same in every run, so no edge carries them
         scores, scale = net.attention_terms(T, T, None, idx.device)  # what the position schemes add, per layer
+
+        def sent(outputs: torch.Tensor) -> None:
+            """The next senders' outputs (n, C, B, T, d) into ``changes``."""
+            n, start = outputs.shape[0], len(first)
+            base = 0.0 if reference is None else reference[start : start + n].unsqueeze(1)
+            if changes is None:
+                deltas.extend(outputs - base)
+            else:
+                torch.sub(outputs, base, out=changes[start : start + n])
+            first.extend(outputs[:, 0])
 
         def read(receivers: list[tuple[str, str]]) -> torch.Tensor:
             """What each receiver reads: every earlier sender's write, each edge weighted between this run (w)
             and the reference (1 - w). (n_receivers, C * B, T, d_model)."""
-            S = torch.stack(outs)  # (n_s, C, B, T, d)
+            S = torch.stack(deltas) if changes is None else changes[: len(first)]  # (n_s, C, B, T, d)
             if w is None:
                 total = S.sum(0).expand(len(receivers), *S.shape[1:])
             else:
-                R = reference[: len(outs)].unsqueeze(1)  # (n_s, 1, B, T, d)
-                W = w[:, self._edge_table(receivers, len(outs)).to(w.device)]  # (C, n_r, n_s)
-                total = R.sum(0) + torch.einsum("crs,scbtd->rcbtd", W, S - R)
+                W = w[:, self._edge_table(receivers, len(first)).to(w.device)]  # (C, n_r, n_s)
+                total = reference[: len(first)].sum(0) + torch.einsum("crs,scbtd->rcbtd", W, S)
             return total.flatten(1, 2) + bias
 
+        sent(x.expand(1, C, B, T, x.shape[-1]))
         for layer, block in enumerate(net.blocks):
             attn = block.attn
             H, G, hd = attn.n_heads, attn.n_kv_heads, attn.head_dim
@@ -117,12 +139,12 @@ class ComponentGraph:
                 q = q * scale.to(q.dtype)
             z = attn.attention_weights(q, k, attn.allowed(T, T, True, None), scores[layer]) @ v  # (C*B, H, T, hd)
             writes = torch.einsum("nhte,dhe->hntd", z, attn.W_o.weight.view(attn.d_model, H, hd))
-            outs += list(writes.unflatten(1, (C, B)))  # head h's write, (C, B, T, d)
+            sent(writes.unflatten(1, (C, B)))  # head h's write, (C, B, T, d)
             if attn.W_o.bias is not None:
                 bias = bias + attn.W_o.bias
-            outs.append(block.mlp(block.ln_mlp(read([(f"mlp{layer}", "in")])[0])).unflatten(0, (C, B)))
+            sent(block.mlp(block.ln_mlp(read([(f"mlp{layer}", "in")])[0])).unflatten(0, (C, B)).unsqueeze(0))
         logits = net.unembed(read([("logits", "in")])[0]).unflatten(0, (C, B))
-        return (logits if variants else logits[0]), torch.stack(outs)[:, 0]
+        return (logits if variants else logits[0]), torch.stack(first)
 
     @staticmethod
     def _project(linear, streams: torch.Tensor, n: int, hd: int) -> torch.Tensor:

@@ -142,8 +142,18 @@ def edge_patching(graph: ComponentGraph, runs: PairRuns, chunk: int = 16) -> tor
     return torch.cat(lost).cpu()
 
 
+PASS_BYTES = 16 * 2**20  # the largest array one batched pass of the graph makes: under glibc's 32 MB mmap
+# ceiling, the pass's arrays come back from the heap, where larger ones are fresh pages each time -- in the circuit
+# search's hundreds of passes, seconds of page faults and a peak of over a gigabyte
+
+
 def lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor) -> torch.Tensor:
-    """(C,) the mean LD of the clean problems under each row of edge weights (C, n_edges)."""
+    """(C,) the mean LD of the clean problems under each row of edge weights (C, n_edges), a few rows a pass."""
+    rows = max(1, PASS_BYTES // graph.read_bytes(runs.pairs.inputs))
+    return torch.cat([variant_lds(graph, runs, some) for some in weights.split(rows)])
+
+
+def variant_lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor) -> torch.Tensor:
     logits = graph.run(runs.pairs.inputs, weights, runs.corrupted_outs)[0]  # (C, n, T, vocab)
     return torch.stack([runs.pairs.logit_diff(variant).mean() for variant in logits])
 
