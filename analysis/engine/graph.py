@@ -119,11 +119,12 @@ class ComponentGraph:
             and the reference (1 - w). (n_receivers, C * B, T, d_model)."""
             S = torch.stack(deltas) if changes is None else changes[: len(first)]  # (n_s, C, B, T, d)
             if w is None:
-                total = S.sum(0).expand(len(receivers), *S.shape[1:])
-            else:
-                W = w[:, self._edge_table(receivers, len(first)).to(w.device)]  # (C, n_r, n_s)
-                total = reference[: len(first)].sum(0) + torch.einsum("crs,scbtd->rcbtd", W, S)
-            return total.flatten(1, 2) + bias
+                return (S.sum(0).expand(len(receivers), *S.shape[1:])).flatten(1, 2) + bias
+            W = w[:, self._edge_table(receivers, len(first)).to(w.device)]  # (C, n_r, n_s)
+            total = torch.einsum("crs,scbtd->rcbtd", W, S)  # (n_r, C, B, T, d)
+            if changes is None:  # autograd keeps the einsum's output: new sums
+                return (total + reference[: len(first)].sum(0)).flatten(1, 2) + bias
+            return total.add_(reference[: len(first)].sum(0)).flatten(1, 2).add_(bias)  # in place: no new arrays
 
         sent(x.expand(1, C, B, T, x.shape[-1]))
         for layer, block in enumerate(net.blocks):
