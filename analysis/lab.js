@@ -206,5 +206,151 @@ const TinycalcLab = (() => {
     return /^\d+$/.test(plain) ? sign * BigInt(plain) : null;
   }
 
-  return { load, forward, encodeProblem, decode, answerOf, softmax };
+  // ---- the lab section: a problem, its answer token by token, a switch per head, maps, patching --------
+  const STATES = ["on", "off", "mean"];
+
+  function el(tag, attrs = {}, ...children) {  // DOM from data: text only, never HTML
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    for (const c of children) node.append(c);
+    return node;
+  }
+
+  function heatmap(pattern, size = 120) {  // one head's T x T attention as a canvas
+    const T = pattern.length, canvas = el("canvas", { width: size, height: size, class: "lab-map" });
+    const ctx = canvas.getContext("2d"), cell = size / T;
+    for (let i = 0; i < T; i++) {
+      for (let j = 0; j < T; j++) {
+        const a = pattern[i][j];
+        ctx.fillStyle = `rgb(${255 - 200 * a}, ${255 - 170 * a}, ${255 - 60 * a})`;
+        ctx.fillRect(j * cell, i * cell, Math.ceil(cell), Math.ceil(cell));
+      }
+    }
+    return canvas;
+  }
+
+  function readState(m) {
+    const state = { problem: defaultProblem(m), corrupted: "", switches: {} };
+    const hash = new URLSearchParams(location.hash.slice(1));
+    if (hash.has("problem")) state.problem = hash.get("problem");
+    if (hash.has("corrupted")) state.corrupted = hash.get("corrupted");
+    for (const pair of (hash.get("heads") || "").split(",").filter(Boolean)) {
+      const [label, how] = pair.split(":");
+      if (/^L\d+h\d+$/.test(label) && STATES.includes(how)) state.switches[label] = how;
+    }
+    return state;
+  }
+
+  function writeState(state) {
+    const heads = Object.entries(state.switches).filter(([, v]) => v !== "on").map(([k, v]) => `${k}:${v}`);
+    const hash = new URLSearchParams({ problem: state.problem, corrupted: state.corrupted, heads: heads.join(",") });
+    history.replaceState(null, "", `#${hash}`);
+  }
+
+  function defaultProblem(m) {
+    const op = m.fmt.operators[0], nines = "9".repeat(m.fmt.digits - 1);  // 199+1: a carry across the places
+    return op === "+" ? `1${nines}+1` : `1${nines}${op}1`;
+  }
+
+  // The logit difference of the first answer token where the clean and corrupted answers differ.
+  function patching(m, clean, corrupted, switches) {
+    const a = decode(m, clean.ids, switches), b = decode(m, corrupted.ids, switches);
+    const at = a.ids.findIndex((id, i) => i >= clean.ids.length && id !== b.ids[i]);
+    if (at < 0) return null;
+    const right = a.ids[at], wrong = b.ids[at];
+    const ld = (logits) => logits[at - 1][right] - logits[at - 1][wrong];
+    const cleanRun = forward(m, a.ids.slice(0, at), switches), corruptRun = forward(m, b.ids.slice(0, at), switches);
+    const ldClean = ld(cleanRun.logits), ldCorrupted = ld(corruptRun.logits);
+    const rows = [];
+    for (let L = 0; L < m.cfg.n_layers; L++) {
+      for (let h = 0; h < m.cfg.n_heads; h++) {
+        const label = `L${L}h${h}`;
+        const patched = forward(m, b.ids.slice(0, at), switches, { [label]: cleanRun.z[L] });
+        rows.push([label, (ld(patched.logits) - ldCorrupted) / (ldClean - ldCorrupted)]);
+      }
+    }
+    return { position: at - clean.ids.length + 1, ldClean, ldCorrupted, rows };
+  }
+
+  function render(container, m) {
+    const state = readState(m);
+    const input = el("input", { type: "text", class: "lab-problem", value: state.problem, "aria-label": "problem" });
+    const other = el("input", { type: "text", class: "lab-corrupted", value: state.corrupted,
+      placeholder: "a second problem, to patch heads from the first", "aria-label": "corrupted problem" });
+    const reset = el("button", { type: "button", class: "lab-reset" }, "reset");
+    const answer = el("div", { class: "lab-answer" }), heads = el("div", { class: "lab-heads" });
+    const maps = el("div", { class: "lab-maps" }), patched = el("div", { class: "lab-patching" });
+    container.append(el("div", { class: "lab-inputs" }, input, other, reset), answer, heads, maps, patched);
+
+    function update() {
+      const started = performance.now();
+      state.problem = input.value;
+      state.corrupted = other.value;
+      writeState(state);
+      answer.replaceChildren();
+      maps.replaceChildren();
+      patched.replaceChildren();
+      const clean = encodeProblem(m, state.problem);
+      if (clean.error) { answer.append(el("p", { class: "lab-error" }, `error: ${clean.error}`)); return; }
+      const run = decode(m, clean.ids, state.switches);
+      const truth = clean.op === "+" ? clean.a + clean.b : clean.op === "-" ? clean.a - clean.b : clean.a * clean.b;
+      const verdict = run.answer === truth ? "right" : `wrong: ${truth}`;
+      answer.append(el("p", {}, el("b", { class: "lab-result" }, `${run.answer ?? "?"}`), ` (${verdict})`));
+      const tokens = el("p", { class: "lab-tokens" });
+      for (const s of run.steps) {
+        tokens.append(el("span", { class: "lab-token", title: `runner-up ${s.second}: ${(100 * s.p2).toFixed(1)}%` },
+          `${s.token} ${(100 * s.p).toFixed(1)}%`), " ");
+      }
+      answer.append(tokens);
+      const { patterns } = forward(m, run.ids.slice(0, -1), state.switches);
+      patterns.forEach((layer, L) => layer.forEach((pattern, h) => {
+        maps.append(el("figure", {}, heatmap(pattern), el("figcaption", {}, `L${L}h${h}`)));
+      }));
+      const corrupted = state.corrupted ? encodeProblem(m, state.corrupted) : null;
+      if (corrupted && corrupted.error) patched.append(el("p", { class: "lab-error" }, `error: ${corrupted.error}`));
+      else if (corrupted) {
+        const p = patching(m, clean, corrupted, state.switches);
+        if (!p) patched.append(el("p", {}, "the two problems get the same answer: nothing to patch"));
+        else {
+          patched.append(el("p", {}, `answer token ${p.position}: logit difference ${p.ldClean.toFixed(2)} (first) ` +
+            `against ${p.ldCorrupted.toFixed(2)} (second); each head's first-problem output patched into the second ` +
+            "restores this share of it:"));
+          const table = el("table", { class: "lab-patch-table" });
+          for (const [label, share] of p.rows) table.append(el("tr", {}, el("td", {}, label), el("td", {}, share.toFixed(3))));
+          patched.append(table);
+        }
+      }
+      container.dataset.ms = (performance.now() - started).toFixed(1);
+    }
+
+    for (let L = 0; L < m.cfg.n_layers; L++) {
+      const row = el("div", { class: "lab-layer" }, `layer ${L}: `);
+      for (let h = 0; h < m.cfg.n_heads; h++) {
+        const label = `L${L}h${h}`;
+        const button = el("button", { type: "button", class: "lab-switch", "data-head": label });
+        const show = () => { button.textContent = `${label} ${state.switches[label] || "on"}`; };
+        button.addEventListener("click", () => {
+          const now = STATES.indexOf(state.switches[label] || "on");
+          state.switches[label] = STATES[(now + 1) % STATES.length];
+          show();
+          update();
+        });
+        show();
+        row.append(button, " ");
+      }
+      heads.append(row);
+    }
+    input.addEventListener("input", update);
+    other.addEventListener("input", update);
+    reset.addEventListener("click", () => {
+      state.switches = {};
+      input.value = defaultProblem(m);
+      other.value = "";
+      heads.querySelectorAll(".lab-switch").forEach((b) => { b.textContent = `${b.dataset.head} on`; });
+      update();
+    });
+    update();
+  }
+
+  return { load, forward, encodeProblem, decode, answerOf, softmax, render };
 })();

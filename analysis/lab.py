@@ -84,3 +84,16 @@ def lab_payload(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int]) -> 
         "query_scale": None if scale is None else packed(scale.reshape(T)),
         "means": packed(head_means(net, fmt, vocab)),
     }
+
+
+def lab_for_run(run_dir) -> dict:
+    """The lab's payload for a run directory's best checkpoint, or {"error": why} in one line (the page then says
+    why and draws the rest)."""
+    from model.checkpoint import CheckpointError, build_network, first_line, load_tokenizer, read_checkpoint
+
+    try:
+        ckpt, saved = read_checkpoint(run_dir)
+        net, tokenizer = build_network(saved, ckpt), load_tokenizer(ckpt)
+        return lab_payload(net, ProblemFormat(**saved["hyper_parameters"]["fmt"]), tokenizer.vocab)
+    except (CheckpointError, OSError, KeyError, TypeError, ValueError) as e:
+        return {"error": f"the lab cannot run this model: {first_line(e)}"}
