@@ -133,3 +133,57 @@ def test_the_page_writes_and_reads_problems_as_the_format_does(browser, tmp_path
         other = next(o for o in "+-*" if o not in fmt.operators)
         error = page.evaluate("t => TinycalcLab.encodeProblem(M, t).error", f"1{other}2")
         assert error.startswith(f"this model was not trained on {other!r}"), error
+
+
+def test_the_lab_section_answers_switches_heads_and_keeps_its_state_in_the_url(browser, tmp_path):  # noqa: F811
+    """Type a problem, switch a head, patch from a second problem: the answer, the switch and the patching table
+    follow, the URL fragment holds the experiment (opening it again restores it), a bad problem is one error line."""
+    net, fmt, tokenizer = model_of("default")
+    page_file = lab_page(tmp_path, lab_payload(net, fmt, tokenizer.vocab))
+    page_file.write_text(page_file.read_text().replace("<body></body>", "<body><div id=lab></div></body>")
+                         + "<script>TinycalcLab.render(document.getElementById('lab'), M)</script>")  # fmt: skip
+    page = browser.new_page()
+    page.goto(page_file.as_uri())
+    assert page.input_value(".lab-problem") == "199+1"
+    page.fill(".lab-problem", "12+34")
+    tokens = page.inner_text(".lab-tokens")
+    assert len(page.query_selector_all(".lab-token")) == fmt.answer_len and "%" in tokens
+    assert len(page.query_selector_all(".lab-map")) == net.cfg.n_layers * net.cfg.n_heads
+    page.click("[data-head=L0h0]")
+    page.click("[data-head=L1h2]")
+    page.click("[data-head=L1h2]")
+    assert page.inner_text("[data-head=L0h0]") == "L0h0 off" and page.inner_text("[data-head=L1h2]") == "L1h2 mean"
+    page.fill(".lab-corrupted", "57+34")
+    url = page.url
+    assert "problem=12%2B34" in url and "L0h0%3Aoff" in url and "L1h2%3Amean" in url, url
+    answer = page.inner_text(".lab-answer")
+    patching = page.inner_text(".lab-patching")
+    again = browser.new_page()
+    again.goto(url)
+    assert again.inner_text(".lab-answer") == answer and again.inner_text(".lab-patching") == patching
+    assert again.inner_text("[data-head=L0h0]") == "L0h0 off"
+    again.fill(".lab-problem", "12+3x")
+    assert again.inner_text(".lab-answer").startswith("error: ")
+    again.click(".lab-reset")
+    assert again.input_value(".lab-problem") == "199+1" and again.inner_text("[data-head=L0h0]") == "L0h0 on"
+
+
+@pytest.mark.slow
+def test_the_labs_answers_are_calc_pys_on_1000_problems_of_a_trained_run(browser, tmp_path):  # noqa: F811
+    """The default run, trained; the page's greedy answers to 1,000 drawn problems equal calc.py's (its
+    Calculator), the problems written by the page itself."""
+    from analysis.lab import lab_for_run
+    from data.expressions import parse_expression
+    from model.checkpoint import load_calculator
+    from tests.conftest import run_train
+
+    done = run_train(tmp_path, "threads=1", "logger=none", "analysis=none", "callbacks.attention_maps=null")
+    assert done.returncode == 0, done.stderr[-2000:]
+    calc = load_calculator(tmp_path)
+    a, op_idx, b = calc.fmt.random_problems(1000, torch.Generator().manual_seed(2))
+    texts = [f"{x}{calc.fmt.operators[o]}{y}" for x, o, y in zip(a.tolist(), op_idx.tolist(), b.tolist())]
+    expected = [answer.text for answer in calc.answer([parse_expression(t, calc.fmt) for t in texts])]
+    page = browser.new_page()
+    page.goto(lab_page(tmp_path, lab_for_run(tmp_path)).as_uri())
+    got = page.evaluate("ts => ts.map(t => TinycalcLab.decode(M, TinycalcLab.encodeProblem(M, t).ids).written)", texts)
+    assert got == expected
