@@ -181,7 +181,7 @@ def test_the_labs_answers_are_calc_pys_on_1000_problems_of_a_trained_run(browser
     assert done.returncode == 0, done.stderr[-2000:]
     calc = load_calculator(tmp_path)
     a, op_idx, b = calc.fmt.random_problems(1000, torch.Generator().manual_seed(2))
-    texts = [f"{x}{calc.fmt.operators[o]}{y}" for x, o, y in zip(a.tolist(), op_idx.tolist(), b.tolist())]
+    texts = [f"{x}{calc.fmt.operators[o]}{y}" for x, o, y in zip(a.tolist(), op_idx.tolist(), b.tolist(), strict=True)]
     expected = [answer.text for answer in calc.answer([parse_expression(t, calc.fmt) for t in texts])]
     page = browser.new_page()
     page.goto(lab_page(tmp_path, lab_for_run(tmp_path)).as_uri())
