@@ -17,6 +17,8 @@ converge  -- time to 99.9% test exact-match (benchmarks/converge.py), per seed, 
              cosine) and the nanoGPT-style reference in a bare loop given the default recipe: steps, training
              seconds, whole-command seconds, test exact-match, and the default's exact-match on 10,000 problems
              no run or search has looked at (minutes: only when named, on a CPU).
+lab       -- the lab in its page (benchmarks/lab_speed.py): milliseconds from typing a problem to its answer and
+             every head's map, in headless Chromium, over min(N, 200) problems; and the page's size.
 analysis  -- what looking inside costs: the default ``python train.py`` timed with and without attention
              maps + ablation + pruning (``analysis=none callbacks.attention_maps=null``), the two kinds
              alternating, --repeat runs of each (minutes: each run is a full training run).
@@ -188,7 +190,14 @@ SECTIONS = {  # name -> (calculator, command-line args, device) -> figures
     "train": lambda calc, args, device: bench_training(args, device),
     "converge": lambda calc, args, device: bench_converge(device, args.seeds, args.override),
     "analysis": lambda calc, args, device: bench_analysis(args.repeat, device),
+    "lab": lambda calc, args, device: bench_lab(calc, min(args.n, 200)),
 }
+
+
+def bench_lab(calc: Calculator, n: int) -> dict:
+    from benchmarks.lab_speed import bench_lab as lab
+
+    return lab(calc, n)
 
 
 def print_decode(r: dict, console) -> None:
@@ -314,6 +323,19 @@ def print_train(r: dict, console) -> None:
     console.print(f"left out of our path: {r['left_out']}")
     for name, error in r["errors"].items():
         console.print(f"[red]failed: {name}: {error}[/red]")
+
+
+def print_lab(r: dict, console) -> None:
+    from rich.table import Table
+
+    table = Table(
+        title=f"lab: keystroke to answer and {r['heads']} heads' maps, headless Chromium", title_justify="left"
+    )
+    for name in ("model", "problems typed", "median ms", "90th percentile ms", "max ms", "lab page"):
+        table.add_column(name, justify="left" if name == "model" else "right")
+    table.add_row(r["model"], str(r["problems"]), f"{r['median_ms']:.1f}", f"{r['p90_ms']:.1f}", f"{r['max_ms']:.1f}",
+                  f"{r['page_bytes'] / 1e6:.2f} MB")  # fmt: skip
+    console.print(table)
 
 
 def print_converge(r: dict, console) -> None:
@@ -508,6 +530,8 @@ def main(argv: list[str] | None = None) -> int:
         print_converge(results["converge"], console)
     if "analysis" in results:
         print_analysis(results["analysis"], console)
+    if "lab" in results:
+        print_lab(results["lab"], console)
     return 1 if failed else 0
 
 

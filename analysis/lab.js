@@ -186,15 +186,16 @@ const TinycalcLab = (() => {
   function decode(m, promptIds, switches = {}) {
     const names = Object.fromEntries(Object.entries(m.fmt.vocab).map(([t, i]) => [i, t]));
     const ids = [...promptIds], steps = [];
+    let last = null;  // the last step's pass: the whole problem but its last token, with every head's pattern
     for (let n = 0; n < m.fmt.answer_len; n++) {
-      const { logits } = forward(m, ids, switches);
-      const probs = softmax(logits[ids.length - 1]);
+      last = forward(m, ids, switches);
+      const probs = softmax(last.logits[ids.length - 1]);
       const order = probs.map((p, i) => [p, i]).sort((x, y) => y[0] - x[0]);
       steps.push({ token: names[order[0][1]], p: order[0][0], second: names[order[1][1]], p2: order[1][0] });
       ids.push(order[0][1]);
     }
     const written = steps.map((s) => s.token).join("");
-    return { ids, steps, written, answer: answerOf(m, written) };
+    return { ids, steps, written, answer: answerOf(m, written), patterns: last.patterns };
   }
 
   function answerOf(m, written) {  // ProblemFormat.parse_answer: the result at the end, in reading order
@@ -302,8 +303,7 @@ const TinycalcLab = (() => {
           `${s.token} ${(100 * s.p).toFixed(1)}%`), " ");
       }
       answer.append(tokens);
-      const { patterns } = forward(m, run.ids.slice(0, -1), state.switches);
-      patterns.forEach((layer, L) => layer.forEach((pattern, h) => {
+      run.patterns.forEach((layer, L) => layer.forEach((pattern, h) => {
         maps.append(el("figure", {}, heatmap(pattern), el("figcaption", {}, `L${L}h${h}`)));
       }));
       const corrupted = state.corrupted ? encodeProblem(m, state.corrupted) : null;

@@ -20,6 +20,8 @@ instantiates nothing but its own code.
 from __future__ import annotations
 
 import base64
+import json
+from pathlib import Path
 
 import torch
 
@@ -28,6 +30,7 @@ from model.hooks import hook_name
 from model.transformer import Transformer
 
 N_MEANS = 1000  # problems the heads' means are taken over
+LAB_JS = Path(__file__).with_name("lab.js")
 
 
 def packed(t: torch.Tensor) -> dict:
@@ -97,3 +100,15 @@ def lab_for_run(run_dir) -> dict:
         return lab_payload(net, ProblemFormat(**saved["hyper_parameters"]["fmt"]), tokenizer.vocab)
     except (CheckpointError, OSError, KeyError, TypeError, ValueError) as e:
         return {"error": f"the lab cannot run this model: {first_line(e)}"}
+
+
+def lab_page(payload: dict, title: str = "tinycalc lab") -> str:
+    """A page holding the lab alone (the run's report.html carries it among its sections): for the tests and the
+    benchmark. The payload is inlined as data, the script as code; nothing else is requested."""
+    data = json.dumps(payload, separators=(",", ":")).replace("<", "\\u003c")
+    script = LAB_JS.read_text().replace("</script", "<\\/script")
+    return (
+        f"<!doctype html><meta charset=utf-8><title>{title}</title><body><div id=lab></div>"
+        f"<script>{script}</script><script>const M = TinycalcLab.load({data});\n"
+        "TinycalcLab.render(document.getElementById('lab'), M); document.body.dataset.ready = 1;</script></body>"
+    )

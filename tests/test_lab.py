@@ -4,21 +4,19 @@ are drawn large (std 0.3) so that a wrong step shows in the logits, not under th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 
 from analysis.engine.cache import run_with_cache
-from analysis.lab import head_means, lab_payload
+from analysis.lab import head_means, lab_page, lab_payload
 from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.checkpoint import network_for
 from model.hooks import ablated, hook_name
 from tests.test_html_report import browser  # noqa: F401 -- the module's Chromium
 
-LAB_JS = Path(__file__).resolve().parents[1] / "analysis" / "lab.js"
 KINDS = {  # the issue's five, and the attention variants beside them
     "default": ({}, {}),
     "add10": ({"digits": 10}, {"n_heads": 8}),
@@ -56,11 +54,9 @@ def problems(fmt: ProblemFormat, tokenizer: CharTokenizer, n: int = 3) -> torch.
     return ProblemEncoder(fmt, tokenizer.vocab).encode(a, op_idx, b)[:, :-1]  # (n, T): every token but [EOS]
 
 
-def lab_page(tmp_path: Path, payload: dict) -> Path:
+def lab_file(tmp_path: Path, payload: dict) -> Path:
     page = tmp_path / "lab.html"
-    data = json.dumps(payload).replace("<", "\\u003c")
-    page.write_text(f"<!doctype html><script>{LAB_JS.read_text()}</script><script>window.M = TinycalcLab.load({data});"
-                    "document.body.dataset.ready = 1;</script><body></body>")  # fmt: skip
+    page.write_text(lab_page(payload))
     return page
 
 
@@ -71,7 +67,7 @@ def test_the_pages_forward_pass_is_the_models(browser, tmp_path, kind):  # noqa:
     page = browser.new_page()
     requests = []
     page.on("request", lambda r: requests.append(r.url))
-    url = lab_page(tmp_path, payload).as_uri()
+    url = lab_file(tmp_path, payload).as_uri()
     page.goto(url)
     seqs = problems(fmt, tokenizer)
     means = head_means(net, fmt, tokenizer.vocab)  # what the payload carries
@@ -118,7 +114,7 @@ def test_the_page_writes_and_reads_problems_as_the_format_does(browser, tmp_path
     for kind in ("default", "sub3", "mul2_working"):
         net, fmt, tokenizer = model_of(kind)
         page = browser.new_page()
-        page.goto(lab_page(tmp_path, lab_payload(net, fmt, tokenizer.vocab)).as_uri())
+        page.goto(lab_file(tmp_path, lab_payload(net, fmt, tokenizer.vocab)).as_uri())
         a, op, b = (7, fmt.operators[0], 35)
         seq = ProblemEncoder(fmt, tokenizer.vocab).encode(
             torch.tensor([a]), torch.tensor([fmt.operators.index(op)]), torch.tensor([b])
@@ -139,9 +135,7 @@ def test_the_lab_section_answers_switches_heads_and_keeps_its_state_in_the_url(b
     """Type a problem, switch a head, patch from a second problem: the answer, the switch and the patching table
     follow, the URL fragment holds the experiment (opening it again restores it), a bad problem is one error line."""
     net, fmt, tokenizer = model_of("default")
-    page_file = lab_page(tmp_path, lab_payload(net, fmt, tokenizer.vocab))
-    page_file.write_text(page_file.read_text().replace("<body></body>", "<body><div id=lab></div></body>")
-                         + "<script>TinycalcLab.render(document.getElementById('lab'), M)</script>")  # fmt: skip
+    page_file = lab_file(tmp_path, lab_payload(net, fmt, tokenizer.vocab))
     page = browser.new_page()
     page.goto(page_file.as_uri())
     assert page.input_value(".lab-problem") == "199+1"
@@ -184,6 +178,6 @@ def test_the_labs_answers_are_calc_pys_on_1000_problems_of_a_trained_run(browser
     texts = [f"{x}{calc.fmt.operators[o]}{y}" for x, o, y in zip(a.tolist(), op_idx.tolist(), b.tolist(), strict=True)]
     expected = [answer.text for answer in calc.answer([parse_expression(t, calc.fmt) for t in texts])]
     page = browser.new_page()
-    page.goto(lab_page(tmp_path, lab_for_run(tmp_path)).as_uri())
+    page.goto(lab_file(tmp_path, lab_for_run(tmp_path)).as_uri())
     got = page.evaluate("ts => ts.map(t => TinycalcLab.decode(M, TinycalcLab.encodeProblem(M, t).ids).written)", texts)
     assert got == expected
