@@ -78,6 +78,12 @@ class Sizes:
     held_out: int  # data.n_val + data.n_test, + data.n_train when data.streaming=false
     seq_len: int  # from data.digits, data.operators, data.show_work
     vocab: int  # the tokenizer's (fixed) vocabulary
+    # the position tables (model/positions.py), sized by how much longer problems the model can be asked
+    position_embedding: bool = True  # model.position_embedding: a learned vector per position up to block_size
+    places: int = 0  # the trained layout's digit places + 1 when model.place_embedding, else 0 (no place table)
+    place_offset: int = 0  # model.place_offset: places (and positions) beyond the trained width
+    len_per_place: float = 0.0  # tokens a problem grows by per digit of width (block_size = seq_len + this * offset)
+    place_bias: int = 0  # model.place_bias: 2 * place_bias + 4 score buckets per layer and head
 
 
 KEYS = {  # Sizes field -> the config key it comes from, as named in a refusal
@@ -88,6 +94,8 @@ KEYS = {  # Sizes field -> the config key it comes from, as named in a refusal
     "batch_size": "data.batch_size",
     "eval_batch_size": "data.eval_batch_size",
     "draw_steps": "data.draw_steps",
+    "place_offset": "model.place_offset",
+    "place_bias": "model.place_bias",
 }
 
 
@@ -107,11 +115,14 @@ def memory_estimate(s: Sizes) -> Estimate:
     """The memory a run of these sizes needs at its peak, in bytes (fp32 weights and activations, int64 ids).
 
     With d = d_model, L = n_layers, H = n_heads, kv = n_kv_heads * d / H, r = mlp_ratio, V = vocab,
-    T = seq_len, B = batch_size, E = eval_batch_size:
+    T = seq_len, B = batch_size, E = eval_batch_size, N = block_size (T + len_per_place * place_offset: the
+    longest problem the model can be asked), Q = places + place_offset (with a place embedding), S = 2 *
+    place_bias + 4 (with place_bias):
 
-    - parameters P = V*d (tokens) + T*d (positions) + L * (2*d*d + 2*d*kv (attention) + 2*r*d*d (MLP)
-      + (9 + r)*d + 2*kv (biases, layer norms)) + 2*d + (V*d unless tied); weights = 16 * P bytes
-      (the weights, their gradients and AdamW's two moments, fp32 each);
+    - parameters P = V*d (tokens) + N*d (positions, unless position_embedding is off) + Q*d (places) + S*L*H
+      (place scores) + L * (2*d*d + 2*d*kv (attention) + 2*r*d*d (MLP) + (9 + r)*d + 2*kv (biases, layer
+      norms)) + 2*d + (V*d unless tied); weights = 16 * P bytes (the weights, their gradients and AdamW's two
+      moments, fp32 each);
     - a training step keeps, per token and layer, about (9 + 2r)*d activations for the backward pass (layer
       norms, q/k/v, attention output, the MLP's hidden layer before and after GELU, residuals) and 2*H*T
       attention weights (scores and softmax), plus 3*V for the logits and the loss:
@@ -123,9 +134,12 @@ def memory_estimate(s: Sizes) -> Estimate:
     An estimate of the largest allocations, not a measurement: Python, torch and Lightning need some hundred
     MB besides, which the available memory it is compared with already excludes (they are loaded by then)."""
     d, L, H, r, V, T = s.d_model, s.n_layers, s.n_heads, s.mlp_ratio, s.vocab, s.seq_len
+    N = T + round(s.len_per_place * s.place_offset)
     kv = s.n_kv_heads * (d // max(H, 1))
     per_layer = 2 * d * d + 2 * d * kv + 2 * r * d * d + (9 + r) * d + 2 * kv
-    parameters = V * d + T * d + L * per_layer + 2 * d + (0 if s.tie_weights else V * d)
+    tables = (N * d if s.position_embedding else 0) + (s.places + s.place_offset) * d * (s.places > 0)
+    tables += (2 * s.place_bias + 4) * L * H if s.place_bias else 0
+    parameters = V * d + tables + L * per_layer + 2 * d + (0 if s.tie_weights else V * d)
     training = FP32 * s.batch_size * T * (L * ((9 + 2 * r) * d + 2 * H * T) + 3 * V)
     evaluation = FP32 * s.eval_batch_size * T * ((4 + r) * d + 2 * H * T + 3 * V)
     data = 2 * INT64 * s.batch_size * T * s.draw_steps + INT64 * T * s.held_out
@@ -138,6 +152,7 @@ def _whole(value) -> bool:
 
 def sizes_of(cfg: DictConfig) -> Sizes | None:
     """The sizes a config asks for, or None when one is not a valid value (its owner then says so)."""
+    from data.positions import place_ids
     from data.problems import ProblemFormat
     from data.tokenizer import CharTokenizer
 
@@ -157,9 +172,15 @@ def sizes_of(cfg: DictConfig) -> Sizes | None:
     except (TypeError, ValueError):
         return None
     held_out = t["n_val"] + t["n_test"] + (0 if t.get("streaming", True) else int(t.get("n_train") or 0))
+    offset, bias = m.get("place_offset", 0), m.get("place_bias", 0)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (offset, bias)):
+        return None
+    longest = fmt.at_width(fmt.digits + offset).seq_len  # assemble's block_size: arithmetic, nothing allocated
+    places = max(place_ids(fmt, m.get("place_of", "predicted"))) + 1 if m.get("place_embedding") is True else 0
     return Sizes(
         m["d_model"], m["n_layers"], m["n_heads"], n_kv, m["mlp_ratio"], m.get("tie_weights") is not False,
         t["batch_size"], t["eval_batch_size"], draw, held_out, fmt.seq_len, CharTokenizer().vocab_size,
+        m.get("position_embedding") is not False, places, offset, (longest - fmt.seq_len) / max(offset, 1), bias,
     )  # fmt: skip
 
 
@@ -167,7 +188,7 @@ def _baseline() -> dict:
     """The project's own sizes (configs/model/calculator.yaml, configs/data/addition.yaml)."""
     model = OmegaConf.to_container(OmegaConf.load(CONFIGS / "model" / "calculator.yaml"))
     data = OmegaConf.to_container(OmegaConf.load(CONFIGS / "data" / "addition.yaml"))
-    values = {**model, **data, "draw_steps": 1}
+    values = {**model, **data, "draw_steps": 1}  # place_offset and place_bias: 0
     return {field: values[field] for field in KEYS}
 
 
