@@ -9,6 +9,7 @@ are for the keys no object of ours owns: the seed, the Lightning Trainer's setti
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -35,14 +36,15 @@ class Rule:
 
     def allowed(self) -> str:
         if self.kind == "choice":
-            text = "one of " + ", ".join(map(str, self.choices))
+            text = "one of " + ", ".join(map(str, self.choices)) if self.choices else ""
         else:
             text = "a whole number" if self.kind == "whole" else "a number"
             if self.low is not None and self.high is not None:
                 text += f" in [{self.low}, {self.high}]"
             elif self.low is not None:
                 text += f" >= {self.low}"
-        return text + (", or null" if self.nullable else "") + (f" ({self.why})" if self.why else "")
+        null = ("" if not self.nullable else ", or null" if text else "null") + (f" ({self.why})" if self.why else "")
+        return text + null
 
     def accepts(self, value) -> bool:
         if value is None:
@@ -57,6 +59,7 @@ class Rule:
 
 
 PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "64")
+YES_NO = (True, False)
 RULES: dict[str, Rule] = {
     "seed": Rule("whole", 0, 2**32 - 1),  # the range Lightning's seed_everything accepts
     # more threads than cores never makes a step faster (they take turns on the same cores); far more crash
@@ -75,8 +78,42 @@ RULES: dict[str, Rule] = {
     "trainer.max_epochs": Rule("choice", choices=(-1,), nullable=True, why="set trainer.max_steps instead"),
     "trainer.limit_train_batches": Rule("choice", choices=(1.0,), nullable=True, why="set trainer.max_steps instead"),
     "trainer.fast_dev_run": Rule("choice", choices=(False,), why="for a short run set trainer.max_steps"),
+    "trainer.check_val_every_n_epoch": Rule("choice", nullable=True, why="the training stream has no epochs"),
+    "trainer.num_sanity_val_steps": Rule("whole", 0),
+    "trainer.enable_model_summary": Rule("choice", choices=YES_NO),
+    "trainer.enable_progress_bar": Rule("choice", choices=YES_NO),
+    "trainer.deterministic": Rule("choice", choices=(*YES_NO, "warn"), nullable=True),
+    "trainer.benchmark": Rule("choice", choices=YES_NO, nullable=True),
+    # several processes: trainer=ddp (Lightning starts them on this machine); several machines: a launcher's
+    "trainer.strategy": Rule("choice", choices=("auto", "ddp")),
+    "trainer.num_nodes": Rule("whole", 1),
+    # the Lightning callbacks the project configures (configs/callbacks/default.yaml)
+    "callbacks.early_stopping.monitor": Rule("choice", choices=("val/exact_match", "val/loss", "val/digit_accuracy")),
+    "callbacks.early_stopping.mode": Rule("choice", choices=("max", "min")),
+    "callbacks.early_stopping.patience": Rule("whole", 0, why="validations without improvement"),
+    "callbacks.early_stopping.stopping_threshold": Rule("number", nullable=True),
+    "callbacks.progress_bar.leave": Rule("choice", choices=YES_NO),
+    "callbacks.progress_bar.updates_per_second": Rule("number", 0.1, why="how often the bar moves"),
     "logger.wandb.mode": Rule("choice", choices=("offline", "online", "disabled")),
 }
+
+
+# The objects of Lightning's that the project configures: every key of theirs has a rule above. Any other
+# setting of theirs (+trainer.accumulate_grad_batches, +trainer.max_time, +callbacks.early_stopping.strict) is one
+# the project does not support: each training batch is a function of (seed, step), a run is as long as max_steps.
+MANAGED = ("trainer", "callbacks.early_stopping", "callbacks.progress_bar")
+NOT_VALUES = ("_target_", "default_root_dir")  # code, and where the run's files go: training/cli.py refuses both
+CHECKED_BELOW = ("trainer.devices",)  # a whole number or auto: check()
+# Callbacks a run cannot do without: switched off, the run would crash after its training and test
+REQUIRED_CALLBACKS = {
+    "best_checkpoint": "it keeps checkpoints/best.ckpt, the model the test, calc.py and resume= load",
+}
+# A multi-node run is started on every node by a launcher, which tells each process where the others are
+LAUNCHER_VARIABLES = ("MASTER_ADDR", "WORLD_SIZE", "NODE_RANK", "TORCHELASTIC_RUN_ID", "SLURM_NTASKS")
+MULTI_NODE = (
+    "torchrun --nnodes=N --nproc-per-node=M --rdzv-endpoint=HOST:29500 train.py trainer=ddp "
+    "trainer.devices=M +trainer.num_nodes=N on every node, or on SLURM (docs/reliability.md)"
+)
 
 
 def _present(cfg: DictConfig, key: str):
@@ -95,6 +132,7 @@ def check(cfg: DictConfig) -> None:
         present, value = _present(cfg, key)
         if present and not rule.accepts(value):
             raise ConfigError(f"{key}={value!r} is not allowed: use {rule.allowed()}")
+    check_supported(cfg)
     devices = cfg.trainer.get("devices", 1)
     if not (devices == "auto" or (isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1)):
         raise ConfigError(f"trainer.devices={devices!r} is not allowed: use a whole number >= 1 or auto")
@@ -107,6 +145,32 @@ def check(cfg: DictConfig) -> None:
             resume_target(cfg.resume)
         except RunDirError as e:
             raise ConfigError(str(e)) from None
+
+
+def check_supported(cfg: DictConfig) -> None:
+    """Every setting of a Lightning object the project configures has a rule; callbacks the run needs are there;
+    several nodes only under a launcher (without one the first node waits for the others forever)."""
+    for node in MANAGED:
+        present, settings = _present(cfg, node)
+        if not present or not isinstance(settings, DictConfig):
+            continue
+        supported = [key.rpartition(".")[2] for key in (*RULES, *CHECKED_BELOW) if key.rpartition(".")[0] == node]
+        for key in settings:
+            if key not in supported and key not in NOT_VALUES:
+                raise ConfigError(
+                    f"{node}.{key} is a Lightning setting this project does not support; the supported ones: "
+                    f"{', '.join(supported)}"
+                )
+    callbacks = cfg.get("callbacks") or {}
+    for name, why in REQUIRED_CALLBACKS.items():
+        if not callbacks.get(name):
+            raise ConfigError(f"callbacks.{name} cannot be switched off: {why}")
+    nodes = cfg.trainer.get("num_nodes", 1)
+    if nodes > 1 and not any(os.environ.get(variable) for variable in LAUNCHER_VARIABLES):
+        raise ConfigError(
+            f"trainer.num_nodes={nodes}: no launcher started this process (none of {', '.join(LAUNCHER_VARIABLES)} "
+            f"is set), so the other nodes would never come; start it with  {MULTI_NODE}"
+        )
 
 
 def check_device(accelerator: str, devices: int | str = 1) -> None:
@@ -136,8 +200,8 @@ def build(node: DictConfig, key: str, **kwargs):
         return hydra.utils.instantiate(node, **kwargs)
     except InstantiationException as e:
         cause = e.__cause__ or e
-        if not isinstance(cause, (ValueError, TypeError)):
-            raise
+        if not isinstance(cause, (ValueError, TypeError)) and type(cause).__name__ != "MisconfigurationException":
+            raise  # Lightning's refusal of its settings (a MisconfigurationException) is a configuration mistake too
         message = str(cause).strip().splitlines()[0]
         if isinstance(cause, TypeError) and "unexpected keyword argument" in message:
             name = message.rsplit("'", 2)[-2] if message.count("'") >= 2 else "?"
