@@ -26,7 +26,7 @@ import torch
 from tests.conftest import ROOT, compose_config, run_train, with_run_dir
 from training.assemble import assemble
 from training.cli import check_command_line
-from training.config import ConfigError
+from training.config import RULES, ConfigError, check_supported
 from training.limits import Sizes, check_sizes, machine_cores, memory_estimate, sizes_of
 from training.resume import effective_config
 
@@ -141,6 +141,15 @@ REACHES_LIGHTNING_OR_WANDB = [  # (overrides, what the one line must contain)
     ("+trainer.max_time=00:00:00:01", "trainer.max_time is a Lightning setting this project does not support"),
     ("+trainer.limit_val_batches=0", "trainer.limit_val_batches is a Lightning setting this project does not"),
     ("+trainer.enable_checkpointing=false", "trainer.enable_checkpointing is a Lightning setting this project"),
+    ("trainer=ddp +trainer.strategy=auto", "+trainer.strategy=...: trainer.strategy is set already; write"),
+    ("trainer=null", "trainer=null: choose one of cpu, ddp, gpu"),  # Hydra's "must be a string or a list"
+    ("analysis=null", "analysis=null: choose one of default, none; to switch it off: analysis=none"),
+    ("callbacks.graceful_stop=5", "callbacks.graceful_stop=5: callbacks.graceful_stop is a group of settings; null"),
+    ("logger.wandb=true", "logger.wandb=True: logger.wandb is a group of settings"),
+    # the csv logger's settings
+    ("logger=csv +logger.csv.flush_logs_every_n_steps=0", "logger.csv.flush_logs_every_n_steps=0 is not allowed"),
+    ("logger=csv +logger.csv.prefix=3", "logger.csv.prefix is a Lightning setting this project does not support"),
+    ("logger=csv logger.csv.name=[1]", "logger.csv.name=[1] is not allowed: use a name, or null"),
     # the Lightning callbacks' settings
     ("callbacks.early_stopping.monitor=foo", "callbacks.early_stopping.monitor='foo' is not allowed"),
     ("callbacks.early_stopping.mode=sideways", "callbacks.early_stopping.mode='sideways' is not allowed"),
@@ -296,6 +305,23 @@ def test_allowed_values_of_the_same_keys_pass_the_same_checks_and_reach_the_run(
     finally:
         torch.set_num_threads(threads)
     assert "error:" not in capsys.readouterr().err
+
+
+SHIPPED = [[], ["trainer=ddp"], ["trainer=gpu"], ["logger=csv"], ["trainer.precision=32"]]
+SHIPPED += [[f"experiment={path.stem}"] for path in sorted((ROOT / "configs" / "experiment").glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("overrides", SHIPPED, ids=lambda o: " ".join(o) or "default")
+def test_the_project_s_own_configs_pass_the_rules_of_lightning_s_settings(overrides, no_launcher):
+    """The rules refuse what the project does not support, never what it ships: every trainer option and experiment
+    (and trainer.precision=32, which the command line reads as a number) passes them."""
+    cfg = compose_config(overrides)
+    check_supported(cfg)
+    for key, rule in RULES.items():
+        node = cfg
+        for part in key.split("."):
+            node = node.get(part) if node is not None else None
+        assert node is None or rule.accepts(node), (key, node)
 
 
 CLI_SAMPLE = [

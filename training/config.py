@@ -3,7 +3,10 @@
 Each rule lives once. Our objects (the data module, the model, the optimizer settings, the analysis, the
 callbacks) check their own arguments in their own words -- ``digits=0: must be a whole number >= 1`` --
 and :func:`build` names the config key when it instantiates them (``data.digits=0: ...``). The rules below
-are for the keys no object of ours owns: the seed, the Lightning Trainer's settings, the logger's mode.
+are for the keys no object of ours owns: the seed, the settings of the Lightning objects the project configures
+(the Trainer, two callbacks, the csv logger; wandb's are checked by wandb's own rules, training/loggers.py). Any
+other setting of those objects is one the project does not support, and says so; so does a callback the run
+cannot do without switched off, and several nodes with no launcher to start them.
 """
 
 from __future__ import annotations
@@ -25,9 +28,14 @@ class ConfigError(ValueError):
     """A user-facing configuration mistake: reported as one line, never a traceback."""
 
 
+def _as_written(value) -> str:
+    """A value as the command line writes it: true, false, null."""
+    return "true" if value is True else "false" if value is False else "null" if value is None else str(value)
+
+
 @dataclass(frozen=True)
 class Rule:
-    kind: str  # "whole", "number" or "choice"
+    kind: str  # "whole", "number", "choice" or "text"
     low: float | None = None
     high: float | None = None
     choices: tuple = ()
@@ -36,7 +44,9 @@ class Rule:
 
     def allowed(self) -> str:
         if self.kind == "choice":
-            text = "one of " + ", ".join(map(str, self.choices)) if self.choices else ""
+            text = "one of " + ", ".join(map(_as_written, self.choices)) if self.choices else ""
+        elif self.kind == "text":
+            text = "a name"
         else:
             text = "a whole number" if self.kind == "whole" else "a number"
             if self.low is not None and self.high is not None:
@@ -51,6 +61,8 @@ class Rule:
             return self.nullable
         if self.kind == "choice":
             return value in self.choices
+        if self.kind == "text":
+            return isinstance(value, str) and value != ""
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return False
         if self.kind == "whole" and not isinstance(value, int):
@@ -58,7 +70,7 @@ class Rule:
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 
 
-PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "64")
+PRECISIONS = ("32-true", 32, "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", 64)  # precision=32 is an int
 YES_NO = (True, False)
 RULES: dict[str, Rule] = {
     "seed": Rule("whole", 0, 2**32 - 1),  # the range Lightning's seed_everything accepts
@@ -93,16 +105,19 @@ RULES: dict[str, Rule] = {
     "callbacks.early_stopping.patience": Rule("whole", 0, why="validations without improvement"),
     "callbacks.early_stopping.stopping_threshold": Rule("number", nullable=True),
     "callbacks.progress_bar.leave": Rule("choice", choices=YES_NO),
+    # StepProgressBar's own argument (training/callbacks.py), which divides by it
     "callbacks.progress_bar.updates_per_second": Rule("number", 0.1, why="how often the bar moves"),
-    "logger.wandb.mode": Rule("choice", choices=("offline", "online", "disabled")),
+    "logger.wandb.mode": Rule("choice", choices=("offline", "online", "disabled")),  # the others: training/loggers.py
+    "logger.csv.name": Rule("text", nullable=True),
+    "logger.csv.flush_logs_every_n_steps": Rule("whole", 1),
 }
 
 
 # The objects of Lightning's that the project configures: every key of theirs has a rule above. Any other
 # setting of theirs (+trainer.accumulate_grad_batches, +trainer.max_time, +callbacks.early_stopping.strict) is one
 # the project does not support: each training batch is a function of (seed, step), a run is as long as max_steps.
-MANAGED = ("trainer", "callbacks.early_stopping", "callbacks.progress_bar")
-NOT_VALUES = ("_target_", "default_root_dir")  # code, and where the run's files go: training/cli.py refuses both
+MANAGED = ("trainer", "callbacks.early_stopping", "callbacks.progress_bar", "logger.csv")
+NOT_VALUES = ("_target_", "default_root_dir", "save_dir")  # code, and where the files go: training/cli.py refuses both
 CHECKED_BELOW = ("trainer.devices",)  # a whole number or auto: check()
 # Callbacks a run cannot do without: switched off, the run would crash after its training and test
 REQUIRED_CALLBACKS = {
@@ -161,6 +176,11 @@ def check_supported(cfg: DictConfig) -> None:
                     f"{node}.{key} is a Lightning setting this project does not support; the supported ones: "
                     f"{', '.join(supported)}"
                 )
+    for group in ("callbacks", "logger"):
+        for name, node in (cfg.get(group) or {}).items():
+            if node is not None and not isinstance(node, DictConfig):
+                why = f"{group}.{name} is a group of settings; null switches it off"
+                raise ConfigError(f"{group}.{name}={node!r}: {why}")
     callbacks = cfg.get("callbacks") or {}
     for name, why in REQUIRED_CALLBACKS.items():
         if not callbacks.get(name):
