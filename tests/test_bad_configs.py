@@ -186,6 +186,8 @@ REACHES_LIGHTNING_OR_WANDB = [  # (overrides, what the one line must contain)
     ("model.place_offset=100000000", "model.place_offset=100000000: the run would need about"),
     ("position=coupling model.place_offset=100000000", "model.place_offset=100000000: the run would need about"),
     ("position=relative model.place_bias=1000000000", "model.place_bias=1000000000: the run would need about"),
+    # one process per device on the CPU, each with the whole run and an interpreter of its own
+    ("trainer=ddp trainer.accelerator=cpu trainer.devices=100000", "trainer.devices=100000: the run would need about"),
 ]
 ABSENT_DEVICES = [  # a device that is not there
     pytest.param("trainer=gpu", "no CUDA GPU", marks=pytest.mark.skipif(not NO_GPU, reason="a GPU is here")),
@@ -372,6 +374,15 @@ def test_the_memory_estimate_counts_the_parameters_the_model_has(tmp_path):
         built = sum(p.numel() for p in module.net.parameters())
         assert abs(estimate.parameters - built) <= 0.01 * built, (overrides, estimate.parameters, built)
         assert estimate.total > 16 * built
+
+
+def test_each_process_on_the_cpu_holds_the_whole_run_and_its_own_interpreter(tmp_path):
+    """trainer.devices on the CPU starts one process each on this machine (trainer=ddp): the estimate counts them."""
+    from training.limits import PROCESS
+
+    one = memory_estimate(sizes_of(compose_config(["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=1"])))
+    four = memory_estimate(sizes_of(compose_config(["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=4"])))
+    assert four.total == 4 * one.total + 3 * PROCESS and four.parameters == one.parameters
 
 
 def test_the_size_check_refuses_just_over_the_memory_left_and_passes_just_under(tmp_path):
