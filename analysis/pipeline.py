@@ -64,8 +64,8 @@ class HeadAnalysis:
         ):
             raise ValueError(f"n_problems={self.n_problems!r}: must be a whole number >= 1, or null for all")
         kinds = self.ablation
-        if isinstance(kinds, str) or not all(k in ("zero", "mean") for k in kinds):
-            raise ValueError(f"ablation={kinds!r}: must be a list of zero and/or mean")
+        if isinstance(kinds, str) or not all(k in ("zero", "mean") for k in kinds) or len(set(kinds)) < len(kinds):
+            raise ValueError(f"ablation={kinds!r}: must be a list of zero and/or mean, each once")
         self.ablation = tuple(kinds)
         if self.prune not in ("ranked", "greedy", None):
             raise ValueError(f"prune={self.prune!r}: must be ranked, greedy or null")

@@ -4,17 +4,29 @@ The kinds: a value out of range or of the wrong type (each object's own rule), a
 (with the nearest valid one), a key added that nothing reads, an interpolation that cannot resolve, a device
 that is not there, and settings that would silently train nothing. In-process for all of them (fast), and
 through ``python train.py`` for a sample (fast) and for all of them (slow).
+
+REACHES_LIGHTNING_OR_WANDB is the table of settings that reach Lightning or wandb (issue 40, class 6): each crashed
+after training and testing, reached a traceback or Hydra's multi-line error, or waited forever, before it was
+checked before the run begins.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
 import pytest
 import torch
 
-from tests.conftest import compose_config, run_train, with_run_dir
+from tests.conftest import ROOT, compose_config, run_train, with_run_dir
 from training.assemble import assemble
 from training.cli import check_command_line
-from training.config import ConfigError
+from training.config import RULES, ConfigError, check_supported
 from training.limits import Sizes, check_sizes, machine_cores, memory_estimate, sizes_of
 from training.resume import effective_config
 
@@ -104,6 +116,79 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("seed=${seed}", "seed"),
     ("data.digits=${nothing.here}", "data.digits"),
 ]
+REACHES_LIGHTNING_OR_WANDB = [  # (overrides, what the one line must contain)
+    # crashed after training and testing, marking the run failed with its test results lost
+    ("callbacks.best_checkpoint=null", "callbacks.best_checkpoint cannot be switched off: it keeps checkpoints/best"),
+    ("~callbacks.best_checkpoint", "callbacks.best_checkpoint cannot be switched off"),
+    ("~callbacks", "callbacks.best_checkpoint cannot be switched off"),
+    (
+        "analysis.ablation=[zero,zero]",
+        "analysis.ablation=['zero', 'zero']: must be a list of zero and/or mean, each once",
+    ),
+    # the trainer's settings: each has a rule; one the project does not manage is refused as such
+    ("trainer.check_val_every_n_epoch=1", "trainer.check_val_every_n_epoch=1 is not allowed: use null (the training"),
+    ("trainer.check_val_every_n_epoch=abc", "trainer.check_val_every_n_epoch='abc' is not allowed"),
+    ("trainer.num_sanity_val_steps=abc", "trainer.num_sanity_val_steps='abc' is not allowed"),
+    ("trainer.enable_model_summary=maybe", "trainer.enable_model_summary='maybe' is not allowed"),
+    ("+trainer.enable_progress_bar=maybe", "trainer.enable_progress_bar='maybe' is not allowed"),
+    ("+trainer.enable_progress_bar=false", "enable_progress_bar=False"),  # Lightning's own refusal, as one line
+    ("+trainer.benchmark=maybe", "trainer.benchmark='maybe' is not allowed"),
+    ("+trainer.strategy=fsdp", "trainer.strategy='fsdp' is not allowed: use one of auto, ddp"),
+    ("+trainer.num_nodes=0", "trainer.num_nodes=0 is not allowed"),
+    ("+trainer.num_nodes=2", "trainer.num_nodes=2: no launcher started this process"),  # it waited forever
+    ("+trainer.gradient_clip_algorithm=foo", "trainer.gradient_clip_algorithm is a Lightning setting this project"),
+    ("+trainer.accumulate_grad_batches=2", "trainer.accumulate_grad_batches is a Lightning setting this project"),
+    ("+trainer.max_time=00:00:00:01", "trainer.max_time is a Lightning setting this project does not support"),
+    ("+trainer.limit_val_batches=0", "trainer.limit_val_batches is a Lightning setting this project does not"),
+    ("+trainer.enable_checkpointing=false", "trainer.enable_checkpointing is a Lightning setting this project"),
+    ("trainer=ddp +trainer.strategy=auto", "+trainer.strategy=...: trainer.strategy is set already; write"),
+    ("trainer=null", "trainer=null: choose one of cpu, ddp, gpu"),  # Hydra's "must be a string or a list"
+    ("analysis=null", "analysis=null: choose one of default, none; to switch it off: analysis=none"),
+    ("callbacks.graceful_stop=5", "callbacks.graceful_stop=5: callbacks.graceful_stop is a group of settings; null"),
+    ("logger.wandb=true", "logger.wandb=True: logger.wandb is a group of settings"),
+    # the csv logger's settings
+    ("logger=csv +logger.csv.flush_logs_every_n_steps=0", "logger.csv.flush_logs_every_n_steps=0 is not allowed"),
+    ("logger=csv +logger.csv.prefix=3", "logger.csv.prefix is a Lightning setting this project does not support"),
+    ("logger=csv logger.csv.name=[1]", "logger.csv.name=[1] is not allowed: use a name, or null"),
+    # the Lightning callbacks' settings
+    ("callbacks.early_stopping.monitor=foo", "callbacks.early_stopping.monitor='foo' is not allowed"),
+    ("callbacks.early_stopping.mode=sideways", "callbacks.early_stopping.mode='sideways' is not allowed"),
+    ("callbacks.early_stopping.patience=abc", "callbacks.early_stopping.patience='abc' is not allowed"),
+    ("callbacks.early_stopping.stopping_threshold=abc", "callbacks.early_stopping.stopping_threshold='abc' is not"),
+    ("+callbacks.early_stopping.strict=false", "callbacks.early_stopping.strict is a Lightning setting this project"),
+    ("callbacks.progress_bar.leave=maybe", "callbacks.progress_bar.leave='maybe' is not allowed"),
+    ("+callbacks.progress_bar.updates_per_second=0", "callbacks.progress_bar.updates_per_second=0 is not allowed"),
+    # what names code, and where the run's files go
+    ("callbacks.best_checkpoint._target_=os.system", "callbacks.best_checkpoint._target_: names the code to run"),
+    ("trainer._target_=null", "trainer._target_: names the code to run"),
+    ("callbacks.graceful_stop.run_dir=/tmp", "callbacks.graceful_stop.run_dir: the run's files all go into its run"),
+    ("trainer.default_root_dir=/tmp", "trainer.default_root_dir: the run's files all go into its run directory"),
+    ("logger.wandb.save_dir=null", "logger.wandb.save_dir: the run's files all go into its run directory"),
+    # what wandb refuses at its first use, once the run has begun
+    ("logger.wandb.project=a/b", "logger.wandb.project='a/b': wandb refuses it: Invalid project name"),
+    ("logger.wandb.project=[1,2]", "logger.wandb.project=[1, 2]: wandb refuses it"),
+    ("logger.wandb.name=[1]", "logger.wandb.name=[1]: wandb refuses it"),
+    ("logger.wandb.group=[1]", "logger.wandb.group=[1]: wandb refuses it"),
+    ("logger.wandb.tags=[1]", "logger.wandb.tags=[1]: wandb refuses it"),
+    ("logger.wandb.tags=[null]", "logger.wandb.tags=[None]: wandb refuses it"),
+    ("+logger.wandb.id=a/b", "logger.wandb.id='a/b': wandb refuses it: Run ID cannot contain"),
+    ("+logger.wandb.resume=maybe", "logger.wandb.resume='maybe': wandb refuses it"),
+    ("+logger.wandb.foo=1", "logger.wandb.foo is a wandb setting this project does not support"),
+    ("logger.wandb.log_model=maybe", "logger.wandb.log_model='maybe': use true, false or all"),
+    # deletions: a group the run needs, or a single setting
+    ("~model", "~model: a run cannot be built without its model group; choose model=... (calculator)"),
+    ("~data", "~data: a run cannot be built without its data group"),
+    ("~optim", "~optim: a run cannot be built without its optim group"),
+    ("~trainer", "~trainer: a run cannot be built without its trainer group"),
+    ("~trainer.max_steps", "~trainer.max_steps: a setting cannot be deleted"),
+    ("~seed", "~seed: a setting cannot be deleted"),
+    # the position tables the memory check missed (model.place_offset=1e8 tried to allocate 77 GB)
+    ("model.place_offset=100000000", "model.place_offset=100000000: the run would need about"),
+    ("position=coupling model.place_offset=100000000", "model.place_offset=100000000: the run would need about"),
+    ("position=relative model.place_bias=1000000000", "model.place_bias=1000000000: the run would need about"),
+    # one process per device on the CPU, each with the whole run and an interpreter of its own
+    ("trainer=ddp trainer.accelerator=cpu trainer.devices=100000", "trainer.devices=100000: the run would need about"),
+]
 ABSENT_DEVICES = [  # a device that is not there
     pytest.param("trainer=gpu", "no CUDA GPU", marks=pytest.mark.skipif(not NO_GPU, reason="a GPU is here")),
     pytest.param(
@@ -133,8 +218,17 @@ def in_process_error(overrides: list[str], tmp_path, capsys) -> str:
     return f"error: {caught.value}\n"
 
 
-@pytest.mark.parametrize("overrides,needle", BAD_CONFIGS + ABSENT_DEVICES)
-def test_a_bad_config_is_one_line_naming_the_key(overrides, needle, tmp_path, capsys):
+@pytest.fixture
+def no_launcher(monkeypatch):
+    """An environment no multi-node launcher started this process in (as on a laptop)."""
+    from training.config import LAUNCHER_VARIABLES
+
+    for variable in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+
+
+@pytest.mark.parametrize("overrides,needle", BAD_CONFIGS + REACHES_LIGHTNING_OR_WANDB + ABSENT_DEVICES)
+def test_a_bad_config_is_one_line_naming_the_key(overrides, needle, tmp_path, capsys, no_launcher):
     text = in_process_error(overrides.split(), tmp_path, capsys)
     lines = text.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], text
@@ -181,6 +275,17 @@ GOOD_VALUES = {  # an allowed value for keys the table above gets wrong, and whe
     "analysis.tolerance=0.5": lambda run: run["analysis"].tolerance == 0.5,
     "logger.wandb.mode=disabled": lambda run: run["loggers"][0]._wandb_init["mode"] == "disabled",
     "callbacks.attention_maps.every_n_val=1": lambda run: run["maps"].every_n_val == 1,
+    # the settings of REACHES_LIGHTNING_OR_WANDB
+    "analysis.ablation=[mean]": lambda run: run["analysis"].ablation == ("mean",),
+    "trainer.num_sanity_val_steps=0": lambda run: run["trainer"].num_sanity_val_steps == 0,
+    "+trainer.num_nodes=1": lambda run: run["trainer"].num_nodes == 1,
+    "+trainer.strategy=auto": lambda run: run["trainer"].world_size == 1,
+    "callbacks.early_stopping.patience=5": lambda run: run["stopping"].patience == 5,
+    "callbacks.early_stopping.monitor=val/loss": lambda run: run["stopping"].monitor == "val/loss",
+    "callbacks.early_stopping.mode=min": lambda run: run["stopping"].mode == "min",
+    "logger.wandb.project=tinycalc-tests": lambda run: run["loggers"][0]._wandb_init["project"] == "tinycalc-tests",
+    "logger.wandb.tags=[a,b]": lambda run: list(run["loggers"][0]._wandb_init["tags"]) == ["a", "b"],
+    "model.place_offset=2": lambda run: run["module"].net.cfg.place_offset == 2,
 }
 
 
@@ -195,11 +300,30 @@ def test_allowed_values_of_the_same_keys_pass_the_same_checks_and_reach_the_run(
     try:
         data, module, analysis, callbacks, loggers, trainer = assemble(effective_config(cfg, overrides, False))
         maps = next(c for c in callbacks if type(c).__name__ == "AttentionMaps")
+        stopping = trainer.early_stopping_callback
         run = dict(data=data, module=module, analysis=analysis, loggers=loggers, trainer=trainer, maps=maps)
+        run["stopping"] = stopping
         assert [o for o, holds in GOOD_VALUES.items() if not holds(run)] == []
     finally:
         torch.set_num_threads(threads)
     assert "error:" not in capsys.readouterr().err
+
+
+SHIPPED = [[], ["trainer=ddp"], ["trainer=gpu"], ["logger=csv"], ["trainer.precision=32"]]
+SHIPPED += [[f"experiment={path.stem}"] for path in sorted((ROOT / "configs" / "experiment").glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("overrides", SHIPPED, ids=lambda o: " ".join(o) or "default")
+def test_the_project_s_own_configs_pass_the_rules_of_lightning_s_settings(overrides, no_launcher):
+    """The rules refuse what the project does not support, never what it ships: every trainer option and experiment
+    (and trainer.precision=32, which the command line reads as a number) passes them."""
+    cfg = compose_config(overrides)
+    check_supported(cfg)
+    for key, rule in RULES.items():
+        node = cfg
+        for part in key.split("."):
+            node = node.get(part) if node is not None else None
+        assert node is None or rule.accepts(node), (key, node)
 
 
 CLI_SAMPLE = [
@@ -210,11 +334,20 @@ CLI_SAMPLE = [
     "data.streaming=false data.n_train=10",
     "seed=5000000000",
 ]
-CLI_CASES = [pytest.param(*case, marks=() if case[0] in CLI_SAMPLE else pytest.mark.slow) for case in BAD_CONFIGS]
+CLI_SAMPLE += [  # of REACHES_LIGHTNING_OR_WANDB: one of each kind
+    "callbacks.best_checkpoint=null",
+    "+trainer.num_nodes=2",
+    "logger.wandb.project=a/b",
+    "~model",
+]
+CLI_CASES = [
+    pytest.param(*case, marks=() if case[0] in CLI_SAMPLE else pytest.mark.slow)
+    for case in BAD_CONFIGS + REACHES_LIGHTNING_OR_WANDB
+]
 
 
 @pytest.mark.parametrize("overrides,needle", CLI_CASES + ABSENT_DEVICES[:1])
-def test_through_the_command_line_one_line_exit_2_and_no_run_directory(overrides, needle, tmp_path):
+def test_through_the_command_line_one_line_exit_2_and_no_run_directory(overrides, needle, tmp_path, no_launcher):
     run_dir = tmp_path / "run"
     done = run_train(run_dir, *overrides.split())
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -225,14 +358,31 @@ def test_through_the_command_line_one_line_exit_2_and_no_run_directory(overrides
 
 def test_the_memory_estimate_counts_the_parameters_the_model_has(tmp_path):
     """The estimate's parameter count is within 1% of the built model's, for the default and a wider, deeper
-    model with untied weights and grouped-query heads."""
-    for overrides in ([], ["model.d_model=128", "model.n_layers=3", "model.n_kv_heads=2", "model.tie_weights=false"]):
+    model with untied weights and grouped-query heads, and for every position table a setting sizes: positions
+    and places up to place_offset digits longer, place scores up to place_bias."""
+    for overrides in (
+        [],
+        ["model.d_model=128", "model.n_layers=3", "model.n_kv_heads=2", "model.tie_weights=false"],
+        ["model.place_offset=200"],
+        ["position=coupling", "model.place_offset=300"],
+        ["position=relative", "model.place_bias=2000"],
+        ["position=abacus", "model.position_embedding=true", "model.place_offset=100", "data.operators=*"],
+    ):
         cfg = with_run_dir(compose_config(overrides), tmp_path / "run")
         estimate = memory_estimate(sizes_of(cfg))
         module = assemble(cfg)[1]
         built = sum(p.numel() for p in module.net.parameters())
         assert abs(estimate.parameters - built) <= 0.01 * built, (overrides, estimate.parameters, built)
         assert estimate.total > 16 * built
+
+
+def test_each_process_on_the_cpu_holds_the_whole_run_and_its_own_interpreter(tmp_path):
+    """trainer.devices on the CPU starts one process each on this machine (trainer=ddp): the estimate counts them."""
+    from training.limits import PROCESS
+
+    one = memory_estimate(sizes_of(compose_config(["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=1"])))
+    four = memory_estimate(sizes_of(compose_config(["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=4"])))
+    assert four.total == 4 * one.total + 3 * PROCESS and four.parameters == one.parameters
 
 
 def test_the_size_check_refuses_just_over_the_memory_left_and_passes_just_under(tmp_path):
@@ -244,3 +394,40 @@ def test_the_size_check_refuses_just_over_the_memory_left_and_passes_just_under(
     assert check_sizes(cfg, (None, "unknown")) is None  # an OS that does not say: no check, no crash
     cfg.model.d_model = "abc"  # an invalid value is its owner's to report, not the estimate's
     assert sizes_of(cfg) is None and isinstance(Sizes, type)
+
+
+def test_a_signal_ends_a_run_waiting_for_a_node_that_never_comes(tmp_path):
+    """+trainer.num_nodes=2 under a launcher's environment whose second node never comes waits in torch.distributed's
+    rendezvous (C++, where no Python handler runs): SIGTERM ends it at once -- it used to wait out the 30 minutes."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "NODE_RANK": "0",
+        "WANDB_MODE": "offline",
+    }
+    command = [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={tmp_path / 'run'}", "+trainer.num_nodes=2"]
+    process = subprocess.Popen(
+        [*command, "threads=1", "logger=none"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    waiting = threading.Event()
+    lines = []
+
+    def read() -> None:
+        for line in process.stdout:
+            lines.append(line.decode(errors="replace"))
+            if "Initializing distributed" in lines[-1]:
+                waiting.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert waiting.wait(120), "".join(lines)
+        time.sleep(1)  # well inside the rendezvous
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == -signal.SIGTERM, "".join(lines)
+    finally:
+        process.kill()
+        process.wait()

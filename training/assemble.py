@@ -3,6 +3,9 @@ tests build in-process from the same config."""
 
 from __future__ import annotations
 
+import signal
+import threading
+
 from omegaconf import DictConfig
 
 from training.config import ConfigError, build, check
@@ -49,4 +52,30 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     )
     if trainer.strategy.root_device.type == "cuda":  # never changes a CPU's arithmetic
         torch.set_float32_matmul_precision(cfg.matmul_precision)
+    if trainer.world_size > 1:
+        stoppable_while_waiting(trainer.strategy)
     return datamodule, module, analysis, callbacks, loggers, trainer
+
+
+def stoppable_while_waiting(strategy) -> None:
+    """Ctrl-C and SIGTERM end a process that waits for the others of its run (torch.distributed's rendezvous, which
+    waits for every node, for 30 minutes when one never comes).
+
+    That wait is in C++, where no Python signal handler runs until it returns: the project's handlers (a true status,
+    a step finished first) would hold the signal until then. While it lasts the two signals do what they do by
+    default -- end the process at once; nothing has been trained yet (a "running" record with no process behind it
+    says so) -- and the handlers come back as soon as every process is there."""
+    wait = strategy.setup_environment
+
+    def setup_environment() -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return wait()
+        previous = {signum: signal.signal(signum, signal.SIG_DFL) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return wait()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    # Lightning has no hook before it connects the processes: its public method, wrapped on this strategy only
+    strategy.setup_environment = setup_environment

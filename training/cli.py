@@ -24,6 +24,11 @@ from training.config import ConfigError, register_resolvers
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 HYDRA_FLAGS_WE_CHECK = ("-m", "--multirun")
+NEEDED_GROUPS = ("model", "data", "optim", "trainer")  # a run cannot be built without one of each
+OPTIONAL_GROUPS = ("analysis", "logger", "callbacks", "position", "experiment")  # ~group switches it off
+OFF_BY_DEFAULT = ("position", "experiment")  # none unless chosen (configs/train.yaml)
+CODE_KEYS = ("_target_", "_args_", "_partial_", "_recursive_", "_convert_")  # what Hydra instantiates
+PLACEMENT_KEYS = ("run_dir", "save_dir", "default_root_dir")  # where the run's files go: its run directory
 
 
 def compose_train_config(overrides: list[str]) -> DictConfig:
@@ -65,6 +70,9 @@ def _explain(message: str, base: DictConfig) -> str:
             return f"{key} is not a setting{known}; see them all with  python train.py --cfg job"
         groups = [p.name for p in CONFIGS.iterdir() if p.is_dir()]
         return f"{key} is not a setting or config group{_did_you_mean(key, list(base.keys()) + groups)}"
+    found = re.search(r"An item is already at '([^']+)'", message)
+    if found:
+        return f"+{found.group(1)}=...: {found.group(1)} is set already; write {found.group(1)}=... (no +)"
     found = re.search(r"Multiple values for ([\w/]+)", message)
     if found:
         group = found.group(1)
@@ -116,6 +124,39 @@ def _check_additions(overrides, cfg: DictConfig) -> None:
         )
 
 
+def _check_deletions(overrides) -> None:
+    """``~group`` switches an optional group off (~analysis is analysis=none); a group the run needs, or a single
+    setting, cannot be deleted (the run would fail to build, far from the command line); ``group=null`` is not an
+    option."""
+    for o in overrides:
+        key = o.key_or_group
+        if (CONFIGS / key).is_dir() and not o.is_delete() and o.value() is None:  # Hydra: "must be a string or a list"
+            off = f"; to switch it off: {key}=none" if "none" in _group_options(key) else ""
+            off = "; leave it out for none" if key in OFF_BY_DEFAULT else off
+            raise ConfigError(f"{key}=null: choose one of {', '.join(_group_options(key))}{off}")
+        if not o.is_delete() or key.startswith("hydra"):
+            continue
+        if key in NEEDED_GROUPS:
+            options = ", ".join(_group_options(key))
+            raise ConfigError(f"~{key}: a run cannot be built without its {key} group; choose {key}=... ({options})")
+        if key not in OPTIONAL_GROUPS and key.rpartition(".")[0] not in ("callbacks", "logger"):
+            raise ConfigError(f"~{key}: a setting cannot be deleted; give it a value (python train.py --cfg job)")
+
+
+def _check_placements(overrides) -> None:
+    """What names code (``_target_``) and where the run's files go (``run_dir``, ``save_dir``) are the project's:
+    objects are chosen with config groups, and every file goes into the run directory (hydra.run.dir=...)."""
+    for o in overrides:
+        key = o.key_or_group
+        leaf = key.rpartition(".")[2]
+        if o.is_delete() or key.startswith("hydra"):
+            continue
+        if leaf in CODE_KEYS:
+            raise ConfigError(f"{key}: names the code to run, which the project's configs choose; pick a config group")
+        if leaf in PLACEMENT_KEYS:
+            raise ConfigError(f"{key}: the run's files all go into its run directory; set hydra.run.dir=... instead")
+
+
 def _all_keys(cfg: DictConfig) -> list[str]:
     """Every leaf key of ``cfg`` but Hydra's, dotted; an interpolation is a leaf, left unresolved."""
 
@@ -160,6 +201,8 @@ def check_command_line(argv: list[str], claim: bool = False) -> RunDir | SweepDi
             overrides = OverridesParser.create().parse_overrides(texts)
         except Exception as e:  # noqa: BLE001 -- Hydra's parse errors
             raise ConfigError(f"cannot read the command line: {str(e).splitlines()[0]}") from None
+        _check_deletions(overrides)
+        _check_placements(overrides)
         try:
             cfg = compose_train_config(_first_values(overrides))
         except Exception as e:  # noqa: BLE001 -- composition errors of every kind

@@ -3,12 +3,16 @@
 Each rule lives once. Our objects (the data module, the model, the optimizer settings, the analysis, the
 callbacks) check their own arguments in their own words -- ``digits=0: must be a whole number >= 1`` --
 and :func:`build` names the config key when it instantiates them (``data.digits=0: ...``). The rules below
-are for the keys no object of ours owns: the seed, the Lightning Trainer's settings, the logger's mode.
+are for the keys no object of ours owns: the seed, the settings of the Lightning objects the project configures
+(the Trainer, two callbacks, the csv logger; wandb's are checked by wandb's own rules, training/loggers.py). Any
+other setting of those objects is one the project does not support, and says so; so does a callback the run
+cannot do without switched off, and several nodes with no launcher to start them.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -24,9 +28,14 @@ class ConfigError(ValueError):
     """A user-facing configuration mistake: reported as one line, never a traceback."""
 
 
+def _as_written(value) -> str:
+    """A value as the command line writes it: true, false, null."""
+    return "true" if value is True else "false" if value is False else "null" if value is None else str(value)
+
+
 @dataclass(frozen=True)
 class Rule:
-    kind: str  # "whole", "number" or "choice"
+    kind: str  # "whole", "number", "choice" or "text"
     low: float | None = None
     high: float | None = None
     choices: tuple = ()
@@ -35,20 +44,25 @@ class Rule:
 
     def allowed(self) -> str:
         if self.kind == "choice":
-            text = "one of " + ", ".join(map(str, self.choices))
+            text = "one of " + ", ".join(map(_as_written, self.choices)) if self.choices else ""
+        elif self.kind == "text":
+            text = "a name"
         else:
             text = "a whole number" if self.kind == "whole" else "a number"
             if self.low is not None and self.high is not None:
                 text += f" in [{self.low}, {self.high}]"
             elif self.low is not None:
                 text += f" >= {self.low}"
-        return text + (", or null" if self.nullable else "") + (f" ({self.why})" if self.why else "")
+        null = ("" if not self.nullable else ", or null" if text else "null") + (f" ({self.why})" if self.why else "")
+        return text + null
 
     def accepts(self, value) -> bool:
         if value is None:
             return self.nullable
         if self.kind == "choice":
             return value in self.choices
+        if self.kind == "text":
+            return isinstance(value, str) and value != ""
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return False
         if self.kind == "whole" and not isinstance(value, int):
@@ -56,7 +70,8 @@ class Rule:
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 
 
-PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "64")
+PRECISIONS = ("32-true", 32, "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", 64)  # precision=32 is an int
+YES_NO = (True, False)
 RULES: dict[str, Rule] = {
     "seed": Rule("whole", 0, 2**32 - 1),  # the range Lightning's seed_everything accepts
     # more threads than cores never makes a step faster (they take turns on the same cores); far more crash
@@ -75,8 +90,45 @@ RULES: dict[str, Rule] = {
     "trainer.max_epochs": Rule("choice", choices=(-1,), nullable=True, why="set trainer.max_steps instead"),
     "trainer.limit_train_batches": Rule("choice", choices=(1.0,), nullable=True, why="set trainer.max_steps instead"),
     "trainer.fast_dev_run": Rule("choice", choices=(False,), why="for a short run set trainer.max_steps"),
-    "logger.wandb.mode": Rule("choice", choices=("offline", "online", "disabled")),
+    "trainer.check_val_every_n_epoch": Rule("choice", nullable=True, why="the training stream has no epochs"),
+    "trainer.num_sanity_val_steps": Rule("whole", 0),
+    "trainer.enable_model_summary": Rule("choice", choices=YES_NO),
+    "trainer.enable_progress_bar": Rule("choice", choices=YES_NO),
+    "trainer.deterministic": Rule("choice", choices=(*YES_NO, "warn"), nullable=True),
+    "trainer.benchmark": Rule("choice", choices=YES_NO, nullable=True),
+    # several processes: trainer=ddp (Lightning starts them on this machine); several machines: a launcher's
+    "trainer.strategy": Rule("choice", choices=("auto", "ddp")),
+    "trainer.num_nodes": Rule("whole", 1),
+    # the Lightning callbacks the project configures (configs/callbacks/default.yaml)
+    "callbacks.early_stopping.monitor": Rule("choice", choices=("val/exact_match", "val/loss", "val/digit_accuracy")),
+    "callbacks.early_stopping.mode": Rule("choice", choices=("max", "min")),
+    "callbacks.early_stopping.patience": Rule("whole", 0, why="validations without improvement"),
+    "callbacks.early_stopping.stopping_threshold": Rule("number", nullable=True),
+    "callbacks.progress_bar.leave": Rule("choice", choices=YES_NO),
+    # StepProgressBar's own argument (training/callbacks.py), which divides by it
+    "callbacks.progress_bar.updates_per_second": Rule("number", 0.1, why="how often the bar moves"),
+    "logger.wandb.mode": Rule("choice", choices=("offline", "online", "disabled")),  # the others: training/loggers.py
+    "logger.csv.name": Rule("text", nullable=True),
+    "logger.csv.flush_logs_every_n_steps": Rule("whole", 1),
 }
+
+
+# The objects of Lightning's that the project configures: every key of theirs has a rule above. Any other
+# setting of theirs (+trainer.accumulate_grad_batches, +trainer.max_time, +callbacks.early_stopping.strict) is one
+# the project does not support: each training batch is a function of (seed, step), a run is as long as max_steps.
+MANAGED = ("trainer", "callbacks.early_stopping", "callbacks.progress_bar", "logger.csv")
+NOT_VALUES = ("_target_", "default_root_dir", "save_dir")  # code, and where the files go: training/cli.py refuses both
+CHECKED_BELOW = ("trainer.devices",)  # a whole number or auto: check()
+# Callbacks a run cannot do without: switched off, the run would crash after its training and test
+REQUIRED_CALLBACKS = {
+    "best_checkpoint": "it keeps checkpoints/best.ckpt, the model the test, calc.py and resume= load",
+}
+# A multi-node run is started on every node by a launcher, which tells each process where the others are
+LAUNCHER_VARIABLES = ("MASTER_ADDR", "WORLD_SIZE", "NODE_RANK", "TORCHELASTIC_RUN_ID", "SLURM_NTASKS")
+MULTI_NODE = (
+    "torchrun --nnodes=N --nproc-per-node=M --rdzv-endpoint=HOST:29500 train.py trainer=ddp "
+    "trainer.devices=M +trainer.num_nodes=N on every node, or on SLURM (docs/reliability.md)"
+)
 
 
 def _present(cfg: DictConfig, key: str):
@@ -95,6 +147,7 @@ def check(cfg: DictConfig) -> None:
         present, value = _present(cfg, key)
         if present and not rule.accepts(value):
             raise ConfigError(f"{key}={value!r} is not allowed: use {rule.allowed()}")
+    check_supported(cfg)
     devices = cfg.trainer.get("devices", 1)
     if not (devices == "auto" or (isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1)):
         raise ConfigError(f"trainer.devices={devices!r} is not allowed: use a whole number >= 1 or auto")
@@ -107,6 +160,37 @@ def check(cfg: DictConfig) -> None:
             resume_target(cfg.resume)
         except RunDirError as e:
             raise ConfigError(str(e)) from None
+
+
+def check_supported(cfg: DictConfig) -> None:
+    """Every setting of a Lightning object the project configures has a rule; callbacks the run needs are there;
+    several nodes only under a launcher (without one the first node waits for the others forever)."""
+    for node in MANAGED:
+        present, settings = _present(cfg, node)
+        if not present or not isinstance(settings, DictConfig):
+            continue
+        supported = [key.rpartition(".")[2] for key in (*RULES, *CHECKED_BELOW) if key.rpartition(".")[0] == node]
+        for key in settings:
+            if key not in supported and key not in NOT_VALUES:
+                raise ConfigError(
+                    f"{node}.{key} is a Lightning setting this project does not support; the supported ones: "
+                    f"{', '.join(supported)}"
+                )
+    for group in ("callbacks", "logger"):
+        for name, node in (cfg.get(group) or {}).items():
+            if node is not None and not isinstance(node, DictConfig):
+                why = f"{group}.{name} is a group of settings; null switches it off"
+                raise ConfigError(f"{group}.{name}={node!r}: {why}")
+    callbacks = cfg.get("callbacks") or {}
+    for name, why in REQUIRED_CALLBACKS.items():
+        if not callbacks.get(name):
+            raise ConfigError(f"callbacks.{name} cannot be switched off: {why}")
+    nodes = cfg.trainer.get("num_nodes", 1)
+    if nodes > 1 and not any(os.environ.get(variable) for variable in LAUNCHER_VARIABLES):
+        raise ConfigError(
+            f"trainer.num_nodes={nodes}: no launcher started this process (none of {', '.join(LAUNCHER_VARIABLES)} "
+            f"is set), so the other nodes would never come; start it with  {MULTI_NODE}"
+        )
 
 
 def check_device(accelerator: str, devices: int | str = 1) -> None:
@@ -136,8 +220,8 @@ def build(node: DictConfig, key: str, **kwargs):
         return hydra.utils.instantiate(node, **kwargs)
     except InstantiationException as e:
         cause = e.__cause__ or e
-        if not isinstance(cause, (ValueError, TypeError)):
-            raise
+        if not isinstance(cause, (ValueError, TypeError)) and type(cause).__name__ != "MisconfigurationException":
+            raise  # Lightning's refusal of its settings (a MisconfigurationException) is a configuration mistake too
         message = str(cause).strip().splitlines()[0]
         if isinstance(cause, TypeError) and "unexpected keyword argument" in message:
             name = message.rsplit("'", 2)[-2] if message.count("'") >= 2 else "?"

@@ -15,6 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FP32, INT64 = 4, 8  # bytes per weight/activation and per token id
+# what each further process of a run on this machine holds besides its share of the run: Python, torch and
+# Lightning loaded (a CPU process of trainer=ddp measured ~370 MB resident before its first step)
+PROCESS = 400 * 10**6
 
 
 def machine_cores() -> int:
@@ -78,6 +81,13 @@ class Sizes:
     held_out: int  # data.n_val + data.n_test, + data.n_train when data.streaming=false
     seq_len: int  # from data.digits, data.operators, data.show_work
     vocab: int  # the tokenizer's (fixed) vocabulary
+    # the position tables (model/positions.py), sized by how much longer problems the model can be asked
+    position_embedding: bool = True  # model.position_embedding: a learned vector per position up to block_size
+    places: int = 0  # the trained layout's digit places + 1 when model.place_embedding, else 0 (no place table)
+    place_offset: int = 0  # model.place_offset: places (and positions) beyond the trained width
+    len_per_place: float = 0.0  # tokens a problem grows by per digit of width (block_size = seq_len + this * offset)
+    place_bias: int = 0  # model.place_bias: 2 * place_bias + 4 score buckets per layer and head
+    processes: int = 1  # trainer.devices on the CPU: one process each, all on this machine (a GPU's are bounded)
 
 
 KEYS = {  # Sizes field -> the config key it comes from, as named in a refusal
@@ -88,6 +98,9 @@ KEYS = {  # Sizes field -> the config key it comes from, as named in a refusal
     "batch_size": "data.batch_size",
     "eval_batch_size": "data.eval_batch_size",
     "draw_steps": "data.draw_steps",
+    "place_offset": "model.place_offset",
+    "place_bias": "model.place_bias",
+    "processes": "trainer.devices",
 }
 
 
@@ -97,39 +110,48 @@ class Estimate:
     weights: int  # bytes: weights, gradients and AdamW's two moments
     activations: int  # bytes: the larger of a training step's saved activations and an evaluation batch's
     data: int  # bytes: the training batches drawn at once and the held-out sets
+    processes: int = 1  # each holds all of the above; each one after the first, PROCESS more
 
     @property
     def total(self) -> int:
-        return self.weights + self.activations + self.data
+        return self.processes * (self.weights + self.activations + self.data) + (self.processes - 1) * PROCESS
 
 
 def memory_estimate(s: Sizes) -> Estimate:
     """The memory a run of these sizes needs at its peak, in bytes (fp32 weights and activations, int64 ids).
 
     With d = d_model, L = n_layers, H = n_heads, kv = n_kv_heads * d / H, r = mlp_ratio, V = vocab,
-    T = seq_len, B = batch_size, E = eval_batch_size:
+    T = seq_len, B = batch_size, E = eval_batch_size, N = block_size (T + len_per_place * place_offset: the
+    longest problem the model can be asked), Q = places + place_offset (with a place embedding), S = 2 *
+    place_bias + 4 (with place_bias):
 
-    - parameters P = V*d (tokens) + T*d (positions) + L * (2*d*d + 2*d*kv (attention) + 2*r*d*d (MLP)
-      + (9 + r)*d + 2*kv (biases, layer norms)) + 2*d + (V*d unless tied); weights = 16 * P bytes
-      (the weights, their gradients and AdamW's two moments, fp32 each);
+    - parameters P = V*d (tokens) + N*d (positions, unless position_embedding is off) + Q*d (places) + S*L*H
+      (place scores) + L * (2*d*d + 2*d*kv (attention) + 2*r*d*d (MLP) + (9 + r)*d + 2*kv (biases, layer
+      norms)) + 2*d + (V*d unless tied); weights = 16 * P bytes (the weights, their gradients and AdamW's two
+      moments, fp32 each);
     - a training step keeps, per token and layer, about (9 + 2r)*d activations for the backward pass (layer
       norms, q/k/v, attention output, the MLP's hidden layer before and after GELU, residuals) and 2*H*T
       attention weights (scores and softmax), plus 3*V for the logits and the loss:
       4 * B*T * (L*((9 + 2r)*d + 2*H*T) + 3*V) bytes; an evaluation batch keeps one layer's at a time:
       4 * E*T * ((4 + r)*d + 2*H*T + 3*V); the larger of the two counts;
     - data: 2 * 8 * B*T * draw_steps (the batches drawn at once, and the problems they are drawn from) and
-      8 * T * held_out (the validation and test sets, and a fixed training set when not streaming).
+      8 * T * held_out (the validation and test sets, and a fixed training set when not streaming);
+    - with trainer.devices = D processes on the CPU, each holds all of that (batch_size is per process), and each
+      after the first PROCESS bytes of its own.
 
     An estimate of the largest allocations, not a measurement: Python, torch and Lightning need some hundred
     MB besides, which the available memory it is compared with already excludes (they are loaded by then)."""
     d, L, H, r, V, T = s.d_model, s.n_layers, s.n_heads, s.mlp_ratio, s.vocab, s.seq_len
+    N = T + round(s.len_per_place * s.place_offset)
     kv = s.n_kv_heads * (d // max(H, 1))
     per_layer = 2 * d * d + 2 * d * kv + 2 * r * d * d + (9 + r) * d + 2 * kv
-    parameters = V * d + T * d + L * per_layer + 2 * d + (0 if s.tie_weights else V * d)
+    tables = (N * d if s.position_embedding else 0) + (s.places + s.place_offset) * d * (s.places > 0)
+    tables += (2 * s.place_bias + 4) * L * H if s.place_bias else 0
+    parameters = V * d + tables + L * per_layer + 2 * d + (0 if s.tie_weights else V * d)
     training = FP32 * s.batch_size * T * (L * ((9 + 2 * r) * d + 2 * H * T) + 3 * V)
     evaluation = FP32 * s.eval_batch_size * T * ((4 + r) * d + 2 * H * T + 3 * V)
     data = 2 * INT64 * s.batch_size * T * s.draw_steps + INT64 * T * s.held_out
-    return Estimate(parameters, 4 * FP32 * parameters, max(training, evaluation), data)
+    return Estimate(parameters, 4 * FP32 * parameters, max(training, evaluation), data, s.processes)
 
 
 def _whole(value) -> bool:
@@ -138,6 +160,7 @@ def _whole(value) -> bool:
 
 def sizes_of(cfg: DictConfig) -> Sizes | None:
     """The sizes a config asks for, or None when one is not a valid value (its owner then says so)."""
+    from data.positions import place_ids
     from data.problems import ProblemFormat
     from data.tokenizer import CharTokenizer
 
@@ -146,7 +169,8 @@ def sizes_of(cfg: DictConfig) -> Sizes | None:
         return None
     m, t = OmegaConf.to_container(model, resolve=True), OmegaConf.to_container(data, resolve=True)
     n_kv = m.get("n_kv_heads") if m.get("n_kv_heads") is not None else m.get("n_heads")
-    on_gpu = OmegaConf.select(cfg, "trainer.accelerator") in ("gpu", "cuda")
+    accelerator = OmegaConf.select(cfg, "trainer.accelerator")
+    on_gpu = accelerator in ("gpu", "cuda")
     draw = t.get("draw_steps") if t.get("draw_steps") is not None else (64 if on_gpu else 1)  # the datamodule's
     whole = [m.get(k) for k in ("d_model", "n_layers", "n_heads", "mlp_ratio")] + [n_kv, draw]
     whole += [t.get(k) for k in ("batch_size", "eval_batch_size", "n_val", "n_test")]
@@ -157,17 +181,34 @@ def sizes_of(cfg: DictConfig) -> Sizes | None:
     except (TypeError, ValueError):
         return None
     held_out = t["n_val"] + t["n_test"] + (0 if t.get("streaming", True) else int(t.get("n_train") or 0))
+    offset, bias = m.get("place_offset", 0), m.get("place_bias", 0)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (offset, bias)):
+        return None
+    longest = fmt.at_width(fmt.digits + offset).seq_len  # assemble's block_size: arithmetic, nothing allocated
+    devices = OmegaConf.select(cfg, "trainer.devices")
+    on_cpu = accelerator == "cpu" or (accelerator == "auto" and not _cuda_here())
+    processes = devices if on_cpu and _whole(devices) else 1
+    places = max(place_ids(fmt, m.get("place_of", "predicted"))) + 1 if m.get("place_embedding") is True else 0
     return Sizes(
         m["d_model"], m["n_layers"], m["n_heads"], n_kv, m["mlp_ratio"], m.get("tie_weights") is not False,
         t["batch_size"], t["eval_batch_size"], draw, held_out, fmt.seq_len, CharTokenizer().vocab_size,
+        m.get("position_embedding") is not False, places, offset, (longest - fmt.seq_len) / max(offset, 1), bias,
+        processes,
     )  # fmt: skip
+
+
+def _cuda_here() -> bool:
+    """Does trainer.accelerator=auto pick a GPU here (model/device.py's answer; torch is loaded by then)?"""
+    from model.device import device_unavailable
+
+    return device_unavailable("cuda") is None
 
 
 def _baseline() -> dict:
     """The project's own sizes (configs/model/calculator.yaml, configs/data/addition.yaml)."""
     model = OmegaConf.to_container(OmegaConf.load(CONFIGS / "model" / "calculator.yaml"))
     data = OmegaConf.to_container(OmegaConf.load(CONFIGS / "data" / "addition.yaml"))
-    values = {**model, **data, "draw_steps": 1}
+    values = {**model, **data, "draw_steps": 1, "processes": 1}  # place_offset and place_bias: 0
     return {field: values[field] for field in KEYS}
 
 
@@ -198,8 +239,9 @@ def check_sizes(cfg: DictConfig, available: tuple[int | None, str] | None = None
     free, what = available or available_memory()
     if free is None or need.total <= free:
         return None
+    each = f", in each of {s.processes} processes" if s.processes > 1 else ""
     return (
         f"{culprit(s)}: the run would need about {human(need.total)} of memory (weights and optimizer "
         f"{human(need.weights)} for {need.parameters:,} parameters, activations {human(need.activations)}, "
-        f"data {human(need.data)}) but only {human(free)} is available ({what}); make it smaller"
+        f"data {human(need.data)}{each}) but only {human(free)} is available ({what}); make it smaller"
     )

@@ -17,11 +17,26 @@ import urllib.parse
 import urllib.request
 import warnings
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from training.config import build
+from training.config import ConfigError, build
 
 os.environ.setdefault("WANDB_SILENT", "true")  # wandb's banner lines; errors still show
+
+# logger.wandb's settings (WandbLogger's arguments) -> the wandb.Settings field wandb checks each one as. wandb
+# checks them only at its first use, once the run has begun; check_wandb asks wandb.Settings before anything starts
+WANDB_SETTINGS = {
+    "project": "project",
+    "name": "run_name",
+    "group": "run_group",
+    "tags": "run_tags",
+    "id": "run_id",  # these two are set by resume= (the run's own wandb id): a resumed run's config.yaml has them
+    "resume": "resume",
+    "entity": "entity",
+    "notes": "run_notes",
+    "job_type": "run_job_type",
+}
+WANDB_LOGGER_SETTINGS = ("_target_", "save_dir", "mode", "log_model")  # WandbLogger's own (training/config.py, cli.py)
 
 
 def wandb_problem(timeout: float = 3.0) -> str | None:
@@ -70,6 +85,7 @@ def build_loggers(cfg: DictConfig, run_name: str, group: str | None, resume_id: 
     nodes = cfg.get("logger") or {}
     wandb_cfg = nodes.get("wandb")
     if wandb_cfg is not None:
+        check_wandb(OmegaConf.to_container(wandb_cfg, resolve=True))
         with open_dict(wandb_cfg):
             wandb_cfg.name = wandb_cfg.name or run_name
             wandb_cfg.group = wandb_cfg.group or group
@@ -90,6 +106,30 @@ def build_loggers(cfg: DictConfig, run_name: str, group: str | None, resume_id: 
         if logger._wandb_init.get("anonymous") is None:
             logger._wandb_init.pop("anonymous", None)
     return loggers
+
+
+def check_wandb(settings: dict) -> None:
+    """logger.wandb's settings, checked by wandb's own rules before the run begins (one line): a project name with
+    a '/', a tag that is not a string or longer than 64 characters, a setting of wandb.init the project does not
+    pass on. wandb.Settings is wandb's public check of each value."""
+    import wandb
+
+    for key, value in settings.items():
+        if key in WANDB_LOGGER_SETTINGS:
+            continue
+        if key not in WANDB_SETTINGS:
+            supported = [*WANDB_SETTINGS, "mode", "log_model"]
+            raise ConfigError(
+                f"logger.wandb.{key} is a wandb setting this project does not support; the supported ones: "
+                f"{', '.join(supported)}"
+            )
+        try:
+            wandb.Settings(**{WANDB_SETTINGS[key]: value})
+        except Exception as e:  # noqa: BLE001 -- wandb's UsageError, or pydantic's ValidationError with .errors()
+            why = e.errors()[0]["msg"] if callable(getattr(e, "errors", None)) else str(e).strip().splitlines()[0]
+            raise ConfigError(f"logger.wandb.{key}={value!r}: wandb refuses it: {why}") from None
+    if settings.get("log_model", False) not in (True, False, "all"):
+        raise ConfigError(f"logger.wandb.log_model={settings['log_model']!r}: use true, false or all")
 
 
 def wandb_loggers(loggers) -> list:
