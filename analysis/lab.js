@@ -232,8 +232,9 @@ const TinycalcLab = (() => {
 
   function readState(m) {
     const state = { problem: defaultProblem(m), corrupted: "", switches: {} };
-    const hash = new URLSearchParams(location.hash.slice(1));
-    if (hash.has("problem")) state.problem = hash.get("problem");
+    const hash = new URLSearchParams(location.hash.slice(1));  // "#attention" and the like are the page's anchors
+    if (!hash.has("problem")) return state;
+    state.problem = hash.get("problem");
     if (hash.has("corrupted")) state.corrupted = hash.get("corrupted");
     for (const pair of (hash.get("heads") || "").split(",").filter(Boolean)) {
       const [label, how] = pair.split(":");
@@ -283,11 +284,11 @@ const TinycalcLab = (() => {
     const maps = el("div", { class: "lab-maps" }), patched = el("div", { class: "lab-patching" });
     container.append(el("div", { class: "lab-inputs" }, input, other, reset), answer, heads, maps, patched);
 
-    function update() {
+    function update(byUser = true) {  // the state goes into the URL once the learner changes something
       const started = performance.now();
       state.problem = input.value;
       state.corrupted = other.value;
-      writeState(state);
+      if (byUser) writeState(state);
       answer.replaceChildren();
       maps.replaceChildren();
       patched.replaceChildren();
@@ -349,7 +350,7 @@ const TinycalcLab = (() => {
       heads.querySelectorAll(".lab-switch").forEach((b) => { b.textContent = `${b.dataset.head} on`; });
       update();
     });
-    update();
+    update(false);
   }
 
   return { load, forward, encodeProblem, decode, answerOf, softmax, render };
