@@ -36,7 +36,11 @@ def first_line(error: BaseException, limit: int = 120) -> str:
 
 def find_checkpoints(root: str | Path = ".") -> list[Path]:
     """Every run's best checkpoint under ``root`` (runs/ and multirun/), newest first by modification time."""
-    found = {run.best_checkpoint for run in RunDir.under(root) if run.best_checkpoint.is_file()}  # nested jobs too
+    found = {  # nested sweep jobs too; a checkpoint that is a link (to another run's, perhaps) is not a candidate
+        run.best_checkpoint
+        for run in RunDir.under(root)
+        if run.best_checkpoint.is_file() and not run.best_checkpoint.is_symlink()
+    }
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 

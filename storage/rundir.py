@@ -50,6 +50,8 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
     never becomes a copy across filesystems), and a full disk is an OSError naming ``path``, not the
     temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():  # os.replace would fail with a bare EISDIR
+        raise RunFileError(f"{path}: a directory where a run writes a file; remove it and start again")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.unlink(missing_ok=True)  # never written through: a link left there would send the bytes elsewhere
