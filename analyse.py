@@ -60,13 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     run = RunDir.of_checkpoint(ckpt)
     try:
         results = (run.read_json(run.results) or {}) if run else {}
-        data, analysis = settings(run) if run else ({}, {})
-        run.check_writable() if run else None  # before the analysis runs, not after: its results would be lost
-    except RunDirError as e:  # a damaged results.json or config.yaml (RunFileError), or a directory we cannot write
+    except RunDirError as e:  # a damaged results.json (RunFileError: bounded in size, depth and kind)
         print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:
-        print(f"error: {run.config}: {e}", file=sys.stderr)
         return 2
     if run is None or results.get("status") != "ok":
         where = run.path if run else ckpt
@@ -74,6 +69,15 @@ def main(argv: list[str] | None = None) -> int:
             f"error: {where}: not a finished run (results.json status ok); analyse a run that finished training",
             file=sys.stderr,
         )
+        return 2
+    try:
+        data, analysis = settings(run)
+        run.check_writable()  # before the analysis runs, not after: its results would be lost
+    except RunDirError as e:  # a damaged config.yaml (RunFileError), or a directory that cannot be written
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"error: {run.config}: {e}", file=sys.stderr)
         return 2
     from analysis.html_report import write_run_report
     from analysis.pipeline import HeadAnalysis
@@ -98,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
             f"error: cannot write in {run.path} ({e.strerror or e}); free space or make it writable, and analyse again",
             file=sys.stderr,
         )
+        return 2
+    except RunDirError as e:  # a directory where the analysis writes a file (storage/rundir.py: write_atomically)
+        print(f"error: {e}", file=sys.stderr)
         return 2
     for label, text in found["analysis_summary"]:
         print(f"{label:>24}  {text}")

@@ -115,8 +115,9 @@ def _fsync_directory(directory: Path) -> None:
 
 def readable_checkpoint(path: Path) -> str | None:
     """None when ``path`` is a checkpoint that loads (tensors and plain values only), else what is wrong."""
-    try:
-        check_file(path)  # torch.load would wait on a FIFO for ever
+    run = RunDir.of_checkpoint(path)
+    try:  # torch.load would wait on a FIFO for ever, or load another run's weights through a link
+        check_file(path, run.path if run is not None else None)
     except RunFileError as e:
         return str(e).split(": ", 1)[1]
     try:

@@ -390,3 +390,12 @@ def test_a_section_drawn_from_a_damaged_file_says_not_recorded_and_the_rest_draw
         assert "Not recorded: what the run directory holds for this section is damaged" in sections[damaged]
     for whole in ("config", "curves", "roles", "pruning", "dla", "patching", "mistakes"):
         assert "Not recorded" not in sections[whole], whole
+
+
+def test_analyse_writing_over_a_directory_is_one_line(trained, tmp_path, capsys):
+    run = copy_of(trained, tmp_path)
+    run.table("ablation").unlink()
+    run.table("ablation").mkdir()
+    assert analyse.main([str(run.path), "--problems", "20", "--no-circuits"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {run.table('ablation')}: a directory where a run writes a file; remove it and start again\n"
