@@ -38,7 +38,8 @@ RUN_PATTERNS = ("runs/*", "multirun/*/*")  # where runs are: single runs, and th
 RUN_FOLDERS = ("runs", "multirun")  # the project's folders of runs: every search stays inside them
 
 # What is read from a run directory is bounded: a run directory is data from anywhere (zipped, shared, damaged).
-MAX_FILE_BYTES = 64 * 2**20  # a JSON, YAML, CSV or text file of a run (its largest, attention maps, is ~1 MB)
+MAX_FILE_BYTES = 64 * 2**20  # a JSON, CSV or text file of a run (its largest, attention maps, is ~1 MB)
+MAX_YAML_BYTES = 2**20  # a config (config.yaml, .hydra/*.yaml: a few KB); YAML is parsed in Python, slowly
 MAX_DEPTH = 32  # nesting of JSON and YAML (a run writes 7 at most); deeper is refused, never recursed into
 MAX_SEARCH_DEPTH = 6  # folders below runs/ or multirun/ searched for runs (multirun/<date>/<time>/<job>/<a=b/c>)
 
@@ -153,9 +154,7 @@ def read_bytes(path: Path, inside: Path) -> bytes | None:
     path = Path(path)
     if not os.path.lexists(path):
         return None
-    real, root = os.path.realpath(path), os.path.realpath(inside)
-    if os.path.commonpath([real, root]) != root:
-        raise RunFileError(f"{path}: a link to {real}, outside {inside}; a run's files are its own (replace the link)")
+    _refuse_outside(path, inside)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
@@ -185,15 +184,20 @@ def check_file(path: Path, inside: Path | None = None) -> None:
     file read by another library (a checkpoint: torch.load), which would wait on a FIFO or read a link's target."""
     path = Path(path)
     if inside is not None:
-        real, root = os.path.realpath(path), os.path.realpath(inside)
-        if os.path.commonpath([real, root]) != root:
-            raise RunFileError(f"{path}: a link to {real}, outside {inside}; a run's files are its own")
+        _refuse_outside(path, inside)
     try:
         mode = os.stat(path).st_mode
     except OSError as e:
         raise RunFileError(f"{path}: cannot be read ({e.strerror or e})") from None
     if not stat.S_ISREG(mode):
         raise RunFileError(f"{path}: {_kind(mode)}, not a file")
+
+
+def _refuse_outside(path: Path, inside: Path) -> None:
+    """RunFileError when ``path`` is, or goes through, a link to somewhere outside the directory ``inside``."""
+    real, root = os.path.realpath(path), os.path.realpath(inside)
+    if os.path.commonpath([real, root]) != root:
+        raise RunFileError(f"{path}: a link to {real}, outside {inside}; a run's files are its own (replace the link)")
 
 
 def _kind(mode: int) -> str:
@@ -249,6 +253,8 @@ def parse_yaml(text: str, path: Path):
     import yaml
     from omegaconf import OmegaConf
 
+    if len(text) > MAX_YAML_BYTES:
+        raise RunFileError(f"{path}: {len(text):,} characters, more than a config a run writes ({MAX_YAML_BYTES:,})")
     depth = 0
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):

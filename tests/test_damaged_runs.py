@@ -399,3 +399,10 @@ def test_analyse_writing_over_a_directory_is_one_line(trained, tmp_path, capsys)
     assert analyse.main([str(run.path), "--problems", "20", "--no-circuits"]) == 2
     err = capsys.readouterr().err
     assert err == f"error: {run.table('ablation')}: a directory where a run writes a file; remove it and start again\n"
+
+
+def test_a_config_larger_than_any_a_run_writes_is_refused_before_it_is_parsed(tmp_path):
+    run = RunDir(tmp_path)
+    run.config.write_text("seed: 1\n" * (rundir.MAX_YAML_BYTES // 8 + 1))  # valid YAML, slow to parse in Python
+    with no_hang("reading config.yaml", seconds=5), pytest.raises(RunDirError, match="more than a config a run writes"):
+        run.read_yaml(run.config)
