@@ -601,8 +601,8 @@
                                    hlines: [{ y: 100 * d.milestone, label: pct(d.milestone, 0) }], title: "learning curves" }), legend(series));
     } else c.append(el("p", { class: "muted", text: "No run recorded a validation history." }));
 
-    for (const a of d.heads || []) {  // every per-head analysis, one heatmap per run (the first variant's)
-      const h = section(a.name, a.title, a.intro);
+    for (const a of d.heads || []) guarded(a.name, a.title, () => {  // every per-head analysis, one heatmap per run
+      const h = section(a.name, a.title, a.intro);                       // (the first variant's)
       const grids = el("div", { class: "row" });
       for (const run of a.runs) {
         const first = a.variant ? run.rows.filter((r) => r[a.variant] === run.rows[0][a.variant]) : run.rows;
@@ -610,7 +610,7 @@
         grids.append(el("div", {}, el("h3", { class: "mono", text: label }), headGrid(a, first, () => {})));
       }
       h.append(grids);
-    }
+    });
 
     const f = section("failed", "Failed jobs");
     if (!failed.length) f.append(el("p", { class: "muted", text: "None: every job finished." }));
