@@ -29,22 +29,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def settings(run) -> tuple[dict, dict]:
-    """The run's data and analysis values from its config.yaml ({} each when it has none), ``_target_`` dropped."""
+    """The run's data and analysis values from its config.yaml ({} each when it has none), ``_target_`` dropped;
+    read by the run directory's reader (bounded: storage/rundir.py), as written (an interpolation is not followed).
+    A damaged file is a RunFileError, a value of the wrong kind a ValueError."""
     from omegaconf import OmegaConf
 
-    if not run.config.is_file():
-        return {}, {}
-    cfg = OmegaConf.to_container(OmegaConf.load(run.config))
-    if not isinstance(cfg, dict):
-        raise ValueError(f"{run.config}: not a mapping of settings")
-    values = lambda part: {k: v for k, v in (cfg.get(part) or {}).items() if k != "_target_"}  # noqa: E731
+    config = run.read_yaml(run.config)
+    cfg = OmegaConf.to_container(config) if config is not None else {}
+
+    def values(part: str) -> dict:
+        found = cfg.get(part) or {}
+        if not isinstance(found, dict):
+            raise ValueError(f"{part} is not a mapping of settings ({type(found).__name__})")
+        return {k: v for k, v in found.items() if k != "_target_"}
+
     return values("data"), values("analysis")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     from model.checkpoint import CheckpointError, newest_checkpoint
-    from storage.rundir import RunDir
+    from storage.rundir import RunDir, RunDirError
     from training.module import load_module
 
     try:
@@ -53,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     run = RunDir.of_checkpoint(ckpt)
-    results = run.read_results() if run else {}
+    try:
+        results = (run.read_json(run.results) or {}) if run else {}
+    except RunDirError as e:  # a damaged results.json (RunFileError: bounded in size, depth and kind)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if run is None or results.get("status") != "ok":
         where = run.path if run else ckpt
         print(
@@ -61,12 +70,20 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        data, analysis = settings(run)
+        run.check_writable()  # before the analysis runs, not after: its results would be lost
+    except RunDirError as e:  # a damaged config.yaml (RunFileError), or a directory that cannot be written
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"error: {run.config}: {e}", file=sys.stderr)
+        return 2
     from analysis.html_report import write_run_report
     from analysis.pipeline import HeadAnalysis
     from data.datamodule import ArithmeticDataModule
 
     try:
-        data, analysis = settings(run)
         data = {k: v for k, v in data.items() if k in ("n_test", "val_fraction", "test_fraction", "seed")}
         test_set = ArithmeticDataModule(**module.fmt.to_dict(), **data).held_out_set("test")
         analysis = HeadAnalysis(
@@ -76,9 +93,19 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError) as e:
         print(f"error: {run.config}: {e}", file=sys.stderr)
         return 2
-    found = analysis.run(module, test_set, run)
-    run.write_results(results | found)
-    page = write_run_report(run.path)
+    try:
+        found = analysis.run(module, test_set, run)
+        run.write_results(results | found)
+        page = write_run_report(run.path)
+    except OSError as e:  # the disk filled up, or the directory became read-only, while the analysis wrote
+        print(
+            f"error: cannot write in {run.path} ({e.strerror or e}); free space or make it writable, and analyse again",
+            file=sys.stderr,
+        )
+        return 2
+    except RunDirError as e:  # a directory where the analysis writes a file (storage/rundir.py: write_atomically)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     for label, text in found["analysis_summary"]:
         print(f"{label:>24}  {text}")
     print(f"analysed in {found['analysis_seconds']:.1f} s; tables and figures in {run.path}; page: {page}")

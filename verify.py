@@ -12,6 +12,8 @@ import argparse
 import json
 import sys
 
+DEVICE_TYPES = ("cpu", "cuda", "mps")  # what --device may name (auto picks one of them), cuda:1 included
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -56,12 +58,20 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from analysis.adderboard import verify
     from model.checkpoint import CheckpointError, load_calculator
-    from model.device import DeviceError
+    from model.device import DeviceError, resolve_device
+
+    try:  # once, before any checkpoint is read: a device torch names but cannot compute on here is one line
+        device = resolve_device(args.device)
+        if device.type not in DEVICE_TYPES:
+            raise DeviceError(args.device, "not a device verify.py computes on")
+    except DeviceError as e:
+        print(f"error: --device {args.device}: {e.why}; use --device cpu (or cuda, mps, auto)", file=sys.stderr)
+        return 2
 
     verdicts, status = {}, 0
     for run in args.runs:
         try:
-            calc = load_calculator(run, args.device)
+            calc = load_calculator(run, device)
             check_adder(calc, run)
         except (CheckpointError, DeviceError, ValueError) as e:
             print(f"error: {e}", file=sys.stderr)

@@ -9,9 +9,9 @@ network fetch, no asset folder: the file opens from file:// on a laptop, offline
 
 from __future__ import annotations
 
-import csv
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from analysis.metric import MILESTONE
 from analysis.sweep import grouped_over_seeds, summarise
-from storage.rundir import RunDir, SweepDir
+from storage.rundir import RunDir, RunFileError, SweepDir
 
 HERE = Path(__file__).parent
 MAX_MISTAKES = 100  # mistakes listed on the page; the counts cover all of them
@@ -34,7 +34,10 @@ class Damage(list):
     """The damaged files met while reading a directory: one ``<file>: <what is wrong>`` entry each."""
 
     def note(self, path: Path, what: str) -> None:
-        entry = f"{path}: {what}"
+        self.add(f"{path}: {what}")
+
+    def add(self, entry: str) -> None:
+        """One ``<file>: <what is wrong>`` line (a :class:`RunFileError`'s message is one)."""
         if entry not in self:
             self.append(entry)
 
@@ -43,35 +46,33 @@ class Damage(list):
             print(f"warning: {entry}", file=sys.stderr)
 
 
-def _json(path: Path, damage: Damage | None = None, kind: type = dict):
+# Every file is read through the run directory's reader (storage/rundir.py: bounded in size, depth and kind);
+# a file it refuses is left out of the page and noted in ``damage``, and its section says "not recorded".
+def _json(run: RunDir, path: Path, damage: Damage, kind: type = dict):
     """A JSON file's content (a ``kind``), or None: absent, or damaged (then noted in ``damage``)."""
-    if not path.exists():
-        return None
     try:
-        value = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        what = f"unreadable ({one_line(e)})"
-    else:
-        if isinstance(value, kind):
-            return value
-        what = f"not a JSON {'object' if kind is dict else kind.__name__} ({type(value).__name__})"
-    if damage is None:
-        raise ReportError(f"{path}: {what}")
-    damage.note(path, what)
-    return None
+        return run.read_json(path, kind)
+    except RunFileError as e:
+        damage.add(str(e))
+        return None
 
 
-def _csv(path: Path, damage: Damage | None = None) -> list[dict] | None:
-    if not path.exists():
-        return None
+def _csv(run: RunDir, path: Path, damage: Damage) -> list[dict] | None:
+    """An analysis table, its numbers as numbers; None: absent, or damaged (noted)."""
     try:
-        with path.open(newline="") as f:
-            return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        if damage is None:
-            raise
-        damage.note(path, f"unreadable ({one_line(e)})")
+        rows = run.read_csv(path)
+    except RunFileError as e:
+        damage.add(str(e))
         return None
+    if rows is None:
+        return None
+    if not rows and not run.read_text(path).strip():
+        damage.note(path, "empty (no header, no rows)")
+        return None
+    if any(None in row or None in row.values() for row in rows):  # a row longer or shorter than the header
+        damage.note(path, "not a whole table (a row and the header disagree)")
+        return None
+    return [{k: _number(v) for k, v in row.items()} for row in rows]
 
 
 def _number(text: str):
@@ -83,9 +84,9 @@ def _number(text: str):
     return text
 
 
-def _attention(path: Path) -> dict:
+def _attention(run: RunDir, path: Path) -> dict:
     """A maps file with the causal zeros dropped (row q keeps keys 0..q) and 3 decimals: half the size."""
-    raw = json.loads(path.read_text())
+    raw = run.read_json(path)
     raw["weights"] = [
         [[[[round(x, 3) for x in row[: q + 1]] for q, row in enumerate(head)] for head in probe] for probe in layer]
         for layer in raw["weights"]
@@ -101,17 +102,19 @@ def _snapshots(run: RunDir, damage: Damage) -> list[dict]:
         steps = [steps[round(i * (len(steps) - 1) / (MAX_SNAPSHOTS - 1))] for i in range(MAX_SNAPSHOTS)]
     final = run.attention_data("final")
     maps = []
-    for path in steps + ([final] if final.exists() else []):
+    for path in steps + ([final] if os.path.lexists(final) else []):
         try:
-            maps.append(_attention(path))
-        except Exception as e:  # bad JSON, or weights of the wrong shape or type
+            maps.append(_attention(run, path))
+        except RunFileError as e:
+            damage.add(str(e))
+        except Exception as e:  # weights of the wrong shape or type
             damage.note(path, f"not an attention maps file ({one_line(e)})")
     return maps
 
 
 def _mistakes(run: RunDir, data: dict | None, damage: Damage) -> dict | None:
     """test_mistakes.json, trimmed to MAX_MISTAKES (its counts cover all of them); what is damaged is noted."""
-    recorded = _json(run.mistakes, damage)
+    recorded = _json(run, run.mistakes, damage)
     if recorded is None:
         return None
     mistakes = recorded.get("mistakes", [])
@@ -150,7 +153,7 @@ def _clip_mistake(m: dict) -> dict:
 def _facts(run: RunDir, results: dict, damage: Damage) -> dict:
     """analysis.json, or for a run recorded before it existed (or whose analysis.json is damaged), the same
     facts rebuilt from its format and config."""
-    facts = _json(run.analysis, damage)
+    facts = _json(run, run.analysis, damage)
     if facts is not None:
         return facts
     from analysis.pipeline import HeadAnalysis, legacy_facts
@@ -160,8 +163,10 @@ def _facts(run: RunDir, results: dict, damage: Damage) -> dict:
     if config is not None:
         from omegaconf import OmegaConf
 
-        try:
-            tolerance = float(OmegaConf.select(config, "analysis.tolerance", default=tolerance))
+        try:  # as written, never resolved: an interpolation is not followed
+            tolerance = float(OmegaConf.to_container(config)["analysis"]["tolerance"])
+        except (KeyError, TypeError, ValueError):
+            pass
         except Exception as e:
             damage.note(run.config, f"analysis.tolerance unreadable ({one_line(e)})")
     try:
@@ -171,30 +176,35 @@ def _facts(run: RunDir, results: dict, damage: Damage) -> dict:
         return {}
 
 
+def _analyses(run: RunDir, facts: dict, damage: Damage) -> list[dict]:
+    """analysis.json's analyses, each a mapping with a name and its columns; [] (noted) when they are not."""
+    analyses = facts.get("analyses", [])
+    if isinstance(analyses, list) and all(
+        isinstance(a, dict)
+        and isinstance(a.get("name"), str)
+        and isinstance(a.get("columns", []), list)
+        and all(isinstance(c, dict) for c in a.get("columns", []))
+        for a in analyses
+    ):
+        return analyses
+    damage.note(run.analysis, "its 'analyses' is not a list of named analyses with their columns")
+    return []
+
+
 def _config(run: RunDir, damage: Damage):
     """config.yaml as a DictConfig, or None (absent, or damaged: noted)."""
-    if not run.config.exists():
-        return None
-    from omegaconf import OmegaConf
-
     try:
-        config = OmegaConf.load(run.config)
-    except Exception as e:  # YAML errors, bad UTF-8, unreadable file
-        damage.note(run.config, f"not valid YAML ({one_line(e)})")
+        return run.read_yaml(run.config)
+    except RunFileError as e:
+        damage.add(str(e))
         return None
-    if not OmegaConf.is_dict(config):
-        damage.note(run.config, f"not a mapping ({type(config).__name__})")
-        return None
-    return config
 
 
-def _text(path: Path, damage: Damage) -> str | None:
-    if not path.exists():
-        return None
+def _text(run: RunDir, path: Path, damage: Damage) -> str | None:
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        damage.note(path, f"unreadable ({one_line(e)})")
+        return run.read_text(path)
+    except RunFileError as e:
+        damage.add(str(e))
         return None
 
 
@@ -209,19 +219,14 @@ def run_data(run_dir: Path, facts: dict | None = None, damage: Damage | None = N
     A damaged file is left out and noted in ``damage`` (one entry per file); the rest is shown."""
     run = RunDir(run_dir)
     damage = Damage() if damage is None else damage
-    if not run.results.exists():
+    if not os.path.lexists(run.results):
         raise ReportError(f"{run_dir} is not a run directory (no results.json)")
-    results = _json(run.results, damage)
+    results = _json(run, run.results, damage)
     if results is None:
         results = {"status": "failed", "error": f"{run.results.name} is damaged; what else was readable is shown"}
     facts = facts or _facts(run, results, damage)
-    analyses = facts.get("analyses", [])
-    if not isinstance(analyses, list) or not all(
-        isinstance(a, dict) and isinstance(a.get("name"), str) for a in analyses
-    ):
-        damage.note(run.analysis, "its 'analyses' is not a list of named analyses")
-        analyses = []
-    history = (_json(run.history, damage) or {}).get("val", [])
+    analyses = _analyses(run, facts, damage)
+    history = (_json(run, run.history, damage) or {}).get("val", [])
     if not isinstance(history, list):
         damage.note(run.history, "its 'val' is not a list")
         history = []
@@ -230,12 +235,12 @@ def run_data(run_dir: Path, facts: dict | None = None, damage: Damage | None = N
         "kind": "run",
         "name": run.path.name,
         "results": results,
-        "config": _text(run.config, damage),
+        "config": _text(run, run.config, damage),
         "history": history,
         "mistakes": _mistakes(run, results.get("data"), damage),
         "attention": _snapshots(run, damage),
         **{k: v for k, v in facts.items() if k != "analyses"},
-        "analyses": [a | {"rows": _csv(run.table(a["name"]), damage)} for a in analyses],
+        "analyses": [a | {"rows": _csv(run, run.table(a["name"]), damage)} for a in analyses],
     }
 
 
@@ -281,8 +286,8 @@ def heads_across_runs(runs: list[tuple[str, RunDir]], damage: Damage) -> list[di
     heatmap per run, side by side)."""
     heads: dict[str, dict] = {}
     for name, job in runs:
-        for analysis in _facts(job, job.read_results(), damage).get("analyses", []):
-            rows = _csv(job.table(analysis["name"]), damage) if analysis.get("view") == "heads" else None
+        for analysis in _analyses(job, _facts(job, job.read_results(), damage), damage):
+            rows = _csv(job, job.table(analysis["name"]), damage) if analysis.get("view") == "heads" else None
             if rows:
                 entry = heads.setdefault(analysis["name"], analysis | {"runs": []})
                 entry["runs"].append({"run": name, "rows": rows})

@@ -492,13 +492,26 @@
     s.append(row, key, el("details", {}, el("summary", { text: `every edge (${rows.length}); click a column to sort` }), sortableTable(a, rows)));
   }
   function analysisSections(d) {
-    for (const a of d.analyses) {
+    for (const a of d.analyses) guarded(a.name, a.title, () => {
       const s = section(a.name, a.title, a.intro);
-      if (!a.rows || !a.rows.length) { s.append(el("p", { class: "muted", text: `Not recorded (no ${a.name}.csv in the run directory).` })); continue; }
+      if (!a.rows || !a.rows.length) { s.append(el("p", { class: "muted", text: `Not recorded (no readable ${a.name}.csv in the run directory).` })); return; }
       if (a.view === "heads") headsView(s, a, a.rows);
       else if (a.view === "curve") curveView(s, a, a.rows, d);
       else if (a.view === "graph" && a.nodes) graphView(s, a, a.rows);
       else s.append(sortableTable(a, a.rows));
+    });
+  }
+
+  // A section drawn from a damaged file (a value of the wrong kind where the page needs a number, a list, ...) must
+  // not stop the page: what it drew is taken back, it says "Not recorded", and the sections after it still draw.
+  function guarded(id, title, draw) {
+    const before = root.childNodes.length;
+    try {
+      draw();
+    } catch (e) {
+      while (root.childNodes.length > before) root.lastChild.remove();
+      section(id, title).append(el("p", { class: "muted damaged",
+        text: `Not recorded: what the run directory holds for this section is damaged (${String(e && e.message || e).slice(0, 200)}).` }));
     }
   }
 
@@ -534,12 +547,12 @@
     root.append(el("nav", {}, [["config", "task"], ["curves", "curves"], ["attention", "attention"],
                                ...d.analyses.map((a) => [a.name, a.name]), ["mistakes", "mistakes"]]
       .map(([id, text]) => el("a", { href: `#${id}`, text }))));
-    summarySection(d);
-    configSection(d);
-    curvesSection(d);
-    attentionSection(d);
+    guarded("summary", "Summary", () => summarySection(d));
+    guarded("config", "Task and configuration", () => configSection(d));
+    guarded("curves", "Learning curves", () => curvesSection(d));
+    guarded("attention", "Attention, head by head", () => attentionSection(d));
     analysisSections(d);
-    mistakesSection(d);
+    guarded("mistakes", "Test mistakes", () => mistakesSection(d));
   }
 
   // ---- sweep page -------------------------------------------------------------------------------------------
@@ -588,8 +601,8 @@
                                    hlines: [{ y: 100 * d.milestone, label: pct(d.milestone, 0) }], title: "learning curves" }), legend(series));
     } else c.append(el("p", { class: "muted", text: "No run recorded a validation history." }));
 
-    for (const a of d.heads || []) {  // every per-head analysis, one heatmap per run (the first variant's)
-      const h = section(a.name, a.title, a.intro);
+    for (const a of d.heads || []) guarded(a.name, a.title, () => {  // every per-head analysis, one heatmap per run
+      const h = section(a.name, a.title, a.intro);                       // (the first variant's)
       const grids = el("div", { class: "row" });
       for (const run of a.runs) {
         const first = a.variant ? run.rows.filter((r) => r[a.variant] === run.rows[0][a.variant]) : run.rows;
@@ -597,7 +610,7 @@
         grids.append(el("div", {}, el("h3", { class: "mono", text: label }), headGrid(a, first, () => {})));
       }
       h.append(grids);
-    }
+    });
 
     const f = section("failed", "Failed jobs");
     if (!failed.length) f.append(el("p", { class: "muted", text: "None: every job finished." }));

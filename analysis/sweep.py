@@ -8,7 +8,6 @@ wandb logger. The Hydra callback that runs it when a multirun ends is in analysi
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from omegaconf import OmegaConf
 
 from analysis.metric import MILESTONE, learned
 from analysis.record import record_sweep
-from storage.rundir import RunDir, SweepDir
+from storage.rundir import RunDir, SweepDir, parse_json, parse_yaml, read_text
 
 COLUMNS = [
     "run",
@@ -43,10 +42,10 @@ def _load(path: Path, damaged: list[str], kind: str = "json"):
         return None
     try:
         if kind == "yaml":
-            value = OmegaConf.load(path)
+            value = parse_yaml(read_text(path, path.parent), path)  # bounded: storage/rundir.py
             ok = OmegaConf.is_config(value)
         else:
-            value = json.loads(path.read_text())
+            value = parse_json(read_text(path, path.parent), path)  # bounded: storage/rundir.py
             ok = isinstance(value, dict)
         if ok:
             return value
@@ -91,7 +90,7 @@ def read_job(job: RunDir, damaged: list[str] | None = None) -> dict:
     before = len(damaged)
     cfg = _load(job.hydra_config, damaged, "yaml")
     try:
-        overrides = [str(o) for o in OmegaConf.load(job.hydra_overrides)]
+        overrides = [str(o) for o in parse_yaml(job.read_text(job.hydra_overrides), job.hydra_overrides)]
     except Exception as e:
         damaged.append(f"{job.hydra_overrides}: unreadable ({one_line(e)})")
         overrides = []

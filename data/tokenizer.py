@@ -11,6 +11,8 @@ from pathlib import Path
 from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
 from tokenizers.models import WordLevel
 
+from storage.rundir import write_atomically
+
 SPECIAL_TOKENS = ["[PAD]", "[BOS]", "[EOS]"]
 CHARACTERS = list("0123456789") + list("+-*") + ["="]
 
@@ -56,8 +58,26 @@ class CharTokenizer:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
 
     def save(self, path: str | Path) -> None:
-        self.tokenizer.save(str(path))
+        """Write ``path`` atomically: a link there is replaced, never written through (into a file elsewhere)."""
+        write_atomically(Path(path), lambda tmp: self.tokenizer.save(str(tmp)))
 
     @classmethod
     def load(cls, path: str | Path) -> CharTokenizer:
-        return cls(Tokenizer.from_file(str(path)))
+        return cls.from_json(Path(path).read_text())
+
+    @classmethod
+    def from_json(cls, text: str) -> CharTokenizer:
+        """A saved tokenizer (tokenizer.json's text), or ValueError unless it tokenizes as the one this project
+        builds: the vocabulary is fixed, so a file that differs (two digits' ids swapped, ...) is damaged, and
+        a model would read and write the wrong digits through it without a word."""
+        tokenizer = cls(Tokenizer.from_str(text))
+        built = cls()
+        if tokenizer.vocab != built.vocab:
+            differ = sorted(
+                t for t in set(built.vocab) | set(tokenizer.vocab) if tokenizer.vocab.get(t) != built.vocab.get(t)
+            )
+            raise ValueError(f"its vocabulary differs from the fixed one at {', '.join(map(repr, differ[:6]))}")
+        probe = "".join(CHARACTERS)
+        if tokenizer.encode(probe) != built.encode(probe) or tokenizer.decode(built.encode(probe)) != probe:
+            raise ValueError("it does not split text into one token per character as the fixed one does")
+        return tokenizer

@@ -8,6 +8,7 @@ there is a :class:`~model.device.DeviceError`, raised before the checkpoint is r
 
 from __future__ import annotations
 
+import os
 import pickle
 import warnings
 from pathlib import Path
@@ -20,7 +21,7 @@ from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 from model.device import resolve_device
 from model.transformer import Transformer, TransformerConfig
-from storage.rundir import RUN_PATTERNS, RunDir, SweepDir
+from storage.rundir import RUN_PATTERNS, RunDir, RunFileError, check_file
 
 
 class CheckpointError(Exception):
@@ -35,8 +36,11 @@ def first_line(error: BaseException, limit: int = 120) -> str:
 
 def find_checkpoints(root: str | Path = ".") -> list[Path]:
     """Every run's best checkpoint under ``root`` (runs/ and multirun/), newest first by modification time."""
-    runs = RunDir.under(root) + [job for sweep in Path(root).glob("multirun/*") for job in SweepDir(sweep).jobs()]
-    found = {run.best_checkpoint for run in runs if run.best_checkpoint.is_file()}  # nested sweep jobs too
+    found = {  # nested sweep jobs too; a checkpoint that is a link (to another run's, perhaps) is not a candidate
+        run.best_checkpoint
+        for run in RunDir.under(root)
+        if run.best_checkpoint.is_file() and not run.best_checkpoint.is_symlink()
+    }
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
@@ -73,7 +77,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
     if path.is_dir():
         run = RunDir(path)
         for candidate in (run.best_checkpoint, path / run.best_checkpoint.name):  # a run, or its checkpoints/
-            if candidate.is_file():
+            if os.path.lexists(candidate):  # a FIFO or a link out there is named by read_checkpoint
                 return candidate
         why = "not a run directory, or its run has saved no checkpoint yet"
         results = run.read_results()
@@ -86,14 +90,19 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 
 def load_tokenizer(ckpt: Path) -> CharTokenizer:
+    """The run's tokenizer.json (read as the run directory's reader reads a file), checked to be the vocabulary
+    the project builds; the built one for a checkpoint outside a run or a run without the file."""
     run = RunDir.of_checkpoint(ckpt)
-    path = run.tokenizer if run else None
-    if path is None or not path.is_file():
+    try:
+        text = run.read_text(run.tokenizer) if run else None
+    except RunFileError as e:
+        raise CheckpointError(str(e)) from None
+    if text is None:
         return CharTokenizer()  # the vocabulary is fixed: every run's tokenizer.json holds this one
     try:
-        return CharTokenizer.load(path)
-    except Exception as e:  # tokenizers raises plain Exceptions on bad JSON
-        raise CheckpointError(f"{path}: not a readable tokenizer ({first_line(e)})") from None
+        return CharTokenizer.from_json(text)
+    except Exception as e:  # tokenizers raises plain Exceptions on bad JSON; a vocabulary not ours is a ValueError
+        raise CheckpointError(f"{run.tokenizer}: not the tokenizer tinycalc builds ({first_line(e)})") from None
 
 
 def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Calculator:
@@ -126,6 +135,11 @@ def read_checkpoint(path: str | Path) -> tuple[Path, dict]:
     """Checkpoint file or run directory -> (the .ckpt path, what it holds as plain values); every way a file can be
     wrong is one :class:`CheckpointError` line. Nothing in it is instantiated: tensors and plain values only."""
     ckpt = resolve_checkpoint(path)
+    run = RunDir.of_checkpoint(ckpt)
+    try:  # torch.load would wait on a FIFO for ever, or read a link's target outside the run
+        check_file(ckpt, run.path if run is not None else None)
+    except RunFileError as e:
+        raise CheckpointError(str(e)) from None
     try:
         with warnings.catch_warnings():  # torch warns about foreign pickles; the error below says it all
             warnings.simplefilter("ignore")

@@ -26,7 +26,8 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -34,16 +35,27 @@ from storage.results import SCHEMA, Results
 
 HYDRA_FILES = (".hydra", ".hydra-resume")  # what Hydra writes before the run starts
 RUN_PATTERNS = ("runs/*", "multirun/*/*")  # where runs are: single runs, and the jobs of sweeps
+RUN_FOLDERS = ("runs", "multirun")  # the project's folders of runs: every search stays inside them
+
+# What is read from a run directory is bounded: a run directory is data from anywhere (zipped, shared, damaged).
+MAX_FILE_BYTES = 64 * 2**20  # a JSON, CSV or text file of a run (its largest, attention maps, is ~1 MB)
+MAX_YAML_BYTES = 2**20  # a config (config.yaml, .hydra/*.yaml: a few KB); YAML is parsed in Python, slowly
+MAX_DEPTH = 32  # nesting of JSON and YAML (a run writes 7 at most); deeper is refused, never recursed into
+MAX_SEARCH_DEPTH = 6  # folders below runs/ or multirun/ searched for runs (multirun/<date>/<time>/<job>/<a=b/c>)
 
 
 def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
     """``write(tmp)`` beside ``path``, flushed to the disk, then renamed over it: a kill, a power cut or a full
-    disk leaves the old file, never half a new one. The temporary file is in the same directory (so the rename
+    disk leaves the old file, never half a new one, and a link at ``path`` is replaced, never written through
+    (into a file outside the run). The temporary file is in the same directory (so the rename
     never becomes a copy across filesystems), and a full disk is an OSError naming ``path``, not the
     temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():  # os.replace would fail with a bare EISDIR
+        raise RunFileError(f"{path}: a directory where a run writes a file; remove it and start again")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        tmp.unlink(missing_ok=True)  # never written through: a link left there would send the bytes elsewhere
         write(tmp)
         with open(tmp, "rb+") as f:  # what write() left in the page cache reaches the disk before the rename
             os.fsync(f.fileno())
@@ -77,6 +89,7 @@ def _take_lock(lock: Path) -> bool:
     before Hydra starts and kept across the jobs of a sweep without an open file to carry around; the start time
     makes a reused pid harmless (:func:`_pid_alive`)."""
     mine = lock.with_name(f"{lock.name}.{os.getpid()}")
+    mine.unlink(missing_ok=True)  # never written through a link left there
     mine.write_text(_lock_text(os.getpid()))
     try:
         os.link(mine, lock)
@@ -103,6 +116,11 @@ def _fsync_directory(directory: Path) -> None:
 
 def readable_checkpoint(path: Path) -> str | None:
     """None when ``path`` is a checkpoint that loads (tensors and plain values only), else what is wrong."""
+    run = RunDir.of_checkpoint(path)
+    try:  # torch.load would wait on a FIFO for ever, or load another run's weights through a link
+        check_file(path, run.path if run is not None else None)
+    except RunFileError as e:
+        return str(e).split(": ", 1)[1]
     try:
         if path.stat().st_size == 0:
             return "empty (0 bytes)"
@@ -120,6 +138,163 @@ def readable_checkpoint(path: Path) -> str | None:
 
 class RunDirError(ValueError):
     """A run directory that cannot be used as asked; the message is one line saying what works instead."""
+
+
+class RunFileError(RunDirError):
+    """A file of a run directory that cannot be read as what it should be; the message is one line
+    ``<file>: <what is wrong>``."""
+
+
+# ---- reading a run directory: the one place that bounds what is read from it ----------------------------------
+def read_bytes(path: Path, inside: Path) -> bytes | None:
+    """The bytes of ``path``, a file of the directory ``inside``; None when there is no such file. Only a regular
+    file inside that directory (a link to another of its files is fine), of at most MAX_FILE_BYTES, is read:
+    anything else -- a FIFO, a device, a directory, a link out of the directory -- is a :class:`RunFileError`,
+    found without waiting (a FIFO is opened non-blocking, so no writer is waited for)."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return None
+    _refuse_outside(path, inside)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise RunFileError(f"{path}: cannot be read ({e.strerror or e})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RunFileError(f"{path}: {_kind(info.st_mode)}, not a file; a run writes a file there (remove it)")
+        if info.st_size > MAX_FILE_BYTES:
+            raise RunFileError(f"{path}: {info.st_size:,} bytes, more than a run writes ({MAX_FILE_BYTES:,} at most)")
+        chunks, left = [], MAX_FILE_BYTES + 1
+        while left and (chunk := os.read(fd, min(left, 2**20))):  # a file still growing is read within the bound
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as e:
+        raise RunFileError(f"{path}: cannot be read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_FILE_BYTES:
+        raise RunFileError(f"{path}: more than a run writes ({MAX_FILE_BYTES:,} bytes at most)")
+    return data
+
+
+def check_file(path: Path, inside: Path | None = None) -> None:
+    """:class:`RunFileError` unless ``path`` is a regular file (inside the directory ``inside``, when given), for a
+    file read by another library (a checkpoint: torch.load), which would wait on a FIFO or read a link's target."""
+    path = Path(path)
+    if inside is not None:
+        _refuse_outside(path, inside)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise RunFileError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if not stat.S_ISREG(mode):
+        raise RunFileError(f"{path}: {_kind(mode)}, not a file")
+
+
+def _refuse_outside(path: Path, inside: Path) -> None:
+    """RunFileError when ``path`` is, or goes through, a link to somewhere outside the directory ``inside``."""
+    real, root = os.path.realpath(path), os.path.realpath(inside)
+    if os.path.commonpath([real, root]) != root:
+        raise RunFileError(f"{path}: a link to {real}, outside {inside}; a run's files are its own (replace the link)")
+
+
+def _kind(mode: int) -> str:
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
+    return next((name for test, name in kinds.items() if test(mode)), "a device")
+
+
+def read_text(path: Path, inside: Path) -> str | None:
+    """:func:`read_bytes` as UTF-8 text."""
+    data = read_bytes(path, inside)
+    try:
+        return None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RunFileError(f"{path}: not UTF-8 text (damaged?)") from None
+
+
+def parse_json(text: str, path: Path):
+    """JSON text -> plain values, nested at most MAX_DEPTH deep, or :class:`RunFileError`."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        value = None
+        deep = True
+    except ValueError as e:
+        raise RunFileError(f"{path}: unreadable (not valid JSON: {_first_line(e)})") from None
+    else:
+        deep = _depth(value) > MAX_DEPTH
+    if deep:
+        raise RunFileError(f"{path}: nested more than {MAX_DEPTH} deep, deeper than a run writes (damaged?)")
+    return value
+
+
+def _depth(value) -> int:
+    """How deeply lists and dicts nest in ``value`` (0 for a scalar), counted without recursion and no further
+    than one past MAX_DEPTH."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth > MAX_DEPTH:
+                break
+            stack.extend((x, depth + 1) for x in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def parse_yaml(text: str, path: Path):
+    """YAML text -> an OmegaConf config (as ``OmegaConf.load`` reads it), or :class:`RunFileError`. Checked first,
+    event by event, in time linear in the text: no anchors or aliases (what a run writes has none, and a few
+    aliases of aliases expand to billions of values: an "alias bomb"), nesting at most MAX_DEPTH deep."""
+    import io
+
+    import yaml
+    from omegaconf import OmegaConf
+
+    if len(text) > MAX_YAML_BYTES:
+        raise RunFileError(f"{path}: {len(text):,} characters, more than a config a run writes ({MAX_YAML_BYTES:,})")
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise RunFileError(f"{path}: holds YAML anchors or aliases (&, *), which a run never writes (damaged?)")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise RunFileError(f"{path}: nested more than {MAX_DEPTH} deep, deeper than a run writes")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+        return OmegaConf.load(io.StringIO(text))
+    except RunFileError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- yaml and omegaconf raise several kinds
+        raise RunFileError(f"{path}: not valid YAML ({_first_line(e)})") from None
+
+
+def _first_line(error: BaseException, limit: int = 120) -> str:
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
+def _real_dirs(folder: Path, depth: int) -> Iterator[Path]:
+    """``folder``'s sub-directories, ``depth`` levels down at most, never through a link (a link to / is not
+    crawled) -- each level sorted."""
+    if depth <= 0:
+        return
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        yield Path(entry.path)
+        yield from _real_dirs(Path(entry.path), depth - 1)
 
 
 def _start_time(pid: int) -> str | None:
@@ -157,11 +332,23 @@ def _lock_text(pid: int) -> str:
 
 def _read_lock(path: Path) -> tuple[int, str | None] | None:
     try:
-        parts = path.read_text().split()
+        parts = (read_text(path, path.parent) or "").split()
         pid = int(parts[0])
-    except (OSError, ValueError, IndexError):
+    except (RunFileError, ValueError, IndexError):
         return None
     return pid, (parts[1] if len(parts) > 1 else None)
+
+
+def _refuse_if_no_lock_file(lock: Path) -> None:
+    """RunDirError when ``lock`` is there but is no file a run writes (a directory, a FIFO, a link): it cannot be
+    taken, and it is not ours to remove."""
+    try:
+        mode = os.lstat(lock).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        what = "a link" if stat.S_ISLNK(mode) else _kind(mode)
+        raise RunDirError(f"{lock} is {what}, not the lock file a run writes; remove it and start again")
 
 
 class RunDir:
@@ -206,7 +393,55 @@ class RunDir:
 
     def attention_snapshots(self) -> list[Path]:
         """The maps drawn during training, oldest first (final.json is the end-of-run one)."""
+        if self.attention.is_symlink() or not self.attention.is_dir():
+            return []
         return sorted(self.attention.glob("step*.json"))
+
+    # ---- reading its files: bounded in size, depth and kind (regular files inside the directory) -------------
+    def read_bytes(self, path: Path) -> bytes | None:
+        """A file of this run (None: there is none), or :class:`RunFileError`: see :func:`read_bytes`."""
+        return read_bytes(path, self.path)
+
+    def read_text(self, path: Path) -> str | None:
+        return read_text(path, self.path)
+
+    def read_json(self, path: Path, kind: type = dict):
+        """A JSON file of this run as a ``kind`` (None: there is none), or :class:`RunFileError`."""
+        text = self.read_text(path)
+        if text is None:
+            return None
+        value = parse_json(text, path)
+        if not isinstance(value, kind):
+            raise RunFileError(
+                f"{path}: not a JSON {'object' if kind is dict else kind.__name__} ({type(value).__name__})"
+            )
+        return value
+
+    def read_yaml(self, path: Path):
+        """A YAML file of this run (config.yaml, .hydra/*.yaml) as an OmegaConf mapping (None: there is none), or
+        :class:`RunFileError`."""
+        text = self.read_text(path)
+        if text is None:
+            return None
+        from omegaconf import OmegaConf
+
+        config = parse_yaml(text, path)
+        if not OmegaConf.is_dict(config):
+            raise RunFileError(f"{path}: not a mapping of settings ({type(config).__name__})")
+        return config
+
+    def read_csv(self, path: Path) -> list[dict] | None:
+        """An analysis table of this run: one dict per row (None: there is none), or :class:`RunFileError`."""
+        import csv
+        import io
+
+        text = self.read_text(path)
+        if text is None:
+            return None
+        try:
+            return list(csv.DictReader(io.StringIO(text, newline="")))
+        except csv.Error as e:
+            raise RunFileError(f"{path}: not a CSV table ({_first_line(e)})") from None
 
     @classmethod
     def of_checkpoint(cls, ckpt: str | Path) -> RunDir | None:
@@ -216,8 +451,19 @@ class RunDir:
 
     @classmethod
     def under(cls, root: str | Path = ".") -> list[RunDir]:
-        """Every run directory under ``root``: runs/<stamp> and multirun/<date>/<job>."""
-        return [cls(p) for pattern in RUN_PATTERNS for p in sorted(Path(root).glob(pattern)) if p.is_dir()]
+        """Every run directory under ``root``: runs/<stamp>, multirun/<date>/<job>, and a sweep's nested jobs
+        (multirun/<date>/<time>/<n>_a=b/c): only inside runs/ and multirun/, MAX_SEARCH_DEPTH folders deep at most,
+        never through a link (a link in multirun/ to / is not crawled)."""
+        found = []
+        for folder in RUN_FOLDERS:
+            top = Path(root) / folder
+            if not top.is_dir():
+                continue
+            for path in _real_dirs(top, 1 if folder == "runs" else MAX_SEARCH_DEPTH):
+                depth = len(path.relative_to(top).parts)
+                if folder == "runs" or depth == 2 or (depth > 2 and (path / ".hydra" / "overrides.yaml").is_file()):
+                    found.append(cls(path))
+        return found
 
     @staticmethod
     def new_path(root: str = "runs") -> str:
@@ -233,10 +479,9 @@ class RunDir:
     def read_results(self) -> Results:
         """results.json as written (storage/results.py: the schema), or {} when it is missing or unreadable."""
         try:
-            data = json.loads(self.results.read_text())
-        except (OSError, ValueError):
+            return self.read_json(self.results) or {}
+        except RunFileError:
             return {}
-        return data if isinstance(data, dict) else {}
 
     @property
     def status(self) -> str | None:
@@ -288,10 +533,20 @@ class RunDir:
         A new run needs a directory no run has used; a resumed one needs the run it continues to be
         stopped (not finished, not running in another process).
         """
+        try:
+            self._claim(resuming)
+        except OSError as e:  # /proc/..., a path under a file, a read-only filesystem, no permission
+            raise RunDirError(
+                f"cannot write the run in {self.path} ({e.strerror or e}); give hydra.run.dir a directory you can "
+                "write (leave it unset for a fresh one under runs/)"
+            ) from None
+
+    def _claim(self, resuming: bool) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         self._refuse_if_owned()
         if not resuming:
             self.refuse_if_used()
+        _refuse_if_no_lock_file(self.lock)
         held = _read_lock(self.lock)
         if held is not None and self._mine(held):  # claimed already, before Hydra started (training/cli.py)
             self._locked = True
@@ -339,6 +594,20 @@ class RunDir:
             shutil.rmtree(self.path, ignore_errors=True)
 
     # ---- writing -------------------------------------------------------------------------------------------
+    def check_writable(self) -> None:
+        """RunDirError unless a file can be written here (a read-only directory or filesystem, no space): asked
+        before a long job whose results would otherwise be lost at its end. Tried, not asked of os.access, which
+        says yes to root on a read-only directory and knows nothing of a full disk."""
+        probe = self.path / f".write-check.{os.getpid()}"
+        try:
+            write_atomically(probe, lambda tmp: tmp.write_text("ok"))
+            probe.unlink()
+        except OSError as e:
+            raise RunDirError(
+                f"cannot write in {self.path} ({e.strerror or e}); make it writable, or copy the run somewhere "
+                "writable and use the copy"
+            ) from None
+
     @staticmethod
     def write_json(path: Path, data, indent: int | None = 2) -> Path:
         """Write atomically (a full disk or a kill leaves the old file, never half a new one)."""
@@ -491,7 +760,17 @@ class SweepDir:
                 f"{self.path} holds a sweep already (job {used[0]}); give this sweep its own hydra.sweep.dir "
                 "(leave it unset for a fresh one)"
             )
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            _refuse_if_no_lock_file(self.lock)
+            self._take_lock()
+        except OSError as e:  # /proc/..., a path under a file, a read-only filesystem, no permission
+            raise RunDirError(
+                f"cannot write the sweep in {self.path} ({e.strerror or e}); give hydra.sweep.dir a directory you "
+                "can write (leave it unset for a fresh one under multirun/)"
+            ) from None
+
+    def _take_lock(self) -> None:
         if not _take_lock(self.lock):
             held = _read_lock(self.lock)
             if held is None or not _pid_alive(*held):  # stale: left by a killed sweep
@@ -507,8 +786,7 @@ class SweepDir:
     def jobs(self) -> list[RunDir]:
         """Job directories, in job order -- nested ones too (a swept value with '/' in it makes
         <n>_a=b/c/.hydra/): each counts as the job it is."""
-        paths = {p.parent.parent for p in self.path.rglob(".hydra/overrides.yaml")}
-        paths.discard(self.path)
+        paths = {p for p in _real_dirs(self.path, MAX_SEARCH_DEPTH) if (p / ".hydra" / "overrides.yaml").is_file()}
         first = lambda p: p.relative_to(self.path).parts[0]  # noqa: E731
         order = lambda p: (int(first(p).split("_")[0]) if first(p).split("_")[0].isdigit() else 0, str(p))  # noqa: E731
         return [RunDir(p) for p in sorted(paths, key=order)]

@@ -90,7 +90,7 @@ def handle_failure(error: BaseException, run_dir: RunDir, in_sweep: bool, starte
         raise error  # a bug, not a bad value: the traceback is what a developer needs
     message = str(error) if expected else f"{type(error).__name__}: {error}"
     if not expected and started:  # keep the traceback in the job's directory, not on the terminal
-        run_dir.error_log.write_text("".join(traceback.format_exception(error)))
+        RunDir.write_text(run_dir.error_log, "".join(traceback.format_exception(error)))  # atomic, never via a link
         message += f" (traceback in {run_dir.error_log})"
     print(f"error: {message}", file=sys.stderr)
     # a sweep's summary reads each job's failure from its results.json -- but a job refused because another run

@@ -14,14 +14,13 @@ read with ``weights_only=True``): a disagreement names the key and both values.
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import re
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from storage.rundir import RunDir, RunDirError, resume_target
+from storage.rundir import RunDir, RunDirError, parse_yaml, resume_target
 from training.config import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -54,7 +53,7 @@ def _plain(value) -> bool:
 def read_saved_config(owner: RunDir, label: str) -> dict:
     """The run's config.yaml as plain values (YAML's safe loader: no tags, no objects), or one ConfigError line."""
     try:
-        saved = OmegaConf.to_container(OmegaConf.load(owner.config), resolve=False)
+        saved = OmegaConf.to_container(parse_yaml(owner.read_text(owner.config) or "", owner.config), resolve=False)
     except Exception as e:  # noqa: BLE001 -- yaml and omegaconf raise several kinds
         raise ConfigError(f"{label}: {owner.config} is not readable YAML ({_first_line(e)})") from None
     if not isinstance(saved, dict) or not saved:
@@ -69,7 +68,8 @@ def saved_choices(owner: RunDir, label: str) -> list[str]:
     if not path.is_file():
         return []
     try:
-        choices = OmegaConf.to_container(OmegaConf.load(path), resolve=False)["hydra"]["runtime"]["choices"]
+        saved = parse_yaml(owner.read_text(path) or "", path)  # bounded: storage/rundir.py
+        choices = OmegaConf.to_container(saved, resolve=False)["hydra"]["runtime"]["choices"]
     except Exception as e:  # noqa: BLE001 -- unreadable, or not the shape Hydra writes
         raise ConfigError(
             f"{label}: {path} is damaged ({_first_line(e)}); the run's config groups are unknown"
@@ -188,7 +188,7 @@ def check_results(owner: RunDir, label: str) -> None:
     if not owner.results.exists():
         return
     try:
-        data = json.loads(owner.results.read_text())
+        data = owner.read_json(owner.results, object)  # bounded: storage/rundir.py
     except (OSError, ValueError) as e:
         why = f"not readable JSON: {_first_line(e)}"
     else:
