@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from analysis.lab import LAB_JS, lab_for_run
 from analysis.metric import MILESTONE
 from analysis.sweep import grouped_over_seeds, summarise
 from storage.rundir import RunDir, RunFileError, SweepDir
@@ -239,6 +240,7 @@ def run_data(run_dir: Path, facts: dict | None = None, damage: Damage | None = N
         "history": history,
         "mistakes": _mistakes(run, results.get("data"), damage),
         "attention": _snapshots(run, damage),
+        "lab": lab_for_run(run.path) if results.get("status") == "ok" else None,  # the model, run in the page
         **{k: v for k, v in facts.items() if k != "analyses"},
         "analyses": [a | {"rows": _csv(run, run.table(a["name"]), damage)} for a in analyses],
     }
@@ -312,7 +314,7 @@ def render(data: dict, title: str) -> str:
     """The page: the template with its script and the data inlined, in one pass over the template, so that no
     placeholder spelled inside the data or the title is ever filled."""
     page = (HERE / "report_page.html").read_text()
-    script = (HERE / "report_page.js").read_text()
+    script = LAB_JS.read_text() + "\n" + (HERE / "report_page.js").read_text()  # the lab's engine, then the page
     fills = {
         "TITLE": title.replace("&", "&amp;").replace("<", "&lt;"),
         "DATA": json.dumps(_finite(data), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c"),

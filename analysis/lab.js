@@ -329,7 +329,10 @@ const TinycalcLab = (() => {
       for (let h = 0; h < m.cfg.n_heads; h++) {
         const label = `L${L}h${h}`;
         const button = el("button", { type: "button", class: "lab-switch", "data-head": label });
-        const show = () => { button.textContent = `${label} ${state.switches[label] || "on"}`; };
+        const show = () => {
+          button.dataset.state = state.switches[label] || "on";
+          button.textContent = `${label} ${button.dataset.state}`;
+        };
         button.addEventListener("click", () => {
           const now = STATES.indexOf(state.switches[label] || "on");
           state.switches[label] = STATES[(now + 1) % STATES.length];
@@ -347,7 +350,7 @@ const TinycalcLab = (() => {
       state.switches = {};
       input.value = defaultProblem(m);
       other.value = "";
-      heads.querySelectorAll(".lab-switch").forEach((b) => { b.textContent = `${b.dataset.head} on`; });
+      heads.querySelectorAll(".lab-switch").forEach((b) => { b.dataset.state = "on"; b.textContent = `${b.dataset.head} on`; });
       update();
     });
     update(false);

@@ -515,6 +515,21 @@
     }
   }
 
+  function labSection(d) {  // the model itself, run by analysis/lab.js in this page
+    const s = section("lab", "Lab: ask the model, switch its heads",
+      "Type a problem: the model answers here, token by token, with each token's probability (hover for the " +
+      "runner-up). Click a head to switch it off (its output zeroed) or to its mean output, and watch the answer " +
+      "and the maps change. A second problem patches each head's output from the first into it. The URL keeps " +
+      "the experiment: send it to show someone the same thing. Nothing leaves this page.");
+    if (!d.lab || d.lab.error) {
+      s.append(el("p", { class: "muted", text: d.lab ? d.lab.error : "No model recorded for this run." }));
+      return;
+    }
+    const box = el("div", { id: "lab-box" });
+    s.append(box);
+    TinycalcLab.render(box, TinycalcLab.load(d.lab));
+  }
+
   function mistakesSection(d) {
     const s = section("mistakes", "Test mistakes");
     const m = d.mistakes;
@@ -544,10 +559,11 @@
     root.append(el("p", { class: "intro", text: ok ? `${taskText(r)} — what the model learned and what each head does.` :
       `This run did not finish: ${r.error || r.status}` + (r.resume ? ` Resume it with: ${r.resume}` : "") }));
     if (!ok) return;
-    root.append(el("nav", {}, [["config", "task"], ["curves", "curves"], ["attention", "attention"],
+    root.append(el("nav", {}, [["lab", "lab"], ["config", "task"], ["curves", "curves"], ["attention", "attention"],
                                ...d.analyses.map((a) => [a.name, a.name]), ["mistakes", "mistakes"]]
       .map(([id, text]) => el("a", { href: `#${id}`, text }))));
     guarded("summary", "Summary", () => summarySection(d));
+    guarded("lab", "Lab", () => labSection(d));
     guarded("config", "Task and configuration", () => configSection(d));
     guarded("curves", "Learning curves", () => curvesSection(d));
     guarded("attention", "Attention, head by head", () => attentionSection(d));

@@ -72,7 +72,7 @@ def test_the_page_is_one_file_with_the_raw_weights_inside(run_dir):
     html = (run_dir / "report.html").read_text()
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)  # nothing fetched from anywhere
     assert not re.search(r"<(link|script)[^>]*\s(src|href)=", html.replace('<link rel="icon" href="data:,">', ""))
-    assert len(html) < 200_000
+    assert len(html) < 1_000_000  # the model itself (the lab) is most of it
     data = inlined_data(html)
     final = json.loads((run_dir / "attention" / "final.json").read_text())
     shown = data["attention"][-1]
@@ -222,6 +222,26 @@ def test_run_report_renders_every_section_offline(browser, run_dir, tmp_path):
     view.offline_and_clean()
     page.screenshot(path=tmp_path / "report.png", full_page=True)
     assert (tmp_path / "report.png").stat().st_size > 50_000
+
+
+def test_the_run_page_carries_its_model_in_the_lab(browser, run_dir):
+    """The page's lab answers with the run's own best checkpoint: its answer to the problem it opens with is
+    calc.py's, and a problem calc.py refuses is refused with calc.py's words."""
+    from data.expressions import ExpressionError, parse_expression
+    from model.checkpoint import load_calculator
+
+    view = Page(browser, run_dir / "report.html")
+    page = view.page
+    calc = load_calculator(run_dir)
+    problem = page.input_value("#lab .lab-problem")
+    (expected,) = calc.answer([parse_expression(problem, calc.fmt)])
+    assert page.inner_text("#lab .lab-result") == str(expected)
+    assert page.locator("#lab .lab-switch").count() == calc.net.cfg.n_layers * calc.net.cfg.n_heads
+    with pytest.raises(ExpressionError) as refused:
+        parse_expression("1234+1", calc.fmt)
+    page.fill("#lab .lab-problem", "1234+1")
+    assert page.inner_text("#lab .lab-answer").split(";")[0] in f"error: {refused.value}"
+    view.offline_and_clean()
 
 
 def test_run_report_without_mistakes_says_not_recorded(browser, run_dir, tmp_path):
