@@ -6,12 +6,14 @@ fresh training batches: data/stream.py; hard cases: data/difficulty.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import lightning as L
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 
 from data.difficulty import HardCases
-from data.problems import ProblemEncoder, ProblemFormat
+from data.problems import ProblemEncoder, ProblemFormat, mix
 from data.sampler import ProblemSampler
 from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches
 from data.tokenizer import CharTokenizer
@@ -22,6 +24,28 @@ def _whole_numbers(**values) -> None:
     for name, value in values.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name}={value!r}: must be a whole number >= 1")
+
+
+class ShuffledEpochs(Sampler[int]):
+    """The order in which a fixed training set of ``n`` problems is trained on, ``batch_size`` at a time: each epoch
+    its own shuffle, a pure function of (seed, epoch) -- like a streamed batch of (seed, step). Each pass starts
+    where ``steps_done()`` (the steps trained so far) says: the next epoch, or, in a resumed run, the batch of its
+    epoch where the run stopped. So an interrupted run resumes on exactly the problems it would have trained on."""
+
+    def __init__(self, n: int, batch_size: int, seed: int, steps_done: Callable[[], int]):
+        self.n, self.batch_size, self.seed, self.steps_done = n, batch_size, seed, steps_done
+        self.batches = n // batch_size  # per epoch: the last, partial batch is dropped
+
+    def order(self, epoch: int) -> torch.Tensor:
+        key = mix(torch.tensor([self.seed * 1_000_003 + epoch])) ^ 0xE90C4  # apart from the stream's batch keys
+        return torch.randperm(self.n, generator=torch.Generator().manual_seed(int(key) & (2**63 - 1)))
+
+    def __iter__(self) -> Iterator[int]:
+        epoch, batch = divmod(self.steps_done(), self.batches)
+        yield from self.order(epoch)[batch * self.batch_size :].tolist()
+
+    def __len__(self) -> int:
+        return self.n
 
 
 class ArithmeticDataModule(L.LightningDataModule):
@@ -127,10 +151,10 @@ class ArithmeticDataModule(L.LightningDataModule):
             device = trainer.strategy.root_device if trainer else "cpu"
             return DataLoader(self.training_stream(device, start, rank, world), batch_size=None)
         generator = torch.Generator().manual_seed(self.seed)
-        fixed = self.encoder.encode(*self.sampler.sample("train", self.n_train, generator))
-        return DataLoader(
-            fixed[rank::world], batch_size=self.batch_size, shuffle=True, drop_last=True, generator=generator
-        )
+        fixed = self.encoder.encode(*self.sampler.sample("train", self.n_train, generator))[rank::world]
+        steps_done = (lambda: trainer.global_step) if trainer else (lambda: 0)
+        order = ShuffledEpochs(len(fixed), self.batch_size, self.seed, steps_done)
+        return DataLoader(fixed, batch_size=self.batch_size, sampler=order, drop_last=True)
 
     def _eval_loader(self, split: str) -> DataLoader:
         return DataLoader(self.held_out_set(split), batch_size=self.eval_batch_size)
