@@ -58,14 +58,21 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
     return path
 
 
-def override(key: str, value: str | Path) -> str:
-    """``key=value`` as one shell word that Hydra's override parser reads back as exactly ``value``: quoted for
-    Hydra (``"..."``, a quote or the backslashes before one escaped) and then for the shell, when needed."""
+def hydra_override(key: str, value: str | Path) -> str:
+    """``key=value`` as one argument (an item of ``sys.argv``, no shell between) that Hydra's override parser
+    reads back as exactly ``value``: quoted for Hydra (``"..."``, a quote or the backslashes before one escaped)
+    when it holds characters Hydra reads as syntax (a sweep job's directory, ``0_a=b,c=d``)."""
     value = str(value)
     if re.fullmatch(r"[\w./:+~-]+", value):
         return f"{key}={value}"
     escaped = re.sub(r'(\\*)("|$)', lambda m: m.group(1) * 2 + ('\\"' if m.group(2) else ""), value)
-    return shlex.quote(f'{key}="{escaped}"')
+    return f'{key}="{escaped}"'
+
+
+def override(key: str, value: str | Path) -> str:
+    """:func:`hydra_override` as one shell word, for a command to paste into a shell: quoted for the shell too,
+    when needed (the shell takes those quotes off; Hydra must never see them)."""
+    return shlex.quote(hydra_override(key, value))
 
 
 def _take_lock(lock: Path) -> bool:

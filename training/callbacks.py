@@ -190,6 +190,24 @@ class BestCheckpoint(ModelCheckpoint):
             enable_version_counter=False,
         )
 
+    @property
+    def path(self) -> str:
+        """The one file it writes: checkpoints/best.ckpt of this run."""
+        return str(Path(self.dirpath) / f"{self.filename}{self.FILE_EXTENSION}")
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """The state of a checkpoint (the best score so far, and where its weights are), taken as this run
+        directory's: the paths saved are where the run was then -- the directory may have been moved or copied
+        since, and a run directory is data -- so each names this run's best.ckpt, whatever it says."""
+        here = lambda saved: self.path if saved else saved  # noqa: E731 -- "" / None: nothing saved yet
+        state = dict(state_dict, dirpath=self.dirpath)
+        for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+            if key in state:
+                state[key] = here(state[key])
+        if isinstance(state.get("best_k_models"), dict):
+            state["best_k_models"] = {here(p): score for p, score in state["best_k_models"].items()}
+        super().load_state_dict(state)
+
     def check_monitor_top_k(self, trainer: L.Trainer, current: torch.Tensor | None = None) -> bool:
         """Save on a tie with the best too: of equally good weights -- every validation problem right, say -- the
         later ones, trained longest (and, under a decaying learning rate, most settled), are the ones kept."""

@@ -13,6 +13,7 @@ read with ``weights_only=True``): a disagreement names the key and both values.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
@@ -162,11 +163,9 @@ def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path
 
     trained = {f"model.{k}": v for k, v in calc.net.cfg.to_dict().items()}
     trained |= {f"data.{k}": v for k, v in calc.fmt.to_dict().items()}
-    data = cfg.data
-    try:
-        fmt = ProblemFormat(
-            data.get("digits"), data.get("operators"), data.get("reverse_answer"), data.get("show_work")
-        )
+    data = OmegaConf.to_container(cfg.data)
+    try:  # the whole format, as the data module builds it: every field the config has (the rest: their defaults)
+        fmt = ProblemFormat(**{f.name: data[f.name] for f in dataclasses.fields(ProblemFormat) if f.name in data})
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{label}: config.yaml data.{_first_line(e)}") from None
     said = {f"model.{k}": v for k, v in OmegaConf.to_container(cfg.model).items() if not _names_code(k)}
