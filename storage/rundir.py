@@ -175,6 +175,9 @@ class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._locked = False
+        self._continued: tuple[Path, bytes | None] | None = (
+            None  # a resumed run's checkpoint and the record it replaced
+        )
 
     def __str__(self) -> str:
         return str(self.path)
@@ -359,7 +362,10 @@ class RunDir:
         self.write_json(self.results, {"schema": SCHEMA} | data)
 
     def mark_running(self, resumed_from: str | None, previous: dict) -> None:
-        """From the first write on, a run that stops without saying so is seen as unfinished."""
+        """From the first write on, a run that stops without saying so is seen as unfinished. A resumed run keeps
+        the record it replaces, to put back if it fails or stops before it trained (:meth:`put_back`)."""
+        if resumed_from is not None:
+            self._continued = Path(resumed_from), self.results.read_bytes() if self.results.is_file() else None
         self.write_results(
             {
                 "status": "running",
@@ -398,9 +404,26 @@ class RunDir:
             record["resume"] = resume or self.resume_command
         self.write_results(record)
 
+    def put_back(self) -> bool:
+        """A resumed run that failed, or stopped before it trained a step: the record of the run it continued goes
+        back, as it was -- while the checkpoint it continued from is there, that run can still be continued (a
+        wandb id rejected, a Ctrl-C while it starts, take nothing from it). True when put back."""
+        continued = self._continued
+        if continued is None or self.status != "running" or not continued[0].is_file():
+            return False
+        record = continued[1]
+        if record is None:
+            self.results.unlink(missing_ok=True)
+        else:
+            write_atomically(self.results, lambda tmp: tmp.write_bytes(record))
+        self._continued = None
+        return True
+
     def mark_failed(self, message: str) -> None:
         """Record a failure -- unless the directory holds results of its own that must not be lost
-        (a finished run, or an interrupted one that can still be resumed)."""
+        (a finished run, or an interrupted one that can still be resumed: :meth:`put_back`)."""
+        if self.put_back():
+            return
         if self.status in (None, "running", "failed"):
             self.write_results({"status": "failed", "error": message})
 
