@@ -13,9 +13,9 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from data.difficulty import HardCases
-from data.problems import ProblemEncoder, ProblemFormat, mix
+from data.problems import ProblemEncoder, ProblemFormat
 from data.sampler import ProblemSampler
-from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches
+from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches, derived_seed
 from data.tokenizer import CharTokenizer
 
 
@@ -38,8 +38,8 @@ class ShuffledEpochs(IterableDataset):
         self.batches = len(problems) // batch_size  # per epoch
 
     def order(self, epoch: int) -> torch.Tensor:
-        key = mix(torch.tensor([self.seed * 1_000_003 + epoch])) ^ 0xE90C4  # apart from the stream's batch keys
-        return torch.randperm(len(self.problems), generator=torch.Generator().manual_seed(int(key) & (2**63 - 1)))
+        generator = torch.Generator().manual_seed(derived_seed("epoch", self.seed, epoch))
+        return torch.randperm(len(self.problems), generator=generator)
 
     def __iter__(self) -> Iterator[torch.Tensor]:
         epoch, first = divmod(self.steps_done(), self.batches)

@@ -9,19 +9,13 @@ import torch
 import torch.nn.functional as F
 
 from data import positions
-from data.problems import ProblemFormat, mix
-from data.stream import width_of
+from data.problems import ProblemFormat
+from data.stream import derived_seed, width_of
 from model.checkpoint import CheckpointError, first_line, load_weights, network_for, read_checkpoint
 from training.optim import OptimConfig, lr_schedule, optimizer_for, upgrade_checkpoint
 
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that capture CUDA graphs on a GPU
-STEP_SALT = 0x5EED_0F_57E9  # keeps a step's seed apart from the key of its batch (data/stream.py)
-
-
-def step_seed(seed: int, step: int) -> int:
-    """The seed of training step ``step``'s own random draws (dropout, moved places), hashed from (seed, step)."""
-    return int(mix(torch.tensor([(seed * 1_000_003 + step) ^ STEP_SALT]))) & (2**63 - 1)
 
 
 class CalculatorModule(L.LightningModule):
@@ -138,7 +132,7 @@ class CalculatorModule(L.LightningModule):
         # A step's random draws (dropout, moved places: torch's CPU and CUDA generators) are a pure function of
         # (seed, step), as its batch is (data/stream.py): a run resumed at any step draws what the same run
         # uninterrupted draws there, whatever was drawn between the steps (a validation's loader, a restart)
-        torch.manual_seed(step_seed(self.seed, self.global_step))
+        torch.manual_seed(derived_seed("step", self.seed, self.global_step))
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         if self.compile_mode in CUDA_GRAPH_MODES:
