@@ -111,3 +111,31 @@ def test_interrupted_at_the_edges_and_resumed_equals_not_interrupted(tmp_path, u
     whole = uninterrupted("dropout", OPTIONS["dropout"])
     resumed = record(interrupt_and_resume(tmp_path, step, OPTIONS["dropout"]))
     assert resumed == whole  # history.json whole: interrupted at max_steps, the last validation is kept
+
+
+def test_the_stop_ends_the_training_at_its_step_and_a_run_early_stopping_ended_stays_ended(tmp_path, monkeypatch):
+    """Ctrl-C ends the training as max_steps would at that step (should_stop would validate once more), saves after
+    the step's validation, and a run whose training early stopping ended at that same step trains no further."""
+    from types import SimpleNamespace
+
+    from training import callbacks
+
+    saved = []
+    monkeypatch.setattr(callbacks, "save_checkpoint", lambda trainer, path: saved.append(path))
+    stop = callbacks.GracefulStop(tmp_path)
+    loop = SimpleNamespace(max_steps=STEPS)
+    trainer = SimpleNamespace(global_step=40, should_stop=False, fit_loop=SimpleNamespace(epoch_loop=loop))
+    stop._training = True
+    stop._request(signal.SIGINT, None)
+    stop.on_train_batch_end(trainer, None, None, None, 0)
+    assert loop.max_steps == 40 and not trainer.should_stop and saved == []  # the step's validation is still to come
+    trainer.should_stop = True  # early stopping, at that validation
+    stop.on_train_end(trainer, None)
+    assert saved == [stop.path] and stop.saved == stop.path and stop.state_dict() == {"ended": True}
+
+    resumed, started = callbacks.GracefulStop(tmp_path), SimpleNamespace(should_stop=False)
+    resumed.load_state_dict(stop.state_dict())
+    resumed.on_train_start(started, None)
+    assert started.should_stop  # the resumed run's training is over before it begins, as the run's was
+    callbacks.GracefulStop(tmp_path).on_train_start(started := SimpleNamespace(should_stop=False), None)
+    assert not started.should_stop
