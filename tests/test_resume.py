@@ -106,7 +106,8 @@ def test_the_resume_command_an_interrupted_sweep_job_prints_works_when_pasted_in
     assert command in stopped.stderr  # the command the line prints is the one recorded
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(sys.executable)
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')  # the command's python
+    (bin_dir / "python").chmod(0o755)
     env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
