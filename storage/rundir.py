@@ -175,9 +175,7 @@ class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._locked = False
-        self._continued: tuple[Path, bytes | None] | None = (
-            None  # a resumed run's checkpoint and the record it replaced
-        )
+        self._continued: tuple[Path, bytes | None] | None = None  # resumed: its checkpoint, the record it replaced
 
     def __str__(self) -> str:
         return str(self.path)
