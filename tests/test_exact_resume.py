@@ -105,6 +105,16 @@ def test_interrupted_at_a_random_step_and_resumed_equals_not_interrupted(tmp_pat
     assert record(interrupt_and_resume(tmp_path, step, OPTIONS[option])) == uninterrupted(option, OPTIONS[option])
 
 
+@pytest.mark.slow  # three trainings of ~5 s a row
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (ROOT / "configs" / "experiment").glob("*.yaml")))
+def test_a_run_of_every_experiment_interrupted_and_resumed_equals_not_interrupted(tmp_path, uninterrupted, experiment):
+    """Each experiment's own recipe and format (hard cases, mixed lengths and widths, places, working), on the
+    small task."""
+    overrides = [f"experiment={experiment}"]  # the command line's steps and sizes (BASE) still hold
+    step = random.Random(experiment).randrange(1, STEPS + 1)
+    assert record(interrupt_and_resume(tmp_path, step, overrides)) == uninterrupted(experiment, overrides)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("step", [1, 40, STEPS])  # the first step, a validated one, exactly max_steps
 def test_interrupted_at_the_edges_and_resumed_equals_not_interrupted(tmp_path, uninterrupted, step):
