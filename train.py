@@ -78,7 +78,7 @@ def main(cfg: DictConfig) -> None:
         config = effective_config(cfg, list(hydra_cfg.overrides.task), in_sweep)  # resume=: the run's own config
         return train(config, Run(config, run_dir, STARTED), name, group)
 
-    results = run_job(job, run_dir, in_sweep)
+    results = run_job(job, run_dir, in_sweep, resuming=cfg.resume is not None)
     if results:
         print_summary(results)
         if not in_sweep:  # a sweep ends with its own page (analysis/hydra_callbacks.py)

@@ -6,14 +6,16 @@ fresh training batches: data/stream.py; hard cases: data/difficulty.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import lightning as L
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
 from data.difficulty import HardCases
 from data.problems import ProblemEncoder, ProblemFormat
 from data.sampler import ProblemSampler
-from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches
+from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches, derived_seed
 from data.tokenizer import CharTokenizer
 
 
@@ -22,6 +24,27 @@ def _whole_numbers(**values) -> None:
     for name, value in values.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name}={value!r}: must be a whole number >= 1")
+
+
+class ShuffledEpochs(IterableDataset):
+    """A fixed training set's batches, an epoch a pass: each epoch its own shuffle of the set, a pure function of
+    (seed, epoch) -- as a streamed batch is of (seed, step) -- with its last, partial batch dropped. Each pass
+    starts where ``steps_done()`` (the steps trained so far) says: the next epoch or, in a resumed run, the batch
+    of its epoch where it stopped, so it trains on exactly the problems the run would have. With several processes
+    each is given its share of the set: the loader adds no sampler."""
+
+    def __init__(self, problems: torch.Tensor, batch_size: int, seed: int, steps_done: Callable[[], int]):
+        self.problems, self.batch_size, self.seed, self.steps_done = problems, batch_size, seed, steps_done
+        self.batches = len(problems) // batch_size  # per epoch
+
+    def order(self, epoch: int) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(derived_seed("epoch", self.seed, epoch))
+        return torch.randperm(len(self.problems), generator=generator)
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        epoch, first = divmod(self.steps_done(), self.batches)
+        order = self.order(epoch).split(self.batch_size)
+        return (self.problems[order[batch]] for batch in range(first, self.batches))
 
 
 class ArithmeticDataModule(L.LightningDataModule):
@@ -122,15 +145,13 @@ class ArithmeticDataModule(L.LightningDataModule):
     def train_dataloader(self):
         trainer = self.trainer  # None outside a Trainer (e.g. in tests): one process on the CPU, from the start
         rank, world = (trainer.global_rank, trainer.world_size) if trainer else (0, 1)
+        steps_done = (lambda: trainer.global_step) if trainer else (lambda: 0)  # a resumed run goes on from there
         if self.streaming:
-            start = trainer.global_step if trainer else 0  # a resumed run picks up the stream where it stopped
             device = trainer.strategy.root_device if trainer else "cpu"
-            return DataLoader(self.training_stream(device, start, rank, world), batch_size=None)
+            return DataLoader(self.training_stream(device, steps_done(), rank, world), batch_size=None)
         generator = torch.Generator().manual_seed(self.seed)
-        fixed = self.encoder.encode(*self.sampler.sample("train", self.n_train, generator))
-        return DataLoader(
-            fixed[rank::world], batch_size=self.batch_size, shuffle=True, drop_last=True, generator=generator
-        )
+        fixed = self.encoder.encode(*self.sampler.sample("train", self.n_train, generator))[rank::world]
+        return DataLoader(ShuffledEpochs(fixed, self.batch_size, self.seed, steps_done), batch_size=None)
 
     def _eval_loader(self, split: str) -> DataLoader:
         return DataLoader(self.held_out_set(split), batch_size=self.eval_batch_size)

@@ -17,6 +17,7 @@ long), so sequences of every length are trained on; its problems' splits are the
 from __future__ import annotations
 
 import functools
+import hashlib
 
 import torch
 from torch.utils.data import IterableDataset
@@ -26,6 +27,13 @@ from data.problems import ProblemEncoder, ProblemFormat, mix
 from data.sampler import ProblemSampler
 
 ACCELERATOR_DRAW_STEPS = 64  # on a GPU, training batches are drawn this many steps at a time
+
+
+def derived_seed(*parts: object) -> int:
+    """A seed hashed from ``parts`` (e.g. "step", seed, step): every one of them counts, neighbouring values give
+    unrelated seeds, and computing it reads nothing back from a device (plain Python)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1  # torch takes seeds below 2**63
 
 
 @functools.cache

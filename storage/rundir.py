@@ -70,14 +70,21 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
     return path
 
 
-def override(key: str, value: str | Path) -> str:
-    """``key=value`` as one shell word that Hydra's override parser reads back as exactly ``value``: quoted for
-    Hydra (``"..."``, a quote or the backslashes before one escaped) and then for the shell, when needed."""
+def hydra_override(key: str, value: str | Path) -> str:
+    """``key=value`` as one argument (an item of ``sys.argv``, no shell between) that Hydra's override parser
+    reads back as exactly ``value``: quoted for Hydra (``"..."``, a quote or the backslashes before one escaped)
+    when it holds characters Hydra reads as syntax (a sweep job's directory, ``0_a=b,c=d``)."""
     value = str(value)
     if re.fullmatch(r"[\w./:+~-]+", value):
         return f"{key}={value}"
     escaped = re.sub(r'(\\*)("|$)', lambda m: m.group(1) * 2 + ('\\"' if m.group(2) else ""), value)
-    return shlex.quote(f'{key}="{escaped}"')
+    return f'{key}="{escaped}"'
+
+
+def override(key: str, value: str | Path) -> str:
+    """:func:`hydra_override` as one shell word, for a command to paste into a shell: quoted for the shell too,
+    when needed (the shell takes those quotes off; Hydra must never see them)."""
+    return shlex.quote(hydra_override(key, value))
 
 
 def _take_lock(lock: Path) -> bool:
@@ -355,6 +362,7 @@ class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._locked = False
+        self._continued: tuple[Path, bytes | None] | None = None  # resumed: its checkpoint, the record it replaced
 
     def __str__(self) -> str:
         return str(self.path)
@@ -621,7 +629,10 @@ class RunDir:
         self.write_json(self.results, {"schema": SCHEMA} | data)
 
     def mark_running(self, resumed_from: str | None, previous: dict) -> None:
-        """From the first write on, a run that stops without saying so is seen as unfinished."""
+        """From the first write on, a run that stops without saying so is seen as unfinished. A resumed run keeps
+        the record it replaces, to put back if it fails or stops before it trained (:meth:`put_back`)."""
+        if resumed_from is not None:
+            self._continued = Path(resumed_from), self.results.read_bytes() if self.results.is_file() else None
         self.write_results(
             {
                 "status": "running",
@@ -660,9 +671,26 @@ class RunDir:
             record["resume"] = resume or self.resume_command
         self.write_results(record)
 
+    def put_back(self) -> bool:
+        """A resumed run that failed, or stopped before it trained a step: the record of the run it continued goes
+        back, as it was -- while the checkpoint it continued from is there, that run can still be continued (a
+        wandb id rejected, a Ctrl-C while it starts, take nothing from it). True when put back."""
+        continued = self._continued
+        if continued is None or self.status != "running" or not continued[0].is_file():
+            return False
+        record = continued[1]
+        if record is None:
+            self.results.unlink(missing_ok=True)
+        else:
+            write_atomically(self.results, lambda tmp: tmp.write_bytes(record))
+        self._continued = None
+        return True
+
     def mark_failed(self, message: str) -> None:
         """Record a failure -- unless the directory holds results of its own that must not be lost
-        (a finished run, or an interrupted one that can still be resumed)."""
+        (a finished run, or an interrupted one that can still be resumed: :meth:`put_back`)."""
+        if self.put_back():
+            return
         if self.status in (None, "running", "failed"):
             self.write_results({"status": "failed", "error": message})
 

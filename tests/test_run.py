@@ -3,6 +3,7 @@ the resumed run's used-up checkpoint, and the seconds it counts -- without train
 
 from __future__ import annotations
 
+import json
 import signal
 from types import SimpleNamespace
 
@@ -98,3 +99,69 @@ def test_train_seconds_stop_with_the_training_and_add_the_interrupted_runs(tmp_p
 def test_next_steps_name_the_page_and_calc_py():
     lines = next_steps({"run_dir": "runs/x", "data": {"digits": 3, "operators": "+"}})
     assert "runs/x/report.html" in lines and "calc.py --ckpt runs/x 111+22" in lines and "--eval" in lines
+
+
+def resumable(tmp_path, step: int = 30) -> RunDir:
+    """An interrupted run's directory: its checkpoint and its record."""
+    run_dir = RunDir(tmp_path / "run")
+    run_dir.interrupted_checkpoint.parent.mkdir(parents=True)
+    run_dir.interrupted_checkpoint.write_bytes(b"the state the run continues from")
+    record = {"status": "interrupted", "step": step, "train_seconds": 2.5, "resume": "python train.py resume=run"}
+    run_dir.results.write_text(json.dumps(record))
+    return run_dir
+
+
+@pytest.mark.parametrize("steps_trained", [0, 5])
+def test_a_resumed_run_stopped_at_once_before_it_trained_leaves_the_run_as_it_was(tmp_path, steps_trained):
+    run_dir = resumable(tmp_path)
+    before = run_dir.results.read_bytes()
+    life = begun(tmp_path, resume=str(run_dir.interrupted_checkpoint))
+    assert life.dir.status == "running"
+    life.trainer.global_step = 30 + steps_trained  # where the checkpoint took it, and the steps trained since
+    with pytest.raises(Interrupted) as stopped:
+        with life.phase("training"):
+            raise Signalled(signal.SIGINT)
+    if steps_trained:  # it trained: the record says where it got to, and what continues it
+        state = run_dir.read_results()
+        assert state["status"] == "interrupted" and state["step"] == 35 and "continue from" in str(stopped.value)
+        assert state["checkpoint"] == str(run_dir.interrupted_checkpoint)
+    else:
+        assert run_dir.results.read_bytes() == before and "the run is as it was" in str(stopped.value)
+
+
+@pytest.mark.parametrize("begun_first", [False, True])
+def test_a_signal_before_a_resumed_runs_phases_leaves_the_run_as_it_was(tmp_path, capsys, begun_first):
+    from training.run import run_job
+
+    run_dir = resumable(tmp_path)
+    before = run_dir.results.read_bytes()
+
+    def job():
+        if begun_first:  # "running" written over the interrupted record, then Ctrl-C
+            Run(SimpleNamespace(resume=str(run_dir.interrupted_checkpoint)), run_dir).dir.mark_running(
+                str(run_dir.interrupted_checkpoint), run_dir.read_results()
+            )
+        raise Signalled(signal.SIGINT)
+
+    with pytest.raises(SystemExit) as ended:
+        run_job(job, run_dir, in_sweep=False, resuming=True)
+    err = capsys.readouterr().err
+    assert ended.value.code == 130 and "the run is as it was" in err and "nothing to resume" not in err
+    assert run_dir.results.read_bytes() == before and run_dir.interrupted_checkpoint.is_file()
+
+
+def test_a_resumed_run_that_fails_puts_back_its_record_and_a_new_one_is_failed(tmp_path, capsys):
+    from training.config import ConfigError
+    from training.run import run_job
+
+    run_dir = resumable(tmp_path)
+    before = run_dir.results.read_bytes()
+
+    def job():
+        run_dir.claim(resuming=True)
+        run_dir.mark_running(str(run_dir.interrupted_checkpoint), run_dir.read_results())
+        raise ConfigError("wandb rejected the run's tags")  # nothing to do with the run
+
+    with pytest.raises(SystemExit):
+        run_job(job, run_dir, in_sweep=False, resuming=True)
+    assert run_dir.results.read_bytes() == before and "error: wandb rejected" in capsys.readouterr().err

@@ -30,7 +30,9 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=longest.seq_len)
     optim = build(cfg.optim, "optim")
     try:
-        module = CalculatorModule(model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict(), cfg.compile)
+        module = CalculatorModule(
+            model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict(), cfg.compile, cfg.seed
+        )
     except ValueError as e:  # the one setting of its own: compile
         raise ConfigError(str(e)) from None
     analysis = build(cfg.analysis, "analysis") if cfg.get("analysis") else None

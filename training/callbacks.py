@@ -49,6 +49,13 @@ def save_checkpoint(trainer: L.Trainer, path: str | Path, weights_only: bool = F
 class GracefulStop(L.Callback):
     """On Ctrl-C or SIGTERM, finish the current step, save ``checkpoints/interrupted.ckpt`` and stop.
 
+    The training ends with the step under way as if ``max_steps`` were reached there: a validation due at that step
+    runs, as it would have, and no other (Lightning's ``should_stop`` adds one, which moves ``best.ckpt``). The
+    checkpoint is saved once the training has ended (``on_train_end``), so it holds everything of the step, its
+    validation and best weights included: the resumed run goes on exactly as the run would have. A run whose training
+    had ended on its own at that step (early stopping) is saved as ended (:meth:`state_dict`): its resumption
+    trains nothing more.
+
     A second signal stops at once (:class:`training.signals.Signalled`, which ``train.py`` turns into a true status
     and the same exit code); outside training the handlers from before (``train.py``'s own) take them again.
     """
@@ -57,6 +64,7 @@ class GracefulStop(L.Callback):
         self.path = RunDir(run_dir).interrupted_checkpoint
         self.signal: int | None = None  # the signal that asked us to stop
         self.saved: Path | None = None
+        self.ended = False  # the training had ended on its own at the saved step (saved in the checkpoint)
         self._previous: dict[int, object] = {}
         self._training = False
 
@@ -67,16 +75,31 @@ class GracefulStop(L.Callback):
         self.signal = signum
         print(f"\nstopping after this step ({signal.Signals(signum).name}); again to stop at once", flush=True)
 
+    def state_dict(self) -> dict:
+        return {"ended": self.ended}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.ended = state_dict.get("ended") is True
+
     def on_fit_start(self, trainer, pl_module) -> None:
         if trainer.is_global_zero:
             self._previous = {s: signal.signal(s, self._request) for s in (signal.SIGINT, signal.SIGTERM)}
         self._training = True
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        if self.ended:  # resumed from a step at which the training had ended: it stays ended
+            trainer.should_stop = True
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self.signal is not None and self.saved is None:
+            # the training loop's own end (its max_steps, which the Trainer set); should_stop would validate once more
+            trainer.fit_loop.epoch_loop.max_steps = trainer.global_step
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self.signal is not None and self.saved is None:
+            self.ended = trainer.should_stop  # only early stopping sets it: the run's training is over
             save_checkpoint(trainer, self.path)
             self.saved = self.path
-            trainer.should_stop = True
 
     def on_fit_end(self, trainer, pl_module) -> None:
         self._training = False
@@ -166,6 +189,24 @@ class BestCheckpoint(ModelCheckpoint):
             auto_insert_metric_name=False,
             enable_version_counter=False,
         )
+
+    @property
+    def path(self) -> str:
+        """The one file it writes: checkpoints/best.ckpt of this run."""
+        return str(Path(self.dirpath) / f"{self.filename}{self.FILE_EXTENSION}")
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """The state of a checkpoint (the best score so far, and where its weights are), taken as this run
+        directory's: the paths saved are where the run was then -- the directory may have been moved or copied
+        since, and a run directory is data -- so each names this run's best.ckpt, whatever it says."""
+        here = lambda saved: self.path if saved else saved  # noqa: E731 -- "" / None: nothing saved yet
+        state = dict(state_dict, dirpath=self.dirpath)
+        for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+            if key in state:
+                state[key] = here(state[key])
+        if isinstance(state.get("best_k_models"), dict):
+            state["best_k_models"] = {here(p): score for p, score in state["best_k_models"].items()}
+        super().load_state_dict(state)
 
     def check_monitor_top_k(self, trainer: L.Trainer, current: torch.Tensor | None = None) -> bool:
         """Save on a tie with the best too: of equally good weights -- every validation problem right, say -- the

@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from storage.rundir import RunDir, RunDirError, SweepDir, override
+from storage.rundir import RunDir, RunDirError, SweepDir, hydra_override
 from training.config import ConfigError, register_resolvers
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -225,5 +225,5 @@ def check_command_line(argv: list[str], claim: bool = False) -> RunDir | SweepDi
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     if not any(o.key_or_group == key for o in overrides):  # Hydra resolves the default again: pin this one
-        argv.append(override(key, claimed.path))
+        argv.append(hydra_override(key, claimed.path))  # an argument, not a shell word
     return claimed

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from data import positions
 from data.problems import ProblemFormat
-from data.stream import width_of
+from data.stream import derived_seed, width_of
 from model.checkpoint import CheckpointError, first_line, load_weights, network_for, read_checkpoint
 from training.optim import OptimConfig, lr_schedule, optimizer_for, upgrade_checkpoint
 
@@ -23,15 +23,18 @@ class CalculatorModule(L.LightningModule):
     :class:`TransformerConfig`, the :class:`ProblemFormat` (where the answer sits) and an :class:`OptimConfig`
     (training/optim.py), as dicts, saved in the checkpoint: ``CalculatorModule.load_from_checkpoint(path)`` rebuilds
     the model with no config at hand. ``compile``: null (eager) or a ``torch.compile`` mode for the training
-    step's forward and backward (evaluation stays eager) -- how it ran, not what it is, so not saved.
+    step's forward and backward (evaluation stays eager) -- how it ran, not what it is, so not saved. ``seed``: the
+    run's seed, from which each training step's random draws are seeded (:meth:`on_train_batch_start`); not saved
+    either (a run's seed is in its config.yaml).
     """
 
-    def __init__(self, model: dict, fmt: dict, optim: dict, compile: str | None = None):
+    def __init__(self, model: dict, fmt: dict, optim: dict, compile: str | None = None, seed: int = 0):
         super().__init__()
         if compile not in COMPILE_MODES:
             modes = ", ".join(m for m in COMPILE_MODES if m)
             raise ValueError(f"compile={compile!r}: use null (eager) or a torch.compile mode: {modes}")
-        self.save_hyperparameters(ignore=["compile"])
+        self.save_hyperparameters(ignore=["compile", "seed"])
+        self.seed = seed
         self.optim = OptimConfig(**optim)
         self.fmt = ProblemFormat(**fmt)
         self.net = network_for(model, self.fmt)
@@ -124,6 +127,12 @@ class CalculatorModule(L.LightningModule):
         if stage == "fit" and self.compile_mode:
             # the loss function, not the module: the state dict keeps its keys, and eval paths stay eager
             self.training_loss = torch.compile(self.teacher_forced_loss, mode=self.compile_mode)
+
+    def on_train_batch_start(self, batch: torch.Tensor, batch_idx: int) -> None:
+        # A step's random draws (dropout, moved places: torch's CPU and CUDA generators) are a pure function of
+        # (seed, step), as its batch is (data/stream.py): a run resumed at any step draws what the same run
+        # uninterrupted draws there, whatever was drawn between the steps (a validation's loader, a restart)
+        torch.manual_seed(derived_seed("step", self.seed, self.global_step))
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         if self.compile_mode in CUDA_GRAPH_MODES:

@@ -13,6 +13,7 @@ read with ``weights_only=True``): a disagreement names the key and both values.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import re
@@ -24,6 +25,7 @@ from storage.rundir import RunDir, RunDirError, parse_yaml, resume_target
 from training.config import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+WANDB_ID = re.compile(r"[^\s:;,#?/'](?:[^:;,#?/']{0,126}[^\s:;,#?/'])?")  # what wandb takes as a run's id
 OPTION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # a config option's file name, no path
 
 
@@ -162,11 +164,9 @@ def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path
 
     trained = {f"model.{k}": v for k, v in calc.net.cfg.to_dict().items()}
     trained |= {f"data.{k}": v for k, v in calc.fmt.to_dict().items()}
-    data = cfg.data
-    try:
-        fmt = ProblemFormat(
-            data.get("digits"), data.get("operators"), data.get("reverse_answer"), data.get("show_work")
-        )
+    data = OmegaConf.to_container(cfg.data)
+    try:  # the whole format, as the data module builds it: every field the config has (the rest: their defaults)
+        fmt = ProblemFormat(**{f.name: data[f.name] for f in dataclasses.fields(ProblemFormat) if f.name in data})
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{label}: config.yaml data.{_first_line(e)}") from None
     said = {f"model.{k}": v for k, v in OmegaConf.to_container(cfg.model).items() if not _names_code(k)}
@@ -184,7 +184,8 @@ def _same(a, b) -> bool:
 
 
 def check_results(owner: RunDir, label: str) -> None:
-    """results.json, when there, must be readable: it holds the training time so far (train_seconds)."""
+    """results.json, when there, must be readable: it holds the training time so far (train_seconds) and the id
+    the wandb run goes on under (wandb_run_id), which wandb must take (else the resumed run fails as it starts)."""
     if not owner.results.exists():
         return
     try:
@@ -195,6 +196,12 @@ def check_results(owner: RunDir, label: str) -> None:
         seconds = data.get("train_seconds", 0.0) if isinstance(data, dict) else None
         ok = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds)
         why = None if ok and seconds >= 0 else "not the record a run writes"
+        wandb_id = data.get("wandb_run_id") if why is None else None
+        if wandb_id is not None and not (isinstance(wandb_id, str) and WANDB_ID.fullmatch(wandb_id)):
+            raise ConfigError(
+                f"{label}: {owner.results} is damaged (wandb_run_id={wandb_id!r:.60} is "
+                "not an id wandb takes); restore it, or set it to null to continue in a new wandb run"
+            )
     if why:
         raise ConfigError(
             f"{label}: {owner.results} is damaged ({why}), so the training time so far is unknown; "

@@ -14,6 +14,7 @@ behind, and how the command ends.
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -123,6 +124,12 @@ class Run:
         if self.cfg.resume:
             self.dir.interrupted_checkpoint.unlink(missing_ok=True)
 
+    @property
+    def trained_a_step(self) -> bool:
+        """Has this run trained a step of its own (a resumed one: past the step it continued from)?"""
+        start = self.previous.get("step", 0) if self.cfg.resume else 0
+        return self.trainer.global_step > (start if isinstance(start, int) else 0)
+
     # ---- what a signal leaves --------------------------------------------------------------------------------
     def interrupted_at_a_step(self) -> Interrupted:
         """The first signal in training: the step finished and was saved; the run continues from there."""
@@ -143,6 +150,8 @@ class Run:
         recorded (status ok).
         """
         name, step, run_dir = signal_name(signum), self.trainer.global_step, self.dir
+        if phase == "training" and not self.trained_a_step and run_dir.put_back():
+            return left_as_it_was(signum)
         if phase in ("training", "test"):
             if run_dir.interrupted_checkpoint.is_file():  # a resumed run's: continues it exactly
                 checkpoint, resume = run_dir.interrupted_checkpoint, run_dir.resume_command
@@ -180,13 +189,25 @@ class Run:
         )
 
 
-def run_job(job: Callable[[], dict], run_dir: RunDir, in_sweep: bool) -> dict | None:
+def left_as_it_was(signum: int) -> Interrupted:
+    """A signal before a resumed run trained a step: the run it continues is as it was (its record too)."""
+    return Interrupted(
+        f"{signal_name(signum)} before the resumed run trained a step: the run is as it was (its checkpoint and "
+        "record untouched); continue it with the same command",
+        signum,
+    )
+
+
+def run_job(job: Callable[[], dict], run_dir: RunDir, in_sweep: bool, resuming: bool = False) -> dict | None:
     """Run one job of the command (its results, or None after a failure a sweep goes on from): a failure becomes one
     line, a true status and an exit code (training/failures.py); wandb is closed and the directory released
-    whatever happens."""
+    whatever happens. ``resuming`` (resume=): a signal before the run's phases began leaves the run as it was."""
     try:
         return job()
     except (Exception, KeyboardInterrupt, Signalled) as error:  # noqa: BLE001 -- handle_failure re-raises bugs
+        if resuming and isinstance(error, (KeyboardInterrupt, Signalled)):
+            run_dir.put_back()  # the record it replaced, if it had begun
+            error = left_as_it_was(error.signum if isinstance(error, Signalled) else signal.SIGINT)
         code = handle_failure(error, run_dir, in_sweep, started=run_dir.owns_lock)
         if code is not None:
             sys.exit(code)
