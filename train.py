@@ -15,6 +15,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from analysis.html_report import write_run_report
+from analysis.record import Recorder
 from analysis.summary import print_summary
 from storage.rundir import RunDir
 from training.assemble import assemble
@@ -62,7 +63,8 @@ def train(cfg: DictConfig, run: Run, name: str, group: str | None) -> dict:
 
     with run.phase("report"):  # each phase from the analysis on ends with the record: the page reads it
         run.finished()
-        write_run_report(run.dir.path)  # report.html: the run on one page
+        page = write_run_report(run.dir.path)  # report.html: the run on one page, its model in the lab
+        Recorder(run.dir, run.loggers).page(page)  # and in the wandb run, as an HTML panel
     return run.results
 
 

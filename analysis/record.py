@@ -61,6 +61,16 @@ class Recorder:
             logger.experiment.save(str(data), base_path=str(self.run_dir.path), policy="now")
         return paths
 
+    def page(self, path: Path) -> None:
+        """The run's report.html (its lab included) in each wandb run, as an HTML panel: a run synced to wandb
+        carries the page in which its model runs."""
+        if self.wandb:
+            import wandb
+
+            html = wandb.Html(path.read_text())  # the page this run just wrote
+            for logger in self.wandb:
+                logger.experiment.log({"report": html})
+
     def summary(self, values: dict) -> None:
         """Headline numbers in each wandb run's summary."""
         for logger in self.wandb:

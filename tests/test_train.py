@@ -101,6 +101,8 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
         ("table", "ablation"),
         ("table", "pruning"),
     } <= media
+    (page,) = (run / "files" / "media" / "html").glob("report_*.html")  # the run's page, its lab included
+    assert "TinycalcLab" in page.read_text() and '"lab":{"config"' in page.read_text()
 
 
 @pytest.mark.slow
