@@ -384,11 +384,11 @@ def test_a_section_drawn_from_a_damaged_file_says_not_recorded_and_the_rest_draw
         finally:
             browser.close()
     sections = dict(drawn)
-    assert list(sections) == ["config", "curves", "attention", "roles", "ablation", "pruning", "dla", "patching",
-                              "mistakes"]  # fmt: skip
+    assert list(sections) == ["lab", "config", "curves", "attention", "roles", "ablation", "pruning", "dla",
+                              "patching", "mistakes"]  # fmt: skip
     for damaged in ("attention", "ablation"):
         assert "Not recorded: what the run directory holds for this section is damaged" in sections[damaged]
-    for whole in ("config", "curves", "roles", "pruning", "dla", "patching", "mistakes"):
+    for whole in ("lab", "config", "curves", "roles", "pruning", "dla", "patching", "mistakes"):
         assert "Not recorded" not in sections[whole], whole
 
 

@@ -11,6 +11,7 @@ SECTIONS = [
     "bad_configs",
     "calc_eval",
     "decode",
+    "lab",
     "export",
     "patching",
     "circuits",

@@ -16,7 +16,12 @@ DRAWS = {  # figure -> the code that draws it: a figure is stale when any of the
     "ablation.png": ["analysis/plots.py", "analysis/metrics/ablation.py"],
     "dla.png": ["analysis/plots.py", "analysis/metrics/dla.py"],
     "attention_layer0.png": ["analysis/plots.py", "analysis/maps.py"],
-    "report.png": ["analysis/report_page.js", "analysis/report_page.html", "analysis/html_report.py"],
+    "report.png": [
+        "analysis/report_page.js",
+        "analysis/report_page.html",
+        "analysis/html_report.py",
+        "analysis/lab.js",
+    ],
 }
 
 

@@ -11,7 +11,12 @@ COMMAND = "python train.py -m experiment=quick_sweep"
 COST = "~4 min"
 DRAWS = {
     "quick_sweep.png": ["analysis/plots.py", "analysis/sweep.py"],
-    "sweep_report.png": ["analysis/report_page.js", "analysis/report_page.html", "analysis/html_report.py"],
+    "sweep_report.png": [
+        "analysis/report_page.js",
+        "analysis/report_page.html",
+        "analysis/html_report.py",
+        "analysis/lab.js",
+    ],
 }
 ROW = ("n_heads", "head_dim", "seed", "steps_to_99", "test_exact_match", "train_seconds", "prunable_fraction")
 ROW += ("learned", "status")
