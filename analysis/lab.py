@@ -41,16 +41,16 @@ def packed(t: torch.Tensor) -> dict:
 
 @torch.no_grad()
 def head_means(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int], n: int = N_MEANS) -> torch.Tensor:
-    """(n_layers, n_heads, T, head_dim): each head's mean output at each position over ``n`` drawn problems."""
+    """(n_layers, n_heads, T, head_dim): each head's mean output at each position over ``n`` drawn problems (the
+    mean ablation's own :func:`analysis.engine.evaluator.head_means`, over these problems)."""
     from analysis.engine.cache import run_with_cache
+    from analysis.engine.evaluator import head_means as means_of
     from data.problems import ProblemEncoder
 
-    generator = torch.Generator().manual_seed(0)
-    a, op_idx, b = fmt.random_problems(n, generator)
+    a, op_idx, b = fmt.random_problems(n, torch.Generator().manual_seed(0))
     seqs = ProblemEncoder(fmt, vocab).encode(a, op_idx, b)
     names = [hook_name(layer, "attn.hook_z") for layer in range(net.cfg.n_layers)]
-    cache = run_with_cache(net, seqs[:, :-1], names)
-    return torch.stack([cache[name].mean(dim=0).transpose(0, 1) for name in names])  # (L, H, T, hd)
+    return means_of(run_with_cache(net, seqs[:, :-1], names))
 
 
 @torch.no_grad()
