@@ -1,9 +1,11 @@
-"""Verify 10-digit adders to AdderBoard's standard: python verify.py RUN [RUN ...] [--json] [--show N]
+"""Verify adders to AdderBoard's standard: python verify.py RUN [RUN ...] [--digits N] [--json] [--show N]
 
-Each run (a run directory or a .ckpt file) answers 10,000 random pairs drawn with seed 2025 and the edge cases
-that random pairs miss (every carry pattern, carry chains, zeros and nines, sum-9 cascades:
-analysis/adderboard.py). A run passes with >= 99% of the random pairs and every edge case right; the failures
-are listed. Exit status: 0 every run passed, 1 some run failed, 2 a run could not be verified.
+Each run (a run directory or a .ckpt file) answers 10,000 random 10-digit pairs drawn with seed 2025 and the edge
+cases that random pairs miss (every carry pattern, carry chains, zeros and nines, sum-9 cascades:
+analysis/adderboard.py). With --digits N (a model that addresses N-digit problems, e.g. experiment=add_length), the
+same at N digits, sampled (1,000 random pairs), plus runs of zeros and nines and operands of very different lengths.
+A run passes with >= 99% of the random pairs and every edge case right; the failures are listed. Exit status: 0
+every run passed, 1 some run failed, 2 a run could not be verified.
 """
 
 from __future__ import annotations
@@ -24,17 +26,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     parser.add_argument("--show", type=int, default=5, metavar="N", help="failures listed per suite (default 5)")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, mps or auto")
+    parser.add_argument("--digits", type=int, default=10, metavar="N", help="operand width (default 10, AdderBoard's)")
     return parser
 
 
-def check_adder(calc, run: str) -> None:
-    """ValueError unless ``calc`` adds numbers of 10 digits."""
-    from analysis.adderboard import DIGITS
-
-    if "+" not in calc.fmt.operators or calc.longest < DIGITS:
+def check_adder(calc, run: str, digits: int) -> None:
+    """ValueError unless ``calc`` adds numbers of ``digits`` digits."""
+    if "+" not in calc.fmt.operators or calc.longest < digits:
+        reach = f" (it addresses up to {calc.longest} digits)" if "+" in calc.fmt.operators else ""
         raise ValueError(
-            f"{run}: {calc.describe()}; verification is for models that add {DIGITS}-digit numbers "
-            "(python train.py experiment=add10, or experiment=add_length)"
+            f"{run}: {calc.describe()}{reach}; verification is for models that add {digits}-digit numbers "
+            " (python train.py experiment=add10, or experiment=add_length)"
         )
 
 
@@ -68,16 +70,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --device {args.device}: {e.why}; use --device cpu (or cuda, mps, auto)", file=sys.stderr)
         return 2
 
+    if not 1 <= args.digits <= 10_000:
+        print(f"error: --digits {args.digits}: must be a width from 1 to 10,000 (e.g. --digits 100)", file=sys.stderr)
+        return 2
     verdicts, status = {}, 0
     for run in args.runs:
         try:
             calc = load_calculator(run, device)
-            check_adder(calc, run)
+            check_adder(calc, run, args.digits)
         except (CheckpointError, DeviceError, ValueError) as e:
             print(f"error: {e}", file=sys.stderr)
             status = 2
             continue
-        results = verify(calc)
+        results = verify(calc, digits=args.digits)
         passed = all(r.passed for r in results)
         status = max(status, 0 if passed else 1)
         verdicts[run] = {

@@ -11,6 +11,11 @@ carries through k places), so the suites below add what random pairs miss:
   start and length -- the carry must ripple through the whole run, or not at all.
 
 A model passes when it is right on >= 99% of the random pairs and on every edge case.
+
+At length (``digits`` > 10, ``python verify.py RUN --digits 100``) the same suites are drawn at that width, sampled
+where their count grows with it (1,000 random pairs; 1,024 random carry patterns; the cascades at :data:`RUNS`
+lengths), plus what only a long problem holds: runs of zeros and nines inside random numbers, and operands of
+very different lengths (a ``digits``-digit number plus a short one, both ways).
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ def _number(digits: list[int]) -> int:
     return sum(d * 10**i for i, d in enumerate(digits))
 
 
+N_RANDOM_LONG = 1_000  # random pairs at length: a 100-digit problem costs ten 10-digit ones
+PATTERNS_LONG = 1_024  # carry patterns at length: a random sample of the 2^digits
+RUNS = (1, 2, 3, 5, 10, 20, 50, 100, 200, 500)  # sum-9 cascade lengths at length
+
+
 def random_pairs(n: int = N_RANDOM, seed: int = SEED, digits: int = DIGITS) -> list[Problem]:
     rng = random.Random(seed)
     return [Problem(rng.randint(0, 10**digits - 1), "+", rng.randint(0, 10**digits - 1)) for _ in range(n)]
@@ -45,9 +55,11 @@ def with_column_sums(sums: list[int], rng: random.Random) -> Problem:
 
 
 def carry_patterns(rng: random.Random, per_pattern: int = 3, digits: int = DIGITS) -> list[Problem]:
-    """For each set of columns that carry (2^digits of them), problems whose columns carry exactly there."""
+    """For each set of columns that carry (2^digits of them; beyond 10 digits :data:`PATTERNS_LONG` drawn at random),
+    problems whose columns carry exactly there."""
     problems = []
-    for pattern in range(2**digits):
+    every = digits <= DIGITS
+    for pattern in range(2**digits) if every else (rng.getrandbits(digits) for _ in range(PATTERNS_LONG)):
         for _ in range(per_pattern):
             sums, carry_in = [], 0
             for i in range(digits):
@@ -76,10 +88,11 @@ def zeros_and_nines(digits: int = DIGITS) -> list[Problem]:
 
 def sum9_cascades(rng: random.Random, digits: int = DIGITS) -> list[Problem]:
     """Columns start..start+length-1 sum to 9; the column below sums to >= 10 (the carry ripples through the whole
-    run) or to <= 8 (no carry: the run stays 9s); every other column at random."""
-    problems = []
-    for start in range(1, digits):
-        for length in range(1, digits - start + 1):
+    run) or to <= 8 (no carry: the run stays 9s); every other column at random. Every start and length up to 10
+    digits; beyond, 20 starts at random, each with the lengths of :data:`RUNS` that fit."""
+    problems, every = [], digits <= DIGITS
+    for start in range(1, digits) if every else sorted(rng.sample(range(1, digits), 20)):
+        for length in range(1, digits - start + 1) if every else [k for k in RUNS if k <= digits - start]:
             for carry in (True, False):
                 sums = [rng.randint(0, 18) for _ in range(digits)]
                 sums[start : start + length] = [9] * length
@@ -88,16 +101,46 @@ def sum9_cascades(rng: random.Random, digits: int = DIGITS) -> list[Problem]:
     return problems
 
 
+def runs_of_zeros_and_nines(rng: random.Random, digits: int) -> list[Problem]:
+    """Random ``digits``-digit operands with a long run of 0s or 9s inside (a third to all but one of the places)."""
+
+    def number(run: str, start: int) -> int:  # random digits, ``run`` written over them from ``start``
+        d = [str(rng.randint(0, 9)) for _ in range(digits)]
+        d[start : start + len(run)] = run
+        return int("".join(d))
+
+    problems = []
+    for digit in "09":
+        for _ in range(50):
+            run = digit * rng.randint(digits // 3, digits - 1)
+            start = rng.randint(0, digits - len(run))
+            problems.append(Problem(number(run, start), "+", number(run, start)))
+    return problems
+
+
+def different_lengths(rng: random.Random, digits: int) -> list[Problem]:
+    """A ``digits``-digit operand and one of 1, 2, 5, 10, ... digits, in both orders, three of each."""
+    short = [k for k in (1, 2, 5, 10, 20, 50) if k < digits]
+    pairs = [(rng.randrange(10 ** (digits - 1), 10**digits), rng.randrange(10**k)) for k in short for _ in range(3)]
+    return [Problem(a, "+", b) for a, b in pairs] + [Problem(b, "+", a) for a, b in pairs]
+
+
 def suites(seed: int = SEED, digits: int = DIGITS) -> dict[str, list[Problem]]:
-    """Every suite, by name, the same for the same seed."""
+    """Every suite, by name, the same for the same seed and width; past 10 digits, sampled and with the long
+    problems' own suites (the module's docstring)."""
     rng = random.Random(seed + 1)
-    return {
-        RANDOM: random_pairs(N_RANDOM, seed, digits),
-        "carry patterns": carry_patterns(rng, digits=digits),
+    long = digits > DIGITS
+    out = {
+        RANDOM: random_pairs(N_RANDOM_LONG if long else N_RANDOM, seed, digits),
+        "carry patterns": carry_patterns(rng, per_pattern=1 if long else 3, digits=digits),
         "carry chains": carry_chains(digits),
         "zeros and nines": zeros_and_nines(digits),
         "sum-9 cascades": sum9_cascades(rng, digits),
     }
+    if long:
+        out["runs of 0s and 9s"] = runs_of_zeros_and_nines(rng, digits)
+        out["mixed lengths"] = different_lengths(rng, digits)
+    return out
 
 
 @dataclass
@@ -116,10 +159,11 @@ class SuiteResult:
         return self.exact_match >= THRESHOLD if self.name == RANDOM else self.right == self.n
 
 
-def verify(calc, seed: int = SEED) -> list[SuiteResult]:
-    """Each suite answered by ``calc`` (a :class:`model.calculator.Calculator` that adds 10-digit numbers)."""
+def verify(calc, seed: int = SEED, digits: int = DIGITS) -> list[SuiteResult]:
+    """Each suite at ``digits`` answered by ``calc`` (a :class:`model.calculator.Calculator` that adds numbers
+    that long)."""
     results = []
-    for name, problems in suites(seed).items():
+    for name, problems in suites(seed, digits).items():
         answers = calc.answer(problems)
         wrong = [(p, a) for p, a in zip(problems, answers, strict=True) if a.value != p.truth]
         failures = [{"problem": p.text, "model": a.value, "model_text": a.text, "truth": p.truth} for p, a in wrong]

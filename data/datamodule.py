@@ -1,21 +1,19 @@
 """LightningDataModule for arithmetic strings: disjoint splits, seeded, streaming or fixed training set.
 
 One problem's text and tokens: data/problems.py; drawing the problems of a split: data/sampler.py; the stream of
-fresh training batches: data/stream.py; hard cases: data/difficulty.py.
+fresh training batches, and a fixed set's epochs: data/stream.py; hard cases: data/difficulty.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader
 
 from data.difficulty import HardCases
 from data.problems import ProblemEncoder, ProblemFormat
 from data.sampler import ProblemSampler
-from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches, derived_seed
+from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches, ShuffledEpochs
 from data.tokenizer import CharTokenizer
 
 
@@ -24,27 +22,6 @@ def _whole_numbers(**values) -> None:
     for name, value in values.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name}={value!r}: must be a whole number >= 1")
-
-
-class ShuffledEpochs(IterableDataset):
-    """A fixed training set's batches, an epoch a pass: each epoch its own shuffle of the set, a pure function of
-    (seed, epoch) -- as a streamed batch is of (seed, step) -- with its last, partial batch dropped. Each pass
-    starts where ``steps_done()`` (the steps trained so far) says: the next epoch or, in a resumed run, the batch
-    of its epoch where it stopped, so it trains on exactly the problems the run would have. With several processes
-    each is given its share of the set: the loader adds no sampler."""
-
-    def __init__(self, problems: torch.Tensor, batch_size: int, seed: int, steps_done: Callable[[], int]):
-        self.problems, self.batch_size, self.seed, self.steps_done = problems, batch_size, seed, steps_done
-        self.batches = len(problems) // batch_size  # per epoch
-
-    def order(self, epoch: int) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(derived_seed("epoch", self.seed, epoch))
-        return torch.randperm(len(self.problems), generator=generator)
-
-    def __iter__(self) -> Iterator[torch.Tensor]:
-        epoch, first = divmod(self.steps_done(), self.batches)
-        order = self.order(epoch).split(self.batch_size)
-        return (self.problems[order[batch]] for batch in range(first, self.batches))
 
 
 class ArithmeticDataModule(L.LightningDataModule):

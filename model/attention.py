@@ -29,18 +29,24 @@ from model.hooks import HookPoint
 
 @dataclass
 class KVCache:
-    """Keys and values of the positions seen so far, one per layer, for incremental decoding."""
+    """Keys and values of the positions seen so far, one per layer, for incremental decoding. They live in buffers
+    with room to spare, doubled when full: a 1,000-token answer copies each key a few times, not once per token."""
 
-    k: torch.Tensor | None = None  # (B, n_kv_heads, T_past, head_dim)
-    v: torch.Tensor | None = None
-
-    @property
-    def length(self) -> int:
-        return 0 if self.k is None else self.k.shape[-2]
+    keys: torch.Tensor | None = None  # (B, n_kv_heads, room, head_dim): positions :length hold the keys
+    values: torch.Tensor | None = None
+    length: int = 0
+    k = property(lambda self: None if self.keys is None else self.keys[..., : self.length, :])  # the keys held
+    v = property(lambda self: None if self.values is None else self.values[..., : self.length, :])
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        end = self.length + k.shape[-2]
+        if self.keys is None or end > self.keys.shape[-2]:  # full: what is held moves into twice the room
+            held = self.k, self.v
+            self.keys, self.values = (x.new_empty(*x.shape[:-2], 2 * end, x.shape[-1]) for x in (k, v))
+            if held[0] is not None:
+                self.keys[..., : self.length, :], self.values[..., : self.length, :] = held
+        self.keys[..., self.length : end, :], self.values[..., self.length : end, :] = k, v
+        self.length = end
         return self.k, self.v
 
 

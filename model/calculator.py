@@ -38,6 +38,11 @@ class Answer:
         return str(self.value) if self.value is not None else f"? (unreadable answer {self.text!r})"
 
 
+ANY_LENGTH = 1000  # digits: the longest operands a model with no table of places is asked (it has no limit of its
+# own; a 1,000-digit problem is ~3,000 tokens, whose attention scores take ~0.3 GB per sequence)
+SCORES_BUDGET = 2**28  # bytes of attention scores a decoding batch may hold: long problems go in smaller batches
+
+
 class Calculator:
     """A :class:`Transformer`, the :class:`ProblemFormat` it was trained on and its tokenizer."""
 
@@ -73,9 +78,12 @@ class Calculator:
     @functools.cached_property
     def longest(self) -> int:
         """The most digits an operand may have: as far as the model's places (the trained width + place_offset)
-        and its absolute positions (block_size) reach. Beyond the trained width the answers are the model's
-        guesses at lengths it never trained on (``trained_digits``)."""
+        and its absolute positions (block_size) reach; for a model with no such table, :data:`ANY_LENGTH`.
+        Beyond the trained width the answers are the model's guesses at lengths it never trained on
+        (``trained_digits``)."""
         cfg, fmt = self.net.cfg, self.fmt
+        if not self.net.has_table:
+            return max(fmt.digits, ANY_LENGTH)
         width, places = fmt.digits, fmt.digits + cfg.place_offset if cfg.place_embedding else None
         while width != places and fmt.at_width(width + 1).seq_len - 1 <= cfg.block_size:
             width += 1
@@ -125,12 +133,21 @@ class Calculator:
         if len(prompts) == 0:
             return torch.zeros(0, n_new, dtype=torch.int64)
         prompts = prompts.to(self.device)  # one copy in; the batches' answers stay there until the one copy out
+        rows, chunk = self.batching(fmt)
         return torch.cat(
             [
-                self.net.generate(prompts[i : i + self.batch_size], n_new, use_cache=use_cache, places=places)
-                for i in range(0, len(prompts), self.batch_size)
+                self.net.generate(prompts[i : i + rows], n_new, use_cache=use_cache, places=places, chunk=chunk)
+                for i in range(0, len(prompts), rows)
             ]
         ).cpu()
+
+    def batching(self, fmt: ProblemFormat) -> tuple[int, int]:
+        """How problems of ``fmt`` are decoded: rows at once (``batch_size``, fewer for long problems, whose keys and
+        values fill the cache) and the prompt's chunk (its attention scores, a float per layer, head, query and
+        key, within :data:`SCORES_BUDGET`)."""
+        cfg, T = self.net.cfg, fmt.seq_len
+        rows = max(1, min(self.batch_size, SCORES_BUDGET // (4 * T * 2 * cfg.n_layers * cfg.d_model)))
+        return rows, max(1, SCORES_BUDGET // (4 * rows * T * cfg.n_layers * cfg.n_heads))
 
     def read(self, ids: list[int], fmt: ProblemFormat | None = None) -> Answer:
         """Answer tokens -> :class:`Answer`; special tokens are kept in the text, so a stray [EOS] shows. The

@@ -13,6 +13,9 @@ field:
                       (:func:`data.positions.place_ids`).
   position_embedding  false: no learned absolute positions, only places (coupling): the same place can then only
                       be found by its place, and '+' and '*' do not need to tell a from b.
+  place_vectors       false (with place_bias): no vector per place is added to the tokens; places only score and
+                      window the attention (below), which sees place *differences* alone. The model then has no
+                      table of places: nothing in it knows how long a problem is, so no length is its last one.
   place_offset        places beyond the trained width: ``place_emb`` gets place_offset more places, and training
                       shifts every digit's place by a random 0..place_offset (``CalculatorModule``), so the model has
                       learned every place of problems up to place_offset digits longer than it was trained on.
@@ -53,7 +56,7 @@ def is_whole(value) -> bool:
 
 def check_positions(cfg) -> None:
     """The position fields' rules for a ``TransformerConfig``, as ValueErrors that name the config key."""
-    for name in ("place_embedding", "position_embedding", "place_window"):
+    for name in ("place_embedding", "place_vectors", "position_embedding", "place_window"):
         if not isinstance(getattr(cfg, name), bool):
             raise ValueError(f"{name}={getattr(cfg, name)!r}: must be true or false")
     if not is_whole(cfg.place_offset) or cfg.place_offset < 0:
@@ -64,6 +67,8 @@ def check_positions(cfg) -> None:
         raise ValueError(f"place_bias={cfg.place_bias!r}: must be a whole number >= 0")
     if cfg.place_bias and not cfg.place_embedding:
         raise ValueError("place_bias > 0 needs place_embedding=true (a position scheme with places)")
+    if not cfg.place_vectors and not cfg.place_bias:
+        raise ValueError("place_vectors=false needs place_bias > 0: places must then score the attention")
     if cfg.place_window and not cfg.place_bias:
         raise ValueError("place_window=true needs place_bias > 0: the window's half-width in places")
     if not is_whole(cfg.log_scale) or cfg.log_scale < 0 or cfg.log_scale == 1:
@@ -99,6 +104,7 @@ class Positions(nn.Module):
             if place_ids is None or not 0 < len(place_ids) <= cfg.block_size:
                 raise ValueError(f"place_embedding=true needs the digit place of every position (<= {cfg.block_size})")
             self.register_buffer("place_ids", torch.tensor(place_ids), persistent=False)  # (trained seq_len,)
+        if cfg.place_embedding and cfg.place_vectors:
             self.place_emb = nn.Embedding(max(place_ids) + 1 + cfg.place_offset, cfg.d_model)
         if cfg.place_bias:  # (place-difference buckets, one bias per layer and head)
             self.place_scores = nn.Embedding(2 * cfg.place_bias + 4, cfg.n_layers * cfg.n_heads)
@@ -107,6 +113,12 @@ class Positions(nn.Module):
         """After the model's own initialisation: the place scores start at zero (no bias at all)."""
         if self.cfg.place_bias:
             nn.init.zeros_(self.place_scores.weight)
+
+    @property
+    def has_table(self) -> bool:
+        """Whether a table of absolute positions or places bounds the problems the model can address: false for
+        places that only score the attention (``place_vectors=false``) without learned positions."""
+        return self.cfg.position_embedding or (self.cfg.place_embedding and self.cfg.place_vectors)
 
     @property
     def trained_len(self) -> int:
@@ -124,7 +136,10 @@ class Positions(nn.Module):
         """What positions start..start+T-1 add to their tokens' embeddings, (T, d_model) or (B, T, d_model): the
         learned position embedding, the place embedding of their places, or the sum of both."""
         parts = [self.pos_emb.weight[start : start + T]] if self.cfg.position_embedding else []
-        parts += [self.place_emb(self.places_to(start + T, places)[..., start:])] if self.cfg.place_embedding else []
+        if self.cfg.place_embedding and self.cfg.place_vectors:
+            parts.append(self.place_emb(self.places_to(start + T, places)[..., start:]))
+        if not parts:  # places that only score the attention: nothing added
+            return torch.zeros(T, self.cfg.d_model, device=self.place_scores.weight.device)
         return sum(parts[1:], parts[0])
 
     def position_table(self) -> torch.Tensor:

@@ -31,7 +31,8 @@ class TransformerConfig:
     bias: bool = True
     tie_weights: bool = True
     # The position schemes, each explained in model/positions.py (the defaults: GPT-2's learned positions only).
-    place_embedding: bool = False  # every token also gets an embedding of its digit place
+    place_embedding: bool = False  # every digit has a place (units, tens, ...), which the model uses as below
+    place_vectors: bool = True  # each token gets a vector of its place; false: places only score the attention
     position_embedding: bool = True  # false: no learned absolute positions, only places (position coupling)
     place_offset: int = 0  # places beyond the trained width, learned by shifting places in training
     place_of: str = "predicted"  # which place a token carries: "predicted" (coupling) or "own" (abacus)
@@ -144,7 +145,7 @@ class Transformer(Positions):
     def embed(self, idx: torch.Tensor, start: int = 0, places: torch.Tensor | None = None) -> torch.Tensor:
         """Token ids (B, T) at positions start.. -> the residual stream (B, T, d_model); places: as in ``forward``."""
         T = idx.shape[1]
-        if start + T > self.cfg.block_size:
+        if self.has_table and start + T > self.cfg.block_size:
             raise ValueError(f"sequence of {start + T} tokens is longer than block_size={self.cfg.block_size}")
         return self.drop(self.tok_emb(idx) + self.added_positions(start, T, places))
 
@@ -167,11 +168,14 @@ class Transformer(Positions):
         return self.lm_head(self.ln_f(self.hook_resid_final(x)))
 
     @torch.no_grad()
-    def generate(self, prompt: torch.Tensor, n_new: int, use_cache=True, places=None) -> torch.Tensor:
+    def generate(self, prompt: torch.Tensor, n_new: int, use_cache=True, places=None, chunk=None) -> torch.Tensor:
         """Greedy decoding. prompt (B, T) -> the n_new tokens that follow it, (B, n_new); ``places`` (as in
         ``forward``) cover the prompt and the new tokens. With ``use_cache`` every layer keeps its keys/values,
-        so each new token costs one position of compute instead of re-running the whole sequence."""
+        so each new token costs one position of compute instead of re-running the whole sequence; ``chunk``:
+        the prompt goes into the cache this many tokens at a time (a long prompt's scores: chunk x T, not T x T)."""
         caches = [KVCache() for _ in self.blocks] if use_cache else None
+        for start in range(0, prompt.shape[1] - 1, chunk) if use_cache and chunk else ():
+            self(prompt[:, start : min(start + chunk, prompt.shape[1] - 1)], caches=caches, places=places)
         seq = prompt
         for _ in range(n_new):
             new = seq[:, caches[0].length :] if use_cache else seq  # a cache has seen the rest

@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from analysis import adderboard
-from analysis.metrics.length import accuracy_by_length, long_problems, longest_learned
+from analysis.metrics.length import accuracy_by_length, length_widths, long_problems, longest_learned, problems_at
 from data.datamodule import ArithmeticDataModule
 from data.expressions import ExpressionError, Problem, parse_expression
 from data.positions import place_ids, positions, randomised, shifted
 from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
-from model.calculator import Calculator
+from model.calculator import ANY_LENGTH, Calculator
 from model.transformer import Transformer, TransformerConfig
 from tests.conftest import ROOT, run_train
 
@@ -100,7 +100,7 @@ def test_mixed_widths_refuse_what_they_cannot_draw():
 # ---- places -------------------------------------------------------------------------------------------------
 def place_net(
     offset: int = 4, place_of: str = "predicted", digits: int = 3, place_bias: int = 0, log_scale: int = 0,
-    place_window: bool = False,
+    place_window: bool = False, place_vectors: bool = True,
 ) -> tuple[Transformer, ProblemFormat]:  # fmt: skip
     torch.manual_seed(0)
     fmt = ProblemFormat(digits, "+")
@@ -108,7 +108,7 @@ def place_net(
     cfg = TransformerConfig(
         vocab_size=CharTokenizer().vocab_size, block_size=longest.seq_len, d_model=32, n_heads=4,
         place_embedding=True, position_embedding=False, place_offset=offset, place_of=place_of, place_bias=place_bias,
-        log_scale=log_scale, place_window=place_window,
+        log_scale=log_scale, place_window=place_window, place_vectors=place_vectors,
     )  # fmt: skip
     return Transformer(cfg, place_ids(fmt, place_of)).eval(), fmt
 
@@ -252,8 +252,11 @@ def test_log_scale_multiplies_each_querys_scores_by_the_log_of_the_keys_it_sees(
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"place_of": "own"}, {"place_bias": 2}, {"log_scale": 20}, {"place_bias": 1, "place_window": True}],
-)
+    [
+        {}, {"place_of": "own"}, {"place_bias": 2}, {"log_scale": 20}, {"place_bias": 1, "place_window": True},
+        {"place_bias": 1, "place_window": True, "place_vectors": False},
+    ],
+)  # fmt: skip
 def test_decoding_a_longer_problem_with_the_cache_equals_decoding_without(options):
     place_of = options.get("place_of", "predicted")
     net, fmt = place_net(**options)
@@ -264,6 +267,46 @@ def test_decoding_a_longer_problem_with_the_cache_equals_decoding_without(option
     places = torch.tensor(place_ids(wide, place_of))
     with_cache = net.generate(prompt, wide.answer_len, use_cache=True, places=places)
     assert torch.equal(with_cache, net.generate(prompt, wide.answer_len, use_cache=False, places=places))
+    for chunk in (1, 5):  # the prompt into the cache a few tokens at a time: the same answers
+        assert torch.equal(with_cache, net.generate(prompt, wide.answer_len, places=places, chunk=chunk))
+
+
+def windowed_net(digits: int = 3) -> tuple[Transformer, ProblemFormat]:
+    """A model whose places only score its attention, in a window of 1 (no place vectors), scores at random."""
+    net, fmt = place_net(offset=0, digits=digits, place_bias=1, place_window=True, place_vectors=False)
+    random_place_scores(net)
+    return net, fmt
+
+
+def test_places_that_only_score_the_attention_make_no_table_and_see_only_differences():
+    net, fmt = windowed_net()
+    assert not hasattr(net, "place_emb") and not net.has_table
+    idx = torch.randint(10, (5, fmt.seq_len - 1))
+    places = torch.tensor(place_ids(fmt))
+    far = shifted(places, torch.full((5,), 500))  # the same problem 500 places up: the same logits
+    torch.testing.assert_close(net(idx, places=far)[0], net(idx)[0])
+    calc = Calculator(net, fmt, CharTokenizer())
+    assert calc.longest == ANY_LENGTH  # no table: as long as calc.py asks
+    with pytest.raises(ValueError, match="place_vectors=false needs place_bias > 0"):
+        TransformerConfig(vocab_size=17, block_size=8, place_embedding=True, place_vectors=False)
+
+
+def test_a_model_without_a_table_answers_long_problems_in_batches_that_fit():
+    net, fmt = windowed_net()
+    calc = Calculator(net, fmt, CharTokenizer())
+    rows, chunk = calc.batching(fmt.at_width(1000))
+    assert rows < calc.batch_size and chunk < fmt.at_width(1000).prompt_len  # a 1,000-digit prompt: in chunks
+    assert calc.batching(fmt) == (calc.batch_size, calc.batching(fmt)[1])  # short problems: whole batches
+    problems = [Problem(10**299 + 7, "+", 3), Problem(12, "+", 7)]
+    answers = calc.answer(problems)
+    assert [len(a.text) for a in answers] == [301, 4]  # each answer as wide as its own problem's layout
+
+
+def test_length_widths_are_every_width_to_four_times_trained_then_a_ladder_to_the_longest():
+    assert length_widths(10, 40) == list(range(1, 41))  # a model with a place table: every width it addresses
+    assert length_widths(10, 1000) == [*range(1, 41), 50, 70, 100, 150, 200, 300, 500, 700, 1000]
+    assert length_widths(3, 7) == list(range(1, 8))
+    assert (problems_at(100, 500), problems_at(200, 500), problems_at(1000, 500)) == (500, 500, 100)
 
 
 def test_own_places_number_every_digit_by_its_own_place():
@@ -419,6 +462,24 @@ def test_a_right_adder_passes_and_one_wrong_edge_case_fails_its_suite_and_is_nam
     results = {r.name: r for r in adderboard.verify(Truthful(wrong={(0, 0)}))}
     assert not results["zeros and nines"].passed and results["random pairs"].passed
     assert results["zeros and nines"].failures[0]["problem"] == "0+0"
+
+
+def test_the_suites_at_100_digits_hold_what_only_long_problems_do():
+    suites = adderboard.suites(digits=100)
+    assert len(suites["random pairs"]) == 1_000 and len(suites["carry patterns"]) == 1_024
+    top = 10**100
+    assert all(max(p.a, p.b) < top for problems in suites.values() for p in problems)
+    assert Problem(top - 1, "+", 1) in suites["carry chains"]  # a carry through all 100 places
+    patterns = {tuple(carries_by_column(p, 100)) for p in suites["carry patterns"]}
+    assert len(patterns) > 1_000  # drawn patterns, nearly all distinct
+    assert {len(str(min(p.a, p.b))) for p in suites["mixed lengths"]} >= {1, 2, 5, 10, 20, 50}
+    nines = [p for p in suites["runs of 0s and 9s"] if "9" * 33 in str(p.a) and "9" * 33 in str(p.b)]
+    zeros = [p for p in suites["runs of 0s and 9s"] if "0" * 33 in str(p.a).zfill(100)]
+    assert len(nines) >= 50 and len(zeros) >= 50
+    cascades = suites["sum-9 cascades"]
+    assert 200 < len(cascades) < 500  # 20 starts x the run lengths that fit x carry in or not
+    assert all(r.passed for r in adderboard.verify(Truthful(), digits=100))
+    assert adderboard.suites(digits=100) == suites  # the same for the same seed
 
 
 def test_random_pairs_are_the_fixed_seed_draw():

@@ -188,7 +188,8 @@ def sizes_of(cfg: DictConfig) -> Sizes | None:
     devices = OmegaConf.select(cfg, "trainer.devices")
     on_cpu = accelerator == "cpu" or (accelerator == "auto" and not _cuda_here())
     processes = devices if on_cpu and _whole(devices) else 1
-    places = max(place_ids(fmt, m.get("place_of", "predicted"))) + 1 if m.get("place_embedding") is True else 0
+    table = m.get("place_embedding") is True and m.get("place_vectors") is not False  # place_emb's rows
+    places = max(place_ids(fmt, m.get("place_of", "predicted"))) + 1 if table else 0
     return Sizes(
         m["d_model"], m["n_layers"], m["n_heads"], n_kv, m["mlp_ratio"], m.get("tie_weights") is not False,
         t["batch_size"], t["eval_batch_size"], draw, held_out, fmt.seq_len, CharTokenizer().vocab_size,

@@ -41,19 +41,35 @@ def long_problems(op: str, width: int, n: int, seed: int = 0, larger_first: bool
     return [Problem(a, op, b) for a, b in pairs]
 
 
+LADDER = (50, 70, 100, 150, 200, 300, 500, 700, 1000)  # widths beyond every one of 1..4x trained, roughly log-spaced
+LONG = 200  # widths up to this get the full number of problems; longer ones fewer, so each width costs about the same
+
+
+def length_widths(trained: int, longest: int) -> list[int]:
+    """The widths the analysis asks: every one from 1 to 4x the trained width (as far as ``longest``), then
+    :data:`LADDER` up to ``longest`` -- a model with no table of places is asked up to 1,000 digits."""
+    every = list(range(1, min(longest, 4 * trained) + 1))
+    return every + [w for w in LADDER if every[-1] < w <= longest]
+
+
+def problems_at(width: int, n: int) -> int:
+    """How many problems a width gets: ``n`` up to :data:`LONG` digits, then fewer in proportion (at least 50)."""
+    return n if width <= LONG else max(min(n, 50), n * LONG // width)
+
+
 def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[LengthRow]:
     """Greedy exact-match and digit accuracy of ``calc`` (a :class:`model.calculator.Calculator`) per operator and
     width: every answer token the model writes compared with the true one."""
     rows = []
     for op in calc.fmt.operators:
         for width in widths:
-            problems = long_problems(op, width, n, seed, calc.fmt.larger_first)
+            problems = long_problems(op, width, problems_at(width, n), seed, calc.fmt.larger_first)
             fmt = calc.fmt.at_width(calc.width_of(problems[0]))
             seqs = calc.encode(problems, fmt)  # (n, seq_len)
             written = calc.generate(seqs[:, : fmt.prompt_len], fmt=fmt)  # (n, answer_len)
             exact = fmt.exact_match(written, seqs).float().mean()
             right = (written == fmt.answer_of(seqs)).float().mean()  # every answer token, one by one
-            rows.append(LengthRow(op, width, width <= calc.trained_digits, n, float(exact), float(right)))
+            rows.append(LengthRow(op, width, width <= calc.trained_digits, len(problems), float(exact), float(right)))
     return rows
 
 
@@ -72,8 +88,8 @@ class Length(Analysis):
     title = "Beyond the trained length"
     intro = (
         "Exact-match on problems whose operands both have the given number of digits, from 1 to as many as the "
-        "model can address. The shaded range is the lengths it trained on; beyond it, the model adds numbers "
-        "longer than any it has seen, or not."
+        "model can address (every length to 4x the trained one, then 50, 70, 100, ... 1,000 digits). The shaded "
+        "range is the lengths it trained on; beyond it, the model adds numbers longer than any it has seen, or not."
     )
     columns = (
         Column("operator", "operator"),
@@ -89,7 +105,7 @@ class Length(Analysis):
         calc = Calculator(ctx.module.net, ctx.fmt, CharTokenizer())
         if calc.longest <= calc.trained_digits or not ctx.length_problems:
             return []
-        return accuracy_by_length(calc, list(range(1, calc.longest + 1)), ctx.length_problems)
+        return accuracy_by_length(calc, length_widths(calc.trained_digits, calc.longest), ctx.length_problems)
 
     def figure(self, rows: list[LengthRow], ctx: Context):
         return length_curves({f"'{op}'": self.curve(rows, op) for op in ctx.fmt.operators}, ctx.fmt.digits)
@@ -109,7 +125,7 @@ class Length(Analysis):
         lines = []
         for op in ctx.fmt.operators:
             curve, trained = self.curve(rows, op), ctx.fmt.digits
-            marks = [w for w in (2 * trained, 3 * trained, max(curve)) if w in curve]
+            marks = [w for w in (2 * trained, 3 * trained, 10 * trained, max(curve)) if w in curve]
             shown = ", ".join(f"{curve[w]:.1%} at {w} digits" for w in dict.fromkeys(marks))
             lines.append(
                 (
