@@ -59,7 +59,8 @@ exit status: 0 all inputs answered; 1 some input was invalid (an --eval file's v
   2 no usable checkpoint or device, unreadable --eval file, bad options or a failed --export; 130 interrupted."""
 
 MAX_SHOWN = 60  # characters of a bad input echoed back in its error line (and in --eval --json)
-MAX_LINE_CHARS = 1_000  # an input line longer than this is invalid (its start is echoed, the rest dropped)
+MAX_LINE_CHARS = 4_000  # an input line longer than this is invalid (its start is echoed, the rest dropped): room
+# for two 1,000-digit operands and an answer to check (model/calculator.py: ANY_LENGTH)
 MAX_LINES = 1_000_000  # lines of stdin or of an --eval file
 MAX_INPUT_BYTES = 64 * 2**20  # bytes of stdin or of an --eval file
 CHUNK = 1 << 16  # how much of an over-long line is read at a time

@@ -10,6 +10,7 @@ the model's training fit, beyond it what it generalised).
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 
 from analysis.length_figure import length_curves
@@ -28,6 +29,7 @@ class LengthRow:
     n: int
     exact_match: float
     digit_accuracy: float  # share of answer tokens right (padding zeros and sign included)
+    seconds: float  # to answer them (greedy decoding, in batches that fit: model/calculator.py)
 
 
 def long_problems(op: str, width: int, n: int, seed: int = 0, larger_first: bool = False) -> list[Problem]:
@@ -41,8 +43,8 @@ def long_problems(op: str, width: int, n: int, seed: int = 0, larger_first: bool
     return [Problem(a, op, b) for a, b in pairs]
 
 
-LADDER = (50, 70, 100, 150, 200, 300, 500, 700, 1000)  # widths beyond every one of 1..4x trained, roughly log-spaced
-LONG = 200  # widths up to this get the full number of problems; longer ones fewer, so each width costs about the same
+LADDER = (50, 100, 200, 500, 1000)  # widths beyond every one of 1..4x trained, roughly log-spaced
+LONG = 200  # widths up to this get the full number of problems; longer ones fewer (their cost grows as length^2)
 
 
 def length_widths(trained: int, longest: int) -> list[int]:
@@ -53,8 +55,8 @@ def length_widths(trained: int, longest: int) -> list[int]:
 
 
 def problems_at(width: int, n: int) -> int:
-    """How many problems a width gets: ``n`` up to :data:`LONG` digits, then fewer in proportion (at least 50)."""
-    return n if width <= LONG else max(min(n, 50), n * LONG // width)
+    """How many problems a width gets: ``n`` up to :data:`LONG` digits, then n / 5 at 500 and n / 10 at 1,000."""
+    return n if width <= LONG else max(1, n * LONG // (2 * width))
 
 
 def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[LengthRow]:
@@ -66,10 +68,13 @@ def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[L
             problems = long_problems(op, width, problems_at(width, n), seed, calc.fmt.larger_first)
             fmt = calc.fmt.at_width(calc.width_of(problems[0]))
             seqs = calc.encode(problems, fmt)  # (n, seq_len)
+            start = time.perf_counter()
             written = calc.generate(seqs[:, : fmt.prompt_len], fmt=fmt)  # (n, answer_len)
+            seconds = round(time.perf_counter() - start, 2)
             exact = fmt.exact_match(written, seqs).float().mean()
             right = (written == fmt.answer_of(seqs)).float().mean()  # every answer token, one by one
-            rows.append(LengthRow(op, width, width <= calc.trained_digits, len(problems), float(exact), float(right)))
+            trained = width <= calc.trained_digits
+            rows.append(LengthRow(op, width, trained, len(problems), float(exact), float(right), seconds))
     return rows
 
 
@@ -88,7 +93,7 @@ class Length(Analysis):
     title = "Beyond the trained length"
     intro = (
         "Exact-match on problems whose operands both have the given number of digits, from 1 to as many as the "
-        "model can address (every length to 4x the trained one, then 50, 70, 100, ... 1,000 digits). The shaded "
+        "model can address (every length to 4x the trained one, then 50, 100, 200, 500 and 1,000 digits). The shaded "
         "range is the lengths it trained on; beyond it, the model adds numbers longer than any it has seen, or not."
     )
     columns = (
@@ -98,6 +103,7 @@ class Length(Analysis):
         Column("n", "problems"),
         Column("exact_match", "exact-match", "fraction"),
         Column("digit_accuracy", "digit accuracy", "fraction"),
+        Column("seconds", "seconds to answer"),
     )
     figure_key = "curve"
 

@@ -87,9 +87,10 @@ def bench(scratch: Path, *args: str, ok: tuple[int, ...] = (0,), timeout: float 
     return json.loads(ran.stdout)
 
 
-def verify(run_dir: Path, scratch: Path) -> dict:
-    """``python verify.py RUN --json`` (exit 1, a failed verification, is a result too): its verdict and suites."""
-    verified = run([str(ROOT / "verify.py"), str(run_dir), "--json"], scratch, ok=(0, 1), merged=False)
+def verify(run_dir: Path, scratch: Path, *options: str) -> dict:
+    """``python verify.py RUN --json [options]`` (exit 1, a failed verification, is a result too): its verdict and
+    suites."""
+    verified = run([str(ROOT / "verify.py"), str(run_dir), "--json", *options], scratch, ok=(0, 1), merged=False)
     return next(iter(json.loads(verified.stdout).values()))
 
 
