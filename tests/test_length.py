@@ -499,3 +499,17 @@ def test_verify_refuses_a_model_that_does_not_add_ten_digit_numbers_in_one_line(
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 2 and "verification is for models that add 10-digit numbers" in lines[0]
     assert "missing" in lines[1]
+
+
+def test_calc_asks_a_model_without_a_table_up_to_a_thousand_digits_and_says_so_beyond():
+    import io
+
+    from calc import LongLine, input_lines
+
+    fmt = ProblemFormat(10, "+")
+    problem = "9" * ANY_LENGTH + "+" + "1" * ANY_LENGTH
+    (line,) = input_lines(io.StringIO(problem + "=" + "1" * (ANY_LENGTH + 1) + "\n"))
+    assert not isinstance(line, LongLine)  # two 1,000-digit operands and an answer fit one line
+    assert parse_expression(problem, fmt, longest=ANY_LENGTH).a == 10**ANY_LENGTH - 1
+    with pytest.raises(ExpressionError, match=f"has {ANY_LENGTH + 1} digits; this model can address at most"):
+        parse_expression("1" * (ANY_LENGTH + 1) + "+1", fmt, longest=ANY_LENGTH)
