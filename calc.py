@@ -344,7 +344,7 @@ def evaluate_file(calc, name: str, show_mistakes: int, as_json: bool) -> int:
         print(f"error: --eval {name}: {e}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    problems = read_problems(lines, calc.fmt)
+    problems = read_problems(lines, calc.fmt, calc.longest)
     problems.invalid[:] = sorted(problems.invalid + long)
     del lines
     report = calc.evaluate(problems.problems, problems.lines, show_mistakes)

@@ -88,6 +88,21 @@ def difficulty(
     return count
 
 
+def long_difficulty(op: str, a: int, b: int) -> int:
+    """:func:`difficulty` of one problem of any length (Python integers, beyond what int64 holds), column by column
+    as :func:`carries` and :func:`borrows` walk them (tests/test_length.py checks that they agree); '*' within
+    int64 (no model multiplies longer numbers)."""
+    if op == "*":
+        return int(product_carries(torch.tensor([a]), torch.tensor([b]))[0])
+    x, y = (max(a, b), min(a, b)) if op == "-" else (a, b)
+    count = handed = 0  # handed: the carry (or borrow) into the next column
+    while x or y:
+        column = x % 10 + y % 10 + handed if op == "+" else x % 10 - y % 10 - handed
+        handed = int(column >= 10) if op == "+" else int(column < 0)
+        count, x, y = count + handed, x // 10, y // 10
+    return count
+
+
 class HardCases:
     """Hard-case sampling that fades: at step 0 a share ``share`` of every training batch is drawn hard --
     each the problem with the most carries, borrows or multiplication carries of ``HARD_TRIES`` draws --

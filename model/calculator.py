@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from data.difficulty import difficulty, operand_digits
+from data.difficulty import difficulty, long_difficulty
 from data.expressions import Problem
 from data.positions import place_tensor
 from data.problems import ProblemEncoder, ProblemFormat
@@ -161,13 +161,17 @@ class Calculator:
         exact = fmt.answer_text(value) == fmt.result_text(text) and len(text) == fmt.answer_len
         return Answer(text, value if exact else None)  # exact layout only
 
+    def by_width(self, problems: list[Problem]) -> dict[int, list[int]]:
+        """The indices of ``problems`` grouped by the width each is written at (:meth:`width_of`)."""
+        groups: dict[int, list[int]] = {}
+        for i, p in enumerate(problems):
+            groups.setdefault(self.width_of(p), []).append(i)
+        return groups
+
     def answer(self, problems: list[Problem]) -> list[Answer]:
         """Each problem answered at its width (:meth:`width_of`), the problems of one width in batches."""
         answers: list[Answer | None] = [None] * len(problems)
-        by_width: dict[int, list[int]] = {}
-        for i, p in enumerate(problems):
-            by_width.setdefault(self.width_of(p), []).append(i)
-        for width, indices in by_width.items():
+        for width, indices in self.by_width(problems).items():
             fmt = self.fmt.at_width(width)
             prompts = self.encode([problems[i] for i in indices], fmt)[:, : fmt.prompt_len]
             for i, row in zip(indices, self.generate(prompts, fmt=fmt).tolist(), strict=True):
@@ -175,6 +179,16 @@ class Calculator:
         return answers
 
     # ---- scoring ----------------------------------------------------------------------------------------
+    def difficulties(self, problems: list[Problem]) -> list[int]:
+        """Per problem, its carries, borrows or long-multiplication carries (:func:`data.difficulty.difficulty`):
+        on int64 tensors where every operand fits, else problem by problem (:func:`long_difficulty`)."""
+        if all(max(p.a, p.b) < 10**18 for p in problems):
+            a = torch.tensor([p.a for p in problems], dtype=torch.int64)
+            b = torch.tensor([p.b for p in problems], dtype=torch.int64)
+            op_idx = torch.tensor([self.fmt.operators.index(p.op) for p in problems], dtype=torch.int64)
+            return difficulty(self.fmt, a, op_idx, b).tolist()
+        return [long_difficulty(p.op, p.a, p.b) for p in problems]
+
     def evaluate(self, problems: list[Problem], lines: list[int] | None = None, show_mistakes: int = 10) -> dict:
         """Exact match and digit accuracy, overall and split by operator, operand length and carries (borrows for
         '-', the carries of long multiplication for '*': :func:`data.difficulty.difficulty`).
@@ -183,19 +197,22 @@ class Calculator:
         training. ``lines`` (the problems' line numbers) labels the mistakes listed.
         """
         n = len(problems)
-        seqs = self.encode(problems)  # (N, seq_len)
-        predicted = self.generate(seqs[:, : self.fmt.prompt_len])  # (N, answer_len)
-        exact = self.fmt.exact_match(predicted, seqs)  # (N,)
-        digit = (predicted == self.fmt.answer_of(seqs)).float().mean(dim=1)  # (N,)
+        exact, digit = torch.zeros(n, dtype=torch.bool), torch.zeros(n)  # per problem
+        written: dict[int, tuple[list[int], ProblemFormat]] = {}  # a wrong problem's answer tokens, in its layout
+        for width, indices in self.by_width(problems).items():  # each width in its own layout
+            fmt, at = self.fmt.at_width(width), torch.tensor(indices)
+            seqs = self.encode([problems[i] for i in indices], fmt)  # (n_w, seq_len)
+            predicted = self.generate(seqs[:, : fmt.prompt_len], fmt=fmt)  # (n_w, answer_len)
+            exact[at] = fmt.exact_match(predicted, seqs)
+            digit[at] = (predicted == fmt.answer_of(seqs)).float().mean(dim=1)
+            rows = zip(indices, predicted.tolist(), exact[at].tolist(), strict=True)
+            written |= {i: (row, fmt) for i, row, ok in rows if not ok}
 
-        a = torch.tensor([p.a for p in problems], dtype=torch.int64)
-        b = torch.tensor([p.b for p in problems], dtype=torch.int64)
         ops = [p.op for p in problems]
-        op_idx = torch.tensor([self.fmt.operators.index(op) for op in ops], dtype=torch.int64)
         splits = {
             "by_operator": ops,
-            "by_operand_digits": [str(d) for d in operand_digits(a, b).tolist()],
-            "by_carries": [str(c) for c in difficulty(self.fmt, a, op_idx, b).tolist()],
+            "by_operand_digits": [str(max(len(str(p.a)), len(str(p.b)))) for p in problems],
+            "by_carries": [str(c) for c in self.difficulties(problems)],
         }
 
         def summary(mask: torch.Tensor) -> dict:
@@ -216,7 +233,7 @@ class Calculator:
         report["n_mistakes"] = len(wrong)
         report["mistakes"] = []
         for i in wrong[:show_mistakes]:
-            answer = self.read(predicted[i].tolist())
+            answer = self.read(*written[i])
             report["mistakes"].append(
                 {
                     "line": None if lines is None else lines[i],

@@ -513,3 +513,29 @@ def test_calc_asks_a_model_without_a_table_up_to_a_thousand_digits_and_says_so_b
     assert parse_expression(problem, fmt, longest=ANY_LENGTH).a == 10**ANY_LENGTH - 1
     with pytest.raises(ExpressionError, match=f"has {ANY_LENGTH + 1} digits; this model can address at most"):
         parse_expression("1" * (ANY_LENGTH + 1) + "+1", fmt, longest=ANY_LENGTH)
+
+
+def test_a_long_problems_carries_are_counted_as_the_tensor_rule_counts_them():
+    from data.difficulty import borrows, carries, long_difficulty
+
+    rng = random.Random(0)
+    pairs = [(rng.randrange(10 ** rng.randint(1, 17)), rng.randrange(10 ** rng.randint(1, 17))) for _ in range(300)]
+    pairs += [(10**17 - 1, 1), (0, 0), (5 * 10**16, 5 * 10**16)]
+    a, b = torch.tensor([p[0] for p in pairs]), torch.tensor([p[1] for p in pairs])
+    assert [long_difficulty("+", x, y) for x, y in pairs] == carries(a, b).tolist()
+    assert [long_difficulty("-", x, y) for x, y in pairs] == borrows(a, b).tolist()
+    assert long_difficulty("+", 10**999 - 1, 1) == 999  # a carry through all 999 places
+
+
+def test_calc_eval_scores_problems_of_every_width_a_model_addresses():
+    net, fmt = windowed_net()
+    calc = Calculator(net, fmt, CharTokenizer())
+    problems = [Problem(12, "+", 7), Problem(10**40 + 3, "+", 10**39), Problem(999, "+", 1)]
+    report = calc.evaluate(problems, show_mistakes=3)
+    assert report["n_problems"] == 3 and set(report["by_operand_digits"]) == {"2", "3", "41"}
+    assert report["by_carries"]["3"]["n"] == 1  # 999 + 1
+    answers = calc.answer(problems)
+    right = sum(a.value == p.truth for a, p in zip(answers, problems, strict=True))
+    assert report["right"] == right and len(report["mistakes"]) == 3 - right
+    for m in report["mistakes"]:  # each mistake read in its own problem's layout
+        assert m["model_text"] == next(a.text for a, p in zip(answers, problems, strict=True) if p.text == m["problem"])
