@@ -85,6 +85,13 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("analysis.probes=[]", "analysis.probes"),
     ("analysis.prune=sometimes", "analysis.prune='sometimes'"),
     ("analysis.ablation=[shuffle]", "analysis.ablation"),
+    # a list setting given one value or null: one line naming the key (training/config.py: check_lists), not
+    # Python's "'int' object is not iterable"
+    ("analysis.probes=5", "analysis.probes=5 is not allowed: use a list of text, or null"),
+    ("analysis.probes=456+789", "analysis.probes=456+789 is not allowed: use a list of text, or null"),
+    ("analysis.ablation=null", "analysis.ablation=null is not allowed: use a list of text such as [zero, mean]"),
+    ("analysis.ablation=zero", "analysis.ablation=zero is not allowed: use a list of text such as [zero, mean]"),
+    ("callbacks.attention_maps.probes=5", "callbacks.attention_maps.probes=5 is not allowed: use a list of text"),
     ("analysis.n_problems=0", "analysis.n_problems=0"),
     ("analysis.tolerance=2", "analysis.tolerance=2"),
     ("logger.wandb.mode=sideways", "logger.wandb.mode='sideways'"),
@@ -171,6 +178,8 @@ REACHES_LIGHTNING_OR_WANDB = [  # (overrides, what the one line must contain)
     ("logger.wandb.group=[1]", "logger.wandb.group=[1]: wandb refuses it"),
     ("logger.wandb.tags=[1]", "logger.wandb.tags=[1]: wandb refuses it"),
     ("logger.wandb.tags=[null]", "logger.wandb.tags=[None]: wandb refuses it"),
+    ("logger.wandb.tags=[" + "t" * 70 + "]", "Tags must be between 1 and 64 characters"),
+    ("logger.wandb.tags=['']", "Tag at index 0 is empty"),
     ("+logger.wandb.id=a/b", "logger.wandb.id='a/b': wandb refuses it: Run ID cannot contain"),
     ("+logger.wandb.resume=maybe", "logger.wandb.resume='maybe': wandb refuses it"),
     ("+logger.wandb.foo=1", "logger.wandb.foo is a wandb setting this project does not support"),
