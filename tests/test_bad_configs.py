@@ -438,3 +438,18 @@ def test_a_signal_ends_a_run_waiting_for_a_node_that_never_comes(tmp_path):
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_multi_process_run_waits_for_a_dead_peer_only_as_long_as_stated(tmp_path, no_launcher):
+    """trainer=ddp: a process whose peer died mid-step waited in the collective for torch's default 30 minutes; the
+    project's DDPStrategy waits DDP_TIMEOUT (training/config.py), in the rendezvous and every collective."""
+    from lightning.pytorch.strategies import DDPStrategy
+
+    from training.config import DDP_TIMEOUT
+
+    overrides = ["trainer=ddp", "trainer.accelerator=cpu", "logger=none"]
+    cfg = with_run_dir(compose_config([f"hydra.run.dir={tmp_path / 'run'}", *overrides]), tmp_path / "run")
+    trainer = assemble(effective_config(cfg, overrides, False))[-1]
+    assert isinstance(trainer.strategy, DDPStrategy) and trainer.world_size == 2
+    # the timeout DDPStrategy hands torch.distributed.init_process_group: no public reader, its own attribute
+    assert trainer.strategy._timeout == DDP_TIMEOUT and DDP_TIMEOUT.total_seconds() <= 300

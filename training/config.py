@@ -12,6 +12,7 @@ cannot do without switched off, and several nodes with no launcher to start them
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import inspect
 import math
 import os
@@ -211,6 +212,23 @@ def check_device(accelerator: str, devices: int | str = 1) -> None:
             f"trainer.devices={devices} on CUDA (trainer.accelerator={accelerator}): {short}; use fewer "
             f"trainer.devices, or trainer.accelerator=cpu for {devices} processes on the CPU"
         )
+
+
+# How long a process of a multi-process run (trainer=ddp) waits for the others -- in a collective (a step's gradient
+# all-reduce, a validation's sums) or for them to start -- before it gives up: a peer that died mid-step ends the run
+# within this, not torch's default 30 minutes. A step of ours takes well under a second; a process starting on
+# another node (torchrun, SLURM) must arrive within it too.
+DDP_TIMEOUT = datetime.timedelta(minutes=2)
+
+
+def distributed(trainer: DictConfig) -> dict:
+    """The Trainer's ``strategy`` argument for trainer.strategy=ddp: Lightning's DDPStrategy with DDP_TIMEOUT (its
+    public argument); nothing for the others."""
+    if trainer.get("strategy") != "ddp":
+        return {}
+    from lightning.pytorch.strategies import DDPStrategy
+
+    return {"strategy": DDPStrategy(timeout=DDP_TIMEOUT)}
 
 
 _ARGUMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(=| )")
