@@ -15,6 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from training.signals import guard_command
+
 HELP = __doc__.split("\n\n")[0]
 
 
@@ -113,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    guard_command()  # Ctrl-C or SIGTERM from here on (main()'s imports too): one line, exit 130 / 143
     try:
         sys.exit(main())
     except KeyboardInterrupt:

@@ -50,6 +50,11 @@ or a device that is not there.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # first: Ctrl-C while the imports run is one line, not a traceback
+    from training.signals import guard_command
+
+    guard_command()
+
 import argparse
 import contextlib
 import json

@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from training.signals import guard_command
+
 HELP = __doc__.split("\n\n")[0]
 EPILOG = """\
 input: a op b with whole numbers (ASCII digits, at most as many digits as the model was trained on) and one
@@ -507,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    guard_command()  # Ctrl-C or SIGTERM from here on (main()'s imports too): one line, exit 130 / 143
     try:
         sys.exit(main())
     except KeyboardInterrupt:

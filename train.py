@@ -9,6 +9,10 @@ import time
 
 STARTED = time.perf_counter()
 
+from training.signals import guard_command  # first: Ctrl-C while the imports below run is one line, not a traceback
+
+guard_command(" before the run began: nothing written")
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode

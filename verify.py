@@ -14,6 +14,8 @@ import argparse
 import json
 import sys
 
+from training.signals import guard_command
+
 DEVICE_TYPES = ("cpu", "cuda", "mps")  # what --device may name (auto picks one of them), cuda:1 included
 
 
@@ -99,4 +101,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    guard_command()  # Ctrl-C or SIGTERM from here on (main()'s imports too): one line, exit 130 / 143
     sys.exit(main())

@@ -7,14 +7,12 @@ specialised.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from analysis.metric import MILESTONE
 from analysis.record import save_figure
 from analysis.sweep import read_job
-from storage.rundir import RunDir, SweepDir
+from storage.rundir import RunDir, RunFileError, SweepDir
 
 TARGET = f"{MILESTONE:.0%}"
 
@@ -55,6 +53,21 @@ def verdict(rows: list[dict], roles: list[dict[str, str]]) -> list[str]:
     return lines
 
 
+def final_maps(job: RunDir) -> dict | str:
+    """A finished job's final attention maps of its first probe ({"probe", "weights": (layers, heads, T, T)}),
+    read through the run directory's bounded reader; or why they cannot be drawn (one line)."""
+    path = job.attention_data("final")
+    try:
+        maps = job.read_json(path)
+        if maps is None:
+            return f"{path}: not recorded"
+        return {"probe": str(maps["probes"][0]), "weights": np.array([layer[0] for layer in maps["weights"]], float)}
+    except RunFileError as e:
+        return str(e)
+    except (KeyError, IndexError, TypeError, ValueError) as e:  # readable JSON, but not maps a run writes
+        return f"{path}: not the attention maps a run writes ({type(e).__name__}: {str(e)[:80]})"
+
+
 def compare(sweep: SweepDir) -> list[str]:
     from analysis.plots import head_count_comparison
 
@@ -64,17 +77,12 @@ def compare(sweep: SweepDir) -> list[str]:
         if row["status"] != "ok":
             continue
         results = RunDir(job.path).read_results()
-        maps = json.loads(job.attention_data("final").read_text())
+        maps = final_maps(job)
+        if isinstance(maps, str):
+            return [f"why_multi_head cannot compare: {maps}"]
         rows.append(row)
         roles.append(results.get("head_roles", {}))
-        runs.append(
-            {
-                "label": _label(row),
-                "history": row["history"],
-                "probe": maps["probes"][0],
-                "weights": np.array([layer[0] for layer in maps["weights"]]),
-            }
-        )  # probe 0: (layers, heads, T, T)
+        runs.append({"label": _label(row), "history": row["history"], **maps})
     if len(rows) != 2:
         return [f"why_multi_head needs two finished runs; found {len(rows)} (see sweep_summary.md)"]
     save_figure(head_count_comparison(runs), sweep.comparison_figure)

@@ -39,6 +39,9 @@ RUN_FOLDERS = ("runs", "multirun")  # the project's folders of runs: every searc
 
 # What is read from a run directory is bounded: a run directory is data from anywhere (zipped, shared, damaged).
 MAX_FILE_BYTES = 64 * 2**20  # a JSON, CSV or text file of a run (its largest, attention maps, is ~1 MB)
+# a checkpoint, loaded whole into memory by torch.load: the default run's is under 1 MB, and a model of 200M parameters
+# with AdamW's two moments is about 2.4 GB; larger is refused before torch.load reads it (one line)
+MAX_CHECKPOINT_BYTES = 4 * 2**30
 MAX_YAML_BYTES = 2**20  # a config (config.yaml, .hydra/*.yaml: a few KB); YAML is parsed in Python, slowly
 MAX_DEPTH = 32  # nesting of JSON and YAML (a run writes 7 at most); deeper is refused, never recursed into
 MAX_SEARCH_DEPTH = 6  # folders below runs/ or multirun/ searched for runs (multirun/<date>/<time>/<job>/<a=b/c>)
@@ -186,18 +189,23 @@ def read_bytes(path: Path, inside: Path) -> bytes | None:
     return data
 
 
-def check_file(path: Path, inside: Path | None = None) -> None:
-    """:class:`RunFileError` unless ``path`` is a regular file (inside the directory ``inside``, when given), for a
-    file read by another library (a checkpoint: torch.load), which would wait on a FIFO or read a link's target."""
+def check_file(path: Path, inside: Path | None = None, max_bytes: int = MAX_CHECKPOINT_BYTES) -> None:
+    """:class:`RunFileError` unless ``path`` is a regular file (inside the directory ``inside``, when given) of at most
+    ``max_bytes``, for a file read whole by another library (a checkpoint: torch.load), which would wait on a FIFO,
+    read a link's target, or fill the memory."""
     path = Path(path)
     if inside is not None:
         _refuse_outside(path, inside)
     try:
-        mode = os.stat(path).st_mode
+        info = os.stat(path)
     except OSError as e:
         raise RunFileError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if not stat.S_ISREG(mode):
-        raise RunFileError(f"{path}: {_kind(mode)}, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise RunFileError(f"{path}: {_kind(info.st_mode)}, not a file")
+    if info.st_size > max_bytes:
+        raise RunFileError(
+            f"{path}: {info.st_size:,} bytes, larger than a tinycalc checkpoint may be ({max_bytes:,} at most)"
+        )
 
 
 def _refuse_outside(path: Path, inside: Path) -> None:

@@ -10,6 +10,7 @@ One real run is trained once for the module (30 steps, one thread) and copied pe
 
 from __future__ import annotations
 
+import ast
 import errno
 import json
 import os
@@ -30,7 +31,7 @@ from analysis import html_report
 from analysis.pipeline import HeadAnalysis
 from data.tokenizer import CharTokenizer
 from storage import rundir
-from storage.rundir import MAX_FILE_BYTES, RunDir, RunDirError
+from storage.rundir import MAX_CHECKPOINT_BYTES, MAX_FILE_BYTES, RunDir, RunDirError
 from tests.conftest import ROOT
 from training.config import ConfigError
 from training.failures import handle_failure
@@ -114,7 +115,7 @@ def damage(path: Path, kind: str, how: str, outside: Path) -> None:
     elif how == "alias bomb":
         path.write_text(ALIAS_BOMB)
     elif how == "too big":
-        os.truncate(path, MAX_FILE_BYTES + 1)  # sparse: no disk used
+        os.truncate(path, (MAX_CHECKPOINT_BYTES if kind == "ckpt" else MAX_FILE_BYTES) + 1)  # sparse: no disk used
     elif how == "a FIFO":
         path.unlink()
         os.mkfifo(path)
@@ -128,11 +129,30 @@ def damage(path: Path, kind: str, how: str, outside: Path) -> None:
 
 
 DAMAGES = ["truncated", "wrong type", "too deep", "alias bomb", "too big", "a FIFO", "a link out", "a directory"]
-CASES = [
-    pytest.param(name, how, id=f"{name} {how}")
+ALL_CASES = [
+    (name, how)
     for name, kind in FILES.items()
     for how in DAMAGES
     if not (how == "too deep" and kind in ("csv", "ckpt")) and not (how == "alias bomb" and kind != "yaml")
+]
+
+
+def covering(cases: list[tuple[str, str]]) -> set[tuple[str, str]]:
+    """A few cases that hold every file once and every damage once (the fast suite's share of the table)."""
+    chosen: set[tuple[str, str]] = {("checkpoints/best.ckpt", "too big")}  # the bound before torch.load
+    for how in DAMAGES:
+        if not any(h == how for _, h in chosen):
+            chosen.add(next(c for c in cases if c[1] == how and c[0] not in {n for n, _ in chosen}))
+    for name in FILES:
+        if not any(n == name for n, _ in chosen):
+            chosen.add(next(c for c in cases if c[0] == name))
+    return chosen
+
+
+FAST_CASES = covering(ALL_CASES)
+CASES = [  # the rest of the table: slow (a few seconds each, every reader on a copy of the run)
+    pytest.param(name, how, id=f"{name} {how}", marks=() if (name, how) in FAST_CASES else pytest.mark.slow)
+    for name, how in ALL_CASES
 ]
 
 
@@ -160,6 +180,8 @@ def test_every_reader_takes_a_damaged_file_without_hanging_or_a_traceback(
     one_error_line(status, out.err)
     if status == 0:
         assert len(out.out.splitlines()) == 1 and out.out.strip().lstrip("-").isdigit()
+    if name == "checkpoints/best.ckpt" and how == "too big":  # refused before torch.load reads a byte of it
+        assert status == 2 and "larger than a tinycalc checkpoint may be" in out.err, out.err
     if name == "tokenizer.json" and how in ("wrong type", "too big", "a FIFO", "a link out", "a directory"):
         assert status == 2 and "tokenizer.json" in out.err  # never the built-in vocabulary in its place, silently
 
@@ -406,3 +428,69 @@ def test_a_config_larger_than_any_a_run_writes_is_refused_before_it_is_parsed(tm
     run.config.write_text("seed: 1\n" * (rundir.MAX_YAML_BYTES // 8 + 1))  # valid YAML, slow to parse in Python
     with no_hang("reading config.yaml", seconds=5), pytest.raises(RunDirError, match="more than a config a run writes"):
         run.read_yaml(run.config)
+
+
+@pytest.mark.parametrize(
+    "how", ["truncated", "wrong type", "too deep", "too big", "a FIFO", "a link out", "a directory"]
+)
+def test_the_head_count_comparison_reads_the_final_maps_through_the_reader(tmp_path, how):
+    """experiment=why_multi_head's comparison (analysis/compare.py) read attention/final.json with read_text(): a FIFO
+    there hung it, a link out read another file, a damaged one was a traceback. Now one line names the file."""
+    from analysis.compare import final_maps
+
+    run = RunDir(tmp_path / "run")
+    maps = {"probes": ["1+2"], "weights": [[[[[1.0]]]]]}  # (layers, probes, heads, T, T)
+    run.write_json(run.attention_data("final"), maps)
+    assert final_maps(run)["probe"] == "1+2"  # whole, it draws
+    (tmp_path / "outside").mkdir()
+    damage(run.attention_data("final"), "json", how, tmp_path / "outside")
+    with no_hang("the comparison"):
+        said = final_maps(run)
+    assert isinstance(said, str) and "\n" not in said and str(run.attention_data("final")) in said, said
+
+
+# the reads outside storage/ that are not of a run directory's files, and why
+NOT_A_RUN_FILE = {
+    "analysis/html_report.py": "the page's own template and script, files of the project",
+    "analysis/lab.py": "the lab's script, a file of the project",
+    "analysis/record.py": "report.html, the page this run has just written, handed to wandb",
+    "model/export.py": "the tokenizer_config.json transformers has just written into the export directory",
+    "data/tokenizer.py": "CharTokenizer.load: a tokenizer.json of the caller's (a run's: model/checkpoint.py)",
+    "training/limits.py": "/proc/meminfo and the project's own configs/",
+    "calc.py": "--eval FILE, the user's problems, read line by line within calc.py's limits",
+}
+
+
+def direct_reads(source: str) -> list[int]:
+    """Lines that open a file by themselves: open(...), a pathlib read (``.read_text()``, ``.read_bytes()``, with no
+    argument: the run directory's reader takes the file as one), json.load, OmegaConf.load, yaml's loaders."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "open":
+            lines.append(node.lineno)
+        elif isinstance(func, ast.Attribute):
+            owner = func.value.id if isinstance(func.value, ast.Name) else None
+            pathlib_read = func.attr in ("read_text", "read_bytes", "open") and not node.args
+            loader = (owner, func.attr) in (("json", "load"), ("OmegaConf", "load")) or owner == "yaml"
+            if (pathlib_read and owner != "os") or loader:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_every_file_of_a_run_directory_is_read_through_the_run_directory_s_reader():
+    """Outside storage/ nothing opens a file by itself: a run directory's files are read by storage/rundir.py's
+    bounded reader (RunDir.read_text, read_json, read_yaml, read_csv). A module that reads something else says what
+    (NOT_A_RUN_FILE); analysis/compare.py read attention/final.json by itself."""
+    files = [path for folder in ("analysis", "training", "model", "data") for path in (ROOT / folder).rglob("*.py")]
+    files += [ROOT / name for name in ("train.py", "calc.py", "analyse.py", "verify.py", "bench.py")]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in files
+        if path.relative_to(ROOT).as_posix() not in NOT_A_RUN_FILE
+        for line in direct_reads(path.read_text())
+    ]
+    assert found == [], found
+    assert direct_reads("json.loads(job.attention_data('final').read_text())") == [1]  # what compare.py did

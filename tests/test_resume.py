@@ -139,3 +139,43 @@ def test_a_new_run_that_fails_is_recorded_failed_and_a_finished_one_never(tmp_pa
     run.write_results({"status": "ok", "test_exact_match": 1.0})
     run.mark_failed("broken after the record")
     assert run.read_results()["status"] == "ok"
+
+
+DDP_RUN = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "threads=1", "logger=none", "analysis=none"]
+DDP_RUN += [
+    "trainer.max_steps=30",
+    "trainer.val_check_interval=10",
+    "target_accuracy=null",
+    "callbacks.attention_maps=null",
+]
+DDP_RUN += ["data.digits=2", "data.n_val=100", "data.n_test=100"]
+
+
+@pytest.mark.slow  # three 2-process trainings on the CPU (gloo), ~40 s each; the interrupted one waits DDP_TIMEOUT
+@pytest.mark.xfail(
+    strict=True,
+    reason="a signal to the first process only stops it at the step's end while the second trains on: the first "
+    "waits in a barrier until DDP_TIMEOUT and the record becomes 'failed' (GracefulStop decides per process; it "
+    "must agree on the step across processes, training/callbacks.py). The resumed run is exact: it is this assert "
+    "on the interruption that fails",
+)
+def test_a_two_process_run_interrupted_and_resumed_equals_the_run_uninterrupted(tmp_path):
+    """DDP resume exactness: a 2-process gloo run stopped by a real Ctrl-C at step 20 (tests/stop_at.py, the first
+    process) and resumed ends with the metrics and learning curve of the same run uninterrupted."""
+    from tests.test_exact_resume import interrupted_at, record
+
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    whole = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={tmp_path / 'whole'}", *DDP_RUN],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    stopped = interrupted_at(20, tmp_path / "run", *DDP_RUN)
+    state = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert stopped.returncode == 130 and state["status"] == "interrupted" and state["step"] == 20, state
+    resumed = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), f"resume={tmp_path / 'run'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert record(tmp_path / "run") == record(tmp_path / "whole")

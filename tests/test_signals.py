@@ -5,6 +5,7 @@ with the exception a signal raises in each phase; the slow ones send real signal
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -229,3 +230,49 @@ def test_a_second_signal_while_the_saved_step_is_recorded_is_a_second_signal_not
     assert "a second Ctrl-C" in str(stopped.value) and str(run.interrupted_checkpoint) in str(stopped.value)
     state = run.read_results()
     assert state["status"] == "interrupted" and state["checkpoint"] == str(run.interrupted_checkpoint)
+
+
+# ---- a signal while a command's imports run (issue 40) -------------------------------------------------------------
+COMMANDS = {  # each command, with arguments that get it past its first imports (none of them finishes first)
+    "train.py": ["threads=1", "logger=none", "analysis=none", "trainer.max_steps=5"],
+    "calc.py": ["--ckpt", "{tmp}/none", "1+2"],
+    "analyse.py": ["{tmp}/none"],
+    "verify.py": ["{tmp}/none"],
+    "bench.py": ["--help"],
+}
+SIGNALLED_LINE = {**dict.fromkeys(COMMANDS, ""), "train.py": " before the run began: nothing written"}
+
+
+@pytest.mark.parametrize(
+    "command,signum", [(command, signal.SIGINT) for command in COMMANDS] + [("train.py", signal.SIGTERM)]
+)
+def test_a_signal_while_a_command_imports_is_one_line_and_128_plus_the_signal(command, signum, tmp_path):
+    """Ctrl-C in a command's first second -- here exactly while torch is being imported (``-X importtime`` writes a
+    line as each module has loaded; torch's own submodules load before torch does) -- used to be a traceback from
+    inside whichever module was loading. Now it is one line and 130 (143 for SIGTERM) for every command
+    (training/signals.py: guard_command, each command's first line), and train.py leaves no run directory."""
+    args = [a.replace("{tmp}", str(tmp_path)) for a in COMMANDS[command]]
+    if command == "train.py":
+        args.append(f"hydra.run.dir={tmp_path / 'run'}")
+    process = subprocess.Popen(
+        [sys.executable, "-X", "importtime", str(ROOT / command), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "WANDB_MODE": "offline"},
+    )
+    for line in process.stderr:  # "import time: <self> | <cumulative> | <module>"
+        if line.rsplit("|", 1)[-1].strip().startswith("torch."):
+            process.send_signal(signum)
+            break
+    else:
+        pytest.fail(f"{command} ended before it imported torch")
+    rest = process.stderr.read()
+    process.wait(timeout=60)
+    said = [line for line in rest.splitlines() if not line.startswith("import time:")]
+    assert process.returncode == 128 + signum, rest[-2000:]
+    name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+    assert said == [f"interrupted ({name}){SIGNALLED_LINE[command]}"], said
+    assert process.stdout.read() == ""
+    assert not (tmp_path / "run").exists()

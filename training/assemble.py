@@ -8,7 +8,7 @@ import threading
 
 from omegaconf import DictConfig
 
-from training.config import ConfigError, build, check
+from training.config import ConfigError, build, check, distributed
 from training.loggers import build_loggers
 
 
@@ -50,8 +50,9 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
     loggers = build_loggers(cfg, run_name, group, resume_id)
     trainer = build(
-        cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False, plugins=[AtomicCheckpointIO()]
-    )
+        cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False, plugins=[AtomicCheckpointIO()],
+        **distributed(cfg.trainer),  # trainer=ddp: a dead peer ends the run within DDP_TIMEOUT (training/config.py)
+    )  # fmt: skip
     if trainer.strategy.root_device.type == "cuda":  # never changes a CPU's arithmetic
         torch.set_float32_matmul_precision(cfg.matmul_precision)
     if trainer.world_size > 1:

@@ -11,10 +11,14 @@ cannot do without switched off, and several nodes with no launcher to start them
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import inspect
 import math
 import os
 import re
-from dataclasses import dataclass
+import types
+import typing
 
 import hydra
 from hydra.errors import InstantiationException
@@ -33,7 +37,7 @@ def _as_written(value) -> str:
     return "true" if value is True else "false" if value is False else "null" if value is None else str(value)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Rule:
     kind: str  # "whole", "number", "choice" or "text"
     low: float | None = None
@@ -210,12 +214,67 @@ def check_device(accelerator: str, devices: int | str = 1) -> None:
         )
 
 
+# How long a process of a multi-process run (trainer=ddp) waits for the others -- in a collective (a step's gradient
+# all-reduce, a validation's sums) or for them to start -- before it gives up: a peer that died mid-step ends the run
+# within this, not torch's default 30 minutes. A step of ours takes well under a second; a process starting on
+# another node (torchrun, SLURM) must arrive within it too.
+DDP_TIMEOUT = datetime.timedelta(minutes=2)
+
+
+def distributed(trainer: DictConfig) -> dict:
+    """The Trainer's ``strategy`` argument for trainer.strategy=ddp: Lightning's DDPStrategy with DDP_TIMEOUT (its
+    public argument); nothing for the others."""
+    if trainer.get("strategy") != "ddp":
+        return {}
+    from lightning.pytorch.strategies import DDPStrategy
+
+    return {"strategy": DDPStrategy(timeout=DDP_TIMEOUT)}
+
+
 _ARGUMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(=| )")
+
+
+def _words(kind) -> str:
+    """A type as the command line writes it: list[str] -> "a list of text"."""
+    if typing.get_origin(kind) in (list, tuple) or kind in (list, tuple):
+        inner = [a for a in typing.get_args(kind) if a is not Ellipsis]
+        return "a list" + (f" of {_words(inner[0]).removeprefix('a ').removeprefix('an ')}" if inner else "")
+    names = {str: "text", int: "a whole number", float: "a number", bool: "true or false"}
+    return names.get(kind, getattr(kind, "__name__", str(kind)))
+
+
+def check_lists(node: DictConfig, key: str) -> None:
+    """A setting its object takes as a list (so its annotation says) given one value or null -- analysis.probes=5,
+    analysis.ablation=null -- is one line naming the key and what it takes, before the object meets it in Python's
+    words ('int' object is not iterable). The object checks the list's items itself, in its own words."""
+    try:
+        target = hydra.utils.get_object(node["_target_"])
+        plain_class = isinstance(target, type) and not dataclasses.is_dataclass(target)
+        hints = typing.get_type_hints(target.__init__ if plain_class else target)  # a dataclass: its fields'
+        defaults = inspect.signature(target).parameters
+    except Exception:  # noqa: BLE001 -- no annotations to go by (or no _target_): the object checks its own
+        return
+    for name, value in node.items():
+        hint = hints.get(name)
+        kinds = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        lists = [kind for kind in kinds if typing.get_origin(kind) in (list, tuple) or kind in (list, tuple)]
+        nullable = type(None) in kinds
+        if not lists or len(lists) + nullable < len(kinds):  # not a list only (trainer.devices: a list or a number)
+            continue
+        if OmegaConf.is_list(value) or isinstance(value, (list, tuple)) or (value is None and nullable):
+            continue
+        default = defaults[name].default if name in defaults else None
+        example = f" such as [{', '.join(map(_as_written, default))}]" if isinstance(default, (list, tuple)) else ""
+        raise ConfigError(
+            f"{key}.{name}={_as_written(value)} is not allowed: use {_words(lists[0])}{example}"
+            + (", or null" if nullable else "")
+        )
 
 
 def build(node: DictConfig, key: str, **kwargs):
     """hydra.utils.instantiate(node) with the object's own complaint about an argument turned into one
     ConfigError line that names the config key: ``digits=0: ...`` from ``data`` -> ``data.digits=0: ...``."""
+    check_lists(node, key)
     try:
         return hydra.utils.instantiate(node, **kwargs)
     except InstantiationException as e:

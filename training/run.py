@@ -247,8 +247,9 @@ def run_command(main: Callable[[], None]) -> None:
     Hydra writes anything), the directory claimed and pinned, ``main`` run; a signal outside any run is one line and
     128 + signal. A directory that no run began in is left as it was found."""
     from training.cli import check_command_line
-    from training.signals import StopOnSignal, exit_code
+    from training.signals import StopOnSignal, exit_code, lift_guard
 
+    lift_guard()  # the imports are done: from here StopOnSignal says what a signal left
     with StopOnSignal():  # Ctrl-C and SIGTERM, from here to the end: a line, a true status, exit 128 + signal
         try:
             args = sys.argv[1:]

@@ -5,6 +5,11 @@ During training :class:`training.callbacks.GracefulStop` takes them (the first f
 first one into :class:`Signalled`, which ``train.py`` catches in the phase it stopped, records a true status
 for, and turns into one ``interrupted:`` line and the exit code ``128 + signal``: 130 for Ctrl-C, 143 for SIGTERM.
 
+Outside a run -- while a command's imports run (a second or more: torch, Lightning), and for the whole of the
+commands that hold no run (calc.py, analyse.py, verify.py, bench.py) -- :func:`guard_command`, a command's first
+line, makes them one ``interrupted (Ctrl-C)`` line and the same exit code, never a traceback from inside whichever
+module was loading. It raises SystemExit, so ``finally`` blocks still run (a half-written file is removed).
+
 :class:`Signalled` is a BaseException that is not a KeyboardInterrupt: Lightning answers a KeyboardInterrupt with
 ``sys.exit(1)`` (no line, no status), but re-raises anything else once its callbacks have seen it.
 """
@@ -12,6 +17,7 @@ for, and turns into one ``interrupted:`` line and the exit code ``128 + signal``
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -68,3 +74,35 @@ class StopOnSignal:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous = {}
+
+
+def guard_command(said: str = "") -> None:
+    """A command's first line: from here to its end (or :func:`lift_guard`), Ctrl-C or SIGTERM prints one line,
+    ``interrupted (Ctrl-C)`` + ``said``, and exits with 128 + the signal (SystemExit: ``finally`` blocks run; further
+    signals are ignored meanwhile). A signal the shell ignores (``nohup``, a background job's Ctrl-C) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop_command(signum, frame) -> None:
+        if _stopping:
+            return
+        _stopping.append(signum)
+        print(f"interrupted ({signal_name(signum)}){said}", file=sys.stderr, flush=True)
+        raise SystemExit(exit_code(signum))
+
+    for signum in SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, stop_command)
+    _guards[:] = [stop_command]
+
+
+_guards: list = []  # the handler guard_command installed, while it is installed
+
+
+def lift_guard() -> None:
+    """Python's own handlers back (a KeyboardInterrupt for Ctrl-C), where :func:`guard_command` had set its own: for
+    a command that takes the signals over from here (train.py: :class:`StopOnSignal`)."""
+    for signum, default in zip(SIGNALS, (signal.default_int_handler, signal.SIG_DFL), strict=True):
+        if _guards and signal.getsignal(signum) is _guards[0]:
+            signal.signal(signum, default)
+    _guards.clear()
