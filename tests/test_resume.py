@@ -151,14 +151,7 @@ DDP_RUN += [
 DDP_RUN += ["data.digits=2", "data.n_val=100", "data.n_test=100"]
 
 
-@pytest.mark.slow  # three 2-process trainings on the CPU (gloo), ~40 s each; the interrupted one waits DDP_TIMEOUT
-@pytest.mark.xfail(
-    strict=True,
-    reason="a signal to the first process only stops it at the step's end while the second trains on: the first "
-    "waits in a barrier until DDP_TIMEOUT and the record becomes 'failed' (GracefulStop decides per process; it "
-    "must agree on the step across processes, training/callbacks.py). The resumed run is exact: it is this assert "
-    "on the interruption that fails",
-)
+@pytest.mark.slow  # three 2-process trainings on the CPU (gloo), ~40 s each
 def test_a_two_process_run_interrupted_and_resumed_equals_the_run_uninterrupted(tmp_path):
     """DDP resume exactness: a 2-process gloo run stopped by a real Ctrl-C at step 20 (tests/stop_at.py, the first
     process) and resumed ends with the metrics and learning curve of the same run uninterrupted."""

@@ -67,13 +67,15 @@ class GracefulStop(L.Callback):
         self.ended = False  # the training had ended on its own at the saved step (saved in the checkpoint)
         self._previous: dict[int, object] = {}
         self._training = False
+        self._speaks = True  # the process that prints (rank 0)
 
     def _request(self, signum, frame) -> None:
         if self.signal is not None or not self._training:
             stop_at_once(signum)  # not KeyboardInterrupt: Lightning answers that with exit(1) and no line
             return
         self.signal = signum
-        print(f"\nstopping after this step ({signal.Signals(signum).name}); again to stop at once", flush=True)
+        if self._speaks:
+            print(f"\nstopping after this step ({signal.Signals(signum).name}); again to stop at once", flush=True)
 
     def state_dict(self) -> dict:
         return {"ended": self.ended}
@@ -82,16 +84,20 @@ class GracefulStop(L.Callback):
         self.ended = state_dict.get("ended") is True
 
     def on_fit_start(self, trainer, pl_module) -> None:
-        if trainer.is_global_zero:
-            self._previous = {s: signal.signal(s, self._request) for s in (signal.SIGINT, signal.SIGTERM)}
-        self._training = True
+        # every process: a Ctrl-C reaches them all, a SIGTERM maybe one (on_train_batch_end makes them agree)
+        self._previous = {s: signal.signal(s, self._request) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._training, self._speaks = True, trainer.is_global_zero
 
     def on_train_start(self, trainer, pl_module) -> None:
         if self.ended:  # resumed from a step at which the training had ended: it stays ended
             trainer.should_stop = True
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if self.signal is not None and self.saved is None:
+        asked = self.signal is not None
+        if trainer.world_size > 1:  # all processes stop at the same step if any was asked (one collective a step)
+            asked = trainer.strategy.reduce_boolean_decision(asked, all=False)
+            self.signal = self.signal or (signal.SIGTERM if asked else None)
+        if asked and self.saved is None:
             # the training loop's own end (its max_steps, which the Trainer set); should_stop would validate once more
             trainer.fit_loop.epoch_loop.max_steps = trainer.global_step
 
