@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from analysis.progress import track
 from data.expressions import Problem
 from data.problems import MASTERED
 
@@ -119,7 +120,7 @@ class SuiteResult:
 def verify(calc, seed: int = SEED) -> list[SuiteResult]:
     """Each suite answered by ``calc`` (a :class:`model.calculator.Calculator` that adds 10-digit numbers)."""
     results = []
-    for name, problems in suites(seed).items():
+    for name, problems in track(suites(seed).items(), "verify", part=lambda suite: suite[0]):  # terminal only
         answers = calc.answer(problems)
         wrong = [(p, a) for p, a in zip(problems, answers, strict=True) if a.value != p.truth]
         failures = [{"problem": p.text, "model": a.value, "model_text": a.text, "truth": p.truth} for p, a in wrong]
