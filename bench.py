@@ -27,7 +27,8 @@ threads   -- how many CPU threads a step wants (benchmarks/threads.py): a traini
              default model, experiment=add10 and model.d_model=256 (--steps, --warmup, --repeat rounds); the
              default the project chose (training/threads.py) beside it, the load average beside every figure.
 threads_runs -- the default ``python train.py`` (analysis=none logger=none) with torch's default of one thread per
-             core against the project's default, quiet and under the same load: training seconds (minutes).
+             core against the project's default, quiet and under the same load: training seconds (minutes; with
+             --steps N, each run trains exactly N steps).
 
 options:
 --device cpu|cuda|mps|auto   where every section runs (default cpu; auto: cuda, else mps, else cpu).
@@ -201,10 +202,10 @@ def bench_thread_counts(args) -> dict:
     return bench_threads(steps=steps, warmup=warmup, repeat=args.repeat, say=progress)
 
 
-def bench_threads_runs() -> dict:
+def bench_threads_runs(args) -> dict:
     from benchmarks.threads import bench_default_run
 
-    return bench_default_run(say=progress)
+    return bench_default_run(steps=args.steps, say=progress)
 
 
 SECTIONS = {  # name -> (calculator, command-line args, device) -> figures
@@ -214,8 +215,10 @@ SECTIONS = {  # name -> (calculator, command-line args, device) -> figures
     "analysis": lambda calc, args, device: bench_analysis(args.repeat, device),
     "lab": lambda calc, args, device: bench_lab(calc, min(args.n, 200)),
     "threads": lambda calc, args, device: bench_thread_counts(args),
-    "threads_runs": lambda calc, args, device: bench_threads_runs(),
+    "threads_runs": lambda calc, args, device: bench_threads_runs(args),
 }
+# where a section's figures go in the results, when not under its own name ("threads" is the count the run used)
+RESULT_KEYS = {"threads": "step_time_by_threads"}
 
 
 def bench_lab(calc: Calculator, n: int) -> dict:
@@ -570,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     # Lightning and torch.compile may print: keep stdout for the one JSON object
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
         for name in sections:
-            results[name] = SECTIONS[name](calc, args, device)
+            results[RESULT_KEYS.get(name, name)] = SECTIONS[name](calc, args, device)
     if "train" in results:  # the headline figures, at the top level
         headline = ("lightning_over_bare", "model_over_nanogpt", "mfu", "tokens_per_second")
         headline += ("lightning_over_reference_eager", "lightning_over_reference_compiled")
@@ -595,8 +598,8 @@ def main(argv: list[str] | None = None) -> int:
         print_analysis(results["analysis"], console)
     if "lab" in results:
         print_lab(results["lab"], console)
-    if "threads" in results:
-        print_threads(results["threads"], console)
+    if "step_time_by_threads" in results:
+        print_threads(results["step_time_by_threads"], console)
     if "threads_runs" in results:
         print_threads_runs(results["threads_runs"], console)
     return 1 if failed else 0

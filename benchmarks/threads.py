@@ -127,23 +127,25 @@ def bench_threads(steps: int = 60, warmup: int = 10, repeat: int = 3, busy: int 
     }
 
 
-def bench_default_run(busy: int = 2, say=print) -> dict:
+def bench_default_run(busy: int = 2, steps: int | None = None, say=print) -> dict:
     """The default ``python train.py`` (analysis=none logger=none, so only training differs) with torch's default of
     one thread per core (``threads=<cores>``, what every run had before training/threads.py) and with the project's
-    default, quiet and under ``busy`` background processes: training seconds from each run's results.json."""
+    default, quiet and under ``busy`` background processes: training seconds from each run's results.json.
+    ``steps``: each run trains exactly that many steps (``trainer.max_steps=N target_accuracy=null``), for a
+    machine too busy for whole runs."""
     from benchmarks.converge import timed_train
 
     cores = machine_cores()
     variants = {f"threads={cores} (torch's default)": [f"threads={cores}"], "default (training/threads.py)": []}
+    common = ["analysis=none", "logger=none"]
+    common += [f"trainer.max_steps={steps}", "target_accuracy=null"] if steps else []
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for load in ("quiet", f"{busy} busy"):
             with busy_processes(busy if load != "quiet" else 0):
                 for name, overrides in variants.items():
                     started_load = load_average()
-                    wall, done, results = timed_train(
-                        [*overrides, "analysis=none", "logger=none"], Path(tmp) / f"{len(rows)}"
-                    )
+                    wall, done, results = timed_train([*overrides, *common], Path(tmp) / f"{len(rows)}")
                     if done.returncode != 0:
                         raise RuntimeError(f"train.py failed: {done.stderr.strip().splitlines()[-1:]}")
                     rows.append({"run": name, "load": load, "train_seconds": results["train_seconds"],
@@ -153,4 +155,5 @@ def bench_default_run(busy: int = 2, say=print) -> dict:
     for row in rows:
         quiet = next(r for r in rows if r["run"] == row["run"] and r["load"] == "quiet")
         row["over_quiet"] = round(row["train_seconds"] / quiet["train_seconds"], 2)
-    return {"command": "python train.py analysis=none logger=none [threads=N]", "cores": cores, "rows": rows}
+    command = f"python train.py {' '.join(common)} [threads={cores}]"
+    return {"command": command, "cores": cores, "busy_processes": busy, "rows": rows}

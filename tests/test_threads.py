@@ -105,7 +105,7 @@ def test_slow_steps_are_said_once_with_what_to_do(monkeypatch, capsys):
     module = SimpleNamespace(device=torch.device("cpu"))
     for step in range(20):
         note.on_train_batch_end(trainer, module, None, None, step)
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert out.count("note: the first 3 steps got 0% of a core") == 1 and out.endswith("\n")
 
 

@@ -9,6 +9,7 @@ import copy
 import io
 import math
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -321,4 +322,4 @@ class SlowStepsNote(L.Callback):
             if note and progress is not None:
                 progress.console.print(note, highlight=False)
             elif note:
-                print(note, flush=True)
+                print(note, file=sys.stderr, flush=True)
