@@ -455,9 +455,10 @@ def print_threads(r: dict, console) -> None:
 
 
 def print_threads_runs(r: dict, console) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"threads: {r['command']}, training seconds", title_justify="left")
+    table = Table(title=f"threads: {escape(r['command'])}, training seconds", title_justify="left")
     for name in ("threads", "load", "training s", "x quiet", "steps", "load average"):
         table.add_column(name, justify="left" if name in ("threads", "load") else "right")
     for row in r["rows"]:

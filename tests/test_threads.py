@@ -140,11 +140,25 @@ def test_progress_shows_the_stage_the_count_and_the_time_in_a_terminal(monkeypat
     assert "analysis" in shown and "2/2" in shown and "0:00:0" in shown  # what, how many of how many, elapsed
 
 
-def test_a_long_analysis_is_silent_in_a_pipe(capsys):
-    """A real hook (the length analysis, analysis/metrics/length.py): its rows, and nothing on stdout or stderr."""
-    from analysis.metrics.length import accuracy_by_length
+@pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal"])
+def test_verify_shows_its_suites_in_a_terminal_and_nothing_in_a_pipe(monkeypatch, capsys, terminal):
+    """A real hook (verify.py's suites, analysis/adderboard.py), with a calculator that is always right."""
+    from analysis import adderboard
+    from model.calculator import Answer
 
-    calc = bench.fresh_calculator()
-    rows = accuracy_by_length(calc, [1, 2], 4)
-    assert [(r.operator, r.digits) for r in rows] == [("+", 1), ("+", 2)]
-    assert capsys.readouterr() == ("", "")
+    class Truthful:
+        def answer(self, problems):
+            return [Answer(str(p.truth), p.truth) for p in problems]
+
+    err = io.StringIO()
+    if terminal:
+        monkeypatch.setenv("FORCE_COLOR", "1")
+        monkeypatch.setenv("TTY_COMPATIBLE", "1")
+        monkeypatch.setattr(sys, "stderr", err)
+    results = adderboard.verify(Truthful())
+    assert all(r.passed for r in results)
+    suites = len(results)
+    if terminal:
+        assert "verify" in err.getvalue() and f"{suites}/{suites}" in err.getvalue()
+    else:
+        assert capsys.readouterr() == ("", "") and err.getvalue() == ""

@@ -320,6 +320,6 @@ class SlowStepsNote(L.Callback):
             note = slow_steps_note(cpu, wall, torch.get_num_threads(), self.steps)
             progress = getattr(trainer.progress_bar_callback, "progress", None)  # a live rich bar: above it
             if note and progress is not None:
-                progress.console.print(note, highlight=False)
+                progress.console.print(note, highlight=False, soft_wrap=True)  # one line, however narrow
             elif note:
                 print(note, file=sys.stderr, flush=True)

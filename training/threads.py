@@ -53,7 +53,7 @@ def slow_steps_note(cpu_seconds: float, wall_seconds: float, threads: int, steps
         else "it runs at full speed once the other work ends; nothing in the run needs changing"
     )
     return (
-        f"note: the first {steps} steps got {share:.0%} of a core per thread ({threads} thread"
+        f"note: the first {steps} steps got {int(share * 100)}% of a core per thread ({threads} thread"
         f"{'' if threads == 1 else 's'}, {machine_cores()} cores{load}): other work is using this machine, so steps "
         f"are slower than it can give; {advice}"
     )

@@ -22,7 +22,6 @@ from analysis.engine.graph import ComponentGraph, Edge
 from analysis.engine.pair_runs import PairRuns, edge_attribution, edge_patching, faithfulness, pearson
 from analysis.metric import Analysis, Column, Context, Product
 from analysis.plots import circuit_graphs
-from analysis.progress import track
 from model.hooks import head_label
 
 THRESHOLD = 0.9  # the share of the metric gap a circuit must recover
@@ -95,7 +94,7 @@ class Circuits(Product[list[DigitCircuit]]):
 
     def compute(self, ctx: Context) -> list[DigitCircuit]:
         found = []
-        for runs in track(ctx.digit_runs, "circuits", part=lambda runs: f"digit {runs.pairs.target}"):  # terminal only
+        for runs in ctx.digit_runs:
             lost, attributed = edge_patching(ctx.graph, runs), edge_attribution(ctx.graph, runs)
             found.append(DigitCircuit(runs, lost, attributed, find_circuit(ctx.graph, runs, lost)))
         return found

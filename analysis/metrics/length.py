@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from analysis.length_figure import length_curves
 from analysis.metric import Analysis, Column, Context
-from analysis.progress import track
 from data.expressions import Problem
 from data.problems import MASTERED
 from data.tokenizer import CharTokenizer
@@ -46,15 +45,15 @@ def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[L
     """Greedy exact-match and digit accuracy of ``calc`` (a :class:`model.calculator.Calculator`) per operator and
     width: every answer token the model writes compared with the true one."""
     rows = []
-    lengths = [(op, width) for op in calc.fmt.operators for width in widths]
-    for op, width in track(lengths, "lengths", part=lambda length: f"{length[0]} {length[1]} digits"):  # terminal only
-        problems = long_problems(op, width, n, seed, calc.fmt.larger_first)
-        fmt = calc.fmt.at_width(calc.width_of(problems[0]))
-        seqs = calc.encode(problems, fmt)  # (n, seq_len)
-        written = calc.generate(seqs[:, : fmt.prompt_len], fmt=fmt)  # (n, answer_len)
-        exact = fmt.exact_match(written, seqs).float().mean()
-        right = (written == fmt.answer_of(seqs)).float().mean()  # every answer token, one by one
-        rows.append(LengthRow(op, width, width <= calc.trained_digits, n, float(exact), float(right)))
+    for op in calc.fmt.operators:
+        for width in widths:
+            problems = long_problems(op, width, n, seed, calc.fmt.larger_first)
+            fmt = calc.fmt.at_width(calc.width_of(problems[0]))
+            seqs = calc.encode(problems, fmt)  # (n, seq_len)
+            written = calc.generate(seqs[:, : fmt.prompt_len], fmt=fmt)  # (n, answer_len)
+            exact = fmt.exact_match(written, seqs).float().mean()
+            right = (written == fmt.answer_of(seqs)).float().mean()  # every answer token, one by one
+            rows.append(LengthRow(op, width, width <= calc.trained_digits, n, float(exact), float(right)))
     return rows
 
 
