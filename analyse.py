@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     from model.checkpoint import CheckpointError, newest_checkpoint
     from storage.rundir import RunDir, RunDirError
     from training.module import load_module
+    from training.threads import use_threads
+
+    use_threads()  # one thread, or OMP_NUM_THREADS (training/threads.py)
 
     try:
         module, ckpt = load_module(args.run if args.run else newest_checkpoint(Path.cwd()))

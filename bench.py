@@ -1,4 +1,4 @@
-"""Speed benchmarks:  python bench.py [decode] [train] [converge] [analysis] [--device D] [options]
+"""Speed benchmarks:  python bench.py [decode] [train] [converge] [analysis] [threads] [--device D] [options]
 
 sections (with none named: decode and train; on CUDA decode, train and converge):
 decode    -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
@@ -22,6 +22,13 @@ lab       -- the lab in its page (benchmarks/lab_speed.py): milliseconds from ty
 analysis  -- what looking inside costs: the default ``python train.py`` timed with and without attention
              maps + ablation + pruning (``analysis=none callbacks.attention_maps=null``), the two kinds
              alternating, --repeat runs of each (minutes: each run is a full training run).
+threads   -- how many CPU threads a step wants (benchmarks/threads.py): a training step's median time at 1, 2, ...
+             threads, quiet and with 2 busy background processes the benchmark starts (and ends) itself, for the
+             default model, experiment=add10 and model.d_model=256 (--steps, --warmup, --repeat rounds); the
+             default the project chose (training/threads.py) beside it, the load average beside every figure.
+threads_runs -- the default ``python train.py`` (analysis=none logger=none) with torch's default of one thread per
+             core against the project's default, quiet and under the same load: training seconds (minutes; with
+             --steps N, each run trains exactly N steps).
 
 options:
 --device cpu|cuda|mps|auto   where every section runs (default cpu; auto: cuda, else mps, else cpu).
@@ -31,8 +38,9 @@ options:
 --compile / --no-compile     train: the compiled variants too (default: on CUDA yes, elsewhere no -- compiling
                              takes minutes on a small CPU and measured slower there); --compile-mode MODE (implies
                              --compile; default reduce-overhead on CUDA, default elsewhere).
---steps N, --warmup N        train: timed and warm-up steps per round (default 60 + 10 on a CPU, 300 + 20 on a GPU).
---repeat R                   decode: the fastest of R runs; train: R rounds, variants taking turns, medians;
+--steps N, --warmup N        train: timed and warm-up steps per round (default 60 + 10 on a CPU, 300 + 20 on a GPU);
+                             threads: per thread count and round (default 30 + 5).
+--repeat R                   decode: the fastest of R runs; train, threads: R rounds, taking turns, medians;
                              analysis: R runs of each kind (default 3).
 --digits D                   train: operand digits of the addition problems timed (default 3; 10 = add10's).
 --seeds 0,1,2,3,4            converge: seeds (default 0,1,2,3,4); --override KEY=VALUE
@@ -43,9 +51,10 @@ options:
 Without --ckpt, decode uses a freshly initialised default model (3-digit addition, d_model=64, 4 heads,
 2 layers): speed does not depend on the weights. On a CPU every training step is timed alone (median of per-step
 times); on a GPU, whose kernels run asynchronously, each round's timed steps are one window between two device
-synchronisations and nothing inside it waits for the device. torch uses as many CPU threads as OMP_NUM_THREADS
-allows. Exit status: 0; 1 when a variant or run failed (the others' figures are still reported); 2 bad options
-or a device that is not there.
+synchronisations and nothing inside it waits for the device. torch computes with the project's thread count
+(training/threads.py: one thread, or OMP_NUM_THREADS when set); the threads section varies it. Exit status: 0;
+1 when a variant or run failed (the others' figures are still reported); 2 bad options or a device that is not
+there.
 """
 
 from __future__ import annotations
@@ -73,6 +82,7 @@ from model.checkpoint import CheckpointError, load_calculator
 from model.device import DeviceError, remedy, resolve_device
 from model.transformer import Transformer, TransformerConfig
 from training import TARGET_ACCURACY
+from training.threads import use_threads
 
 
 def fresh_calculator() -> Calculator:
@@ -190,13 +200,30 @@ def bench_converge(device: torch.device, seeds: list[int], overrides: list[str])
     return converge(device, seeds, overrides, TARGET_ACCURACY, say=progress)
 
 
+def bench_thread_counts(args) -> dict:
+    from benchmarks.threads import bench_threads
+
+    steps, warmup = args.steps or 30, args.warmup or 5
+    return bench_threads(steps=steps, warmup=warmup, repeat=args.repeat, say=progress)
+
+
+def bench_threads_runs(args) -> dict:
+    from benchmarks.threads import bench_default_run
+
+    return bench_default_run(steps=args.steps, say=progress)
+
+
 SECTIONS = {  # name -> (calculator, command-line args, device) -> figures
     "decode": lambda calc, args, device: bench_decode(calc.to(device), args.n, args.repeat),
     "train": lambda calc, args, device: bench_training(args, device),
     "converge": lambda calc, args, device: bench_converge(device, args.seeds, args.override),
     "analysis": lambda calc, args, device: bench_analysis(args.repeat, device),
     "lab": lambda calc, args, device: bench_lab(calc, min(args.n, 200)),
+    "threads": lambda calc, args, device: bench_thread_counts(args),
+    "threads_runs": lambda calc, args, device: bench_threads_runs(args),
 }
+# where a section's figures go in the results, when not under its own name ("threads" is the count the run used)
+RESULT_KEYS = {"threads": "step_time_by_threads"}
 
 
 def bench_lab(calc: Calculator, n: int) -> dict:
@@ -411,6 +438,41 @@ def print_analysis(r: dict, console) -> None:
     )
 
 
+def print_threads(r: dict, console) -> None:
+    from rich.table import Table
+
+    table = Table(
+        title=f"threads: a training step's median ms on {r['cores']} cores, quiet and with {r['background_load']}",
+        title_justify="left",
+    )
+    for name in ("model", "parameters", "load", *(f"{t} thread{'s' * (t > 1)}" for t in r["thread_counts"]),
+                 "load average"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("model", "load") else "right")
+    for model in dict.fromkeys(row["model"] for row in r["rows"]):
+        for load in dict.fromkeys(row["load"] for row in r["rows"]):
+            rows = [row for row in r["rows"] if (row["model"], row["load"]) == (model, load)]
+            cells = [f"{row['ms_per_step']:.1f}" + (f" (x{row['over_one_thread']})" if row["threads"] > 1 else "")
+                     for row in rows]  # fmt: skip
+            loads = " -> ".join(f"{a:.1f}" for a in rows[0]["load_average"] if a is not None)
+            table.add_row(model, f"{rows[0]['parameters']:,}", load, *cells, loads)
+    console.print(table)
+    console.print(f"default: {r['default_threads']} thread ({r['rule']})")
+
+
+def print_threads_runs(r: dict, console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"threads: {escape(r['command'])}, training seconds", title_justify="left")
+    for name in ("threads", "load", "training s", "x quiet", "steps", "load average"):
+        table.add_column(name, justify="left" if name in ("threads", "load") else "right")
+    for row in r["rows"]:
+        loads = " -> ".join(f"{a:.1f}" for a in row["load_average"] if a is not None)
+        table.add_row(row["run"], row["load"], f"{row['train_seconds']:.1f}", f"{row['over_quiet']:.2f}",
+                      str(row["steps"]), loads)  # fmt: skip
+    console.print(table)
+
+
 def numbers(text: str, low: int) -> list[int]:
     """'256,4096' -> [256, 4096] (argparse type): whole numbers >= low, comma-separated."""
     try:
@@ -464,8 +526,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=[m for m in COMPILE_MODES if m],
         help="train: the torch.compile mode, implies --compile (default reduce-overhead on CUDA, default elsewhere)",
     )
-    p.add_argument("--steps", type=int, help="train: timed steps per round (default 60 on a CPU, 300 on a GPU)")
-    p.add_argument("--warmup", type=int, help="train: warm-up steps per round (default 10 on a CPU, 20 on a GPU)")
+    p.add_argument(
+        "--steps", type=int, help="train: timed steps per round (default 60 on a CPU, 300 on a GPU; threads: 30)"
+    )
+    p.add_argument(
+        "--warmup", type=int, help="train: warm-up steps per round (default 10 on a CPU, 20 on a GPU; threads: 5)"
+    )
     p.add_argument(
         "--seeds",
         type=lambda t: numbers(t, 0),
@@ -488,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:
         p.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    use_threads()  # the project's thread count (training/threads.py), as every command
     try:  # before anything is loaded: a missing GPU is said at once
         device = resolve_device(args.device)
     except DeviceError as e:
@@ -512,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     # Lightning and torch.compile may print: keep stdout for the one JSON object
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
         for name in sections:
-            results[name] = SECTIONS[name](calc, args, device)
+            results[RESULT_KEYS.get(name, name)] = SECTIONS[name](calc, args, device)
     if "train" in results:  # the headline figures, at the top level
         headline = ("lightning_over_bare", "model_over_nanogpt", "mfu", "tokens_per_second")
         headline += ("lightning_over_reference_eager", "lightning_over_reference_compiled")
@@ -537,6 +604,10 @@ def main(argv: list[str] | None = None) -> int:
         print_analysis(results["analysis"], console)
     if "lab" in results:
         print_lab(results["lab"], console)
+    if "step_time_by_threads" in results:
+        print_threads(results["step_time_by_threads"], console)
+    if "threads_runs" in results:
+        print_threads_runs(results["threads_runs"], console)
     return 1 if failed else 0
 
 

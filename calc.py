@@ -488,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
     except DeviceError as e:
         print(f"error: --device {args.device}: {e.why}; use --device cpu", file=sys.stderr)
         return 2
+    from training.threads import use_threads
+
+    use_threads()  # one thread, or OMP_NUM_THREADS (training/threads.py)
     from model.checkpoint import CheckpointError
 
     try:

@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     from analysis.adderboard import verify
     from model.checkpoint import CheckpointError, load_calculator
     from model.device import DeviceError, resolve_device
+    from training.threads import use_threads
+
+    use_threads()  # one thread, or OMP_NUM_THREADS (training/threads.py)
 
     try:  # once, before any checkpoint is read: a device torch names but cannot compute on here is one line
         device = resolve_device(args.device)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from analysis.progress import track
 from data.expressions import Problem
 from data.problems import MASTERED
 
@@ -163,7 +164,7 @@ def verify(calc, seed: int = SEED, digits: int = DIGITS) -> list[SuiteResult]:
     """Each suite at ``digits`` answered by ``calc`` (a :class:`model.calculator.Calculator` that adds numbers
     that long)."""
     results = []
-    for name, problems in suites(seed, digits).items():
+    for name, problems in track(suites(seed, digits).items(), "verify", part=lambda suite: suite[0]):  # terminal only
         answers = calc.answer(problems)
         wrong = [(p, a) for p, a in zip(problems, answers, strict=True) if a.value != p.truth]
         failures = [{"problem": p.text, "model": a.value, "model_text": a.text, "truth": p.truth} for p, a in wrong]

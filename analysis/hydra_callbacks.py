@@ -13,20 +13,27 @@ class SweepSummary(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         from analysis.html_report import Damage, write_sweep_report
+        from analysis.progress import stage
         from analysis.sweep import record_summary, summarise
+        from analysis.sweep_length import record_length_sweep
 
         sweep = SweepDir(config.hydra.sweep.dir)
         damage = Damage()
-        rows = summarise(sweep, damage)  # what is readable: a job with a damaged file counts as failed
-        record_summary(sweep, rows)
-        from analysis.sweep_length import record_length_sweep
-
-        drawn = record_length_sweep(sweep, rows)
+        with stage("sweep summary", total=3) as progress:  # in the terminal only (analysis/progress.py)
+            progress.doing("reading the runs")
+            rows = summarise(sweep, damage)  # what is readable: a job with a damaged file counts as failed
+            progress.advance()
+            progress.doing("tables and figures")
+            record_summary(sweep, rows)
+            drawn = record_length_sweep(sweep, rows)
+            progress.advance()
+            progress.doing("the page")
+            page = write_sweep_report(sweep.path, rows, damage=damage)
+            progress.advance()
         if drawn:
             print(f"length by run: {drawn}")
         failed = sum(row["status"] != "ok" for row in rows)
         print(f"sweep summary: {sweep.summary_md} ({len(rows)} runs, {failed} failed)")
-        page = write_sweep_report(sweep.path, rows, damage=damage)
         damage.warn()  # one line per damaged file
         print(f"sweep report: {page}")
 

@@ -18,6 +18,7 @@ from analysis.engine.cache import run_with_cache
 from analysis.engine.evaluator import Evaluator
 from analysis.maps import attention_maps, checked_probes, probe_sequences
 from analysis.metric import LEARNED, MILESTONE, Context, HeadMetric, learned, not_learned_text, points
+from analysis.progress import track
 from analysis.record import Recorder
 from data.positions import positions
 from model.hooks import head_label
@@ -112,9 +113,8 @@ class HeadAnalysis:
             self.length_problems,
         )  # fmt: skip
         results, summary, described = {}, [], []
-        for analysis in ANALYSES:
-            if analysis.opt_in and not getattr(self, analysis.opt_in):
-                continue
+        chosen = [a for a in ANALYSES if not a.opt_in or getattr(self, a.opt_in)]
+        for analysis in track(chosen, "analysis", part=lambda a: a.name):  # in the terminal only
             rows = ctx.result(type(analysis))
             if not rows:
                 continue

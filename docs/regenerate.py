@@ -40,6 +40,8 @@ import measure  # noqa: E402
 from measure import common  # noqa: E402
 from measure.common import BLOCK, DOCS, IMAGES, blocks_in, code_hash, commit, machine, secs  # noqa: E402, F401
 
+from analysis.progress import track  # noqa: E402
+
 MEASURED = ROOT / "docs" / "measured"
 MODULES = {name: importlib.import_module(f"measure.{name}") for name in measure.SECTIONS}
 EXPORT_CHECK = MODULES["export"].EXPORT_CHECK  # tests/test_interop.py reads calc.py --export's line with it
@@ -100,7 +102,7 @@ def measure_sections(chosen: list[Section], scratch: Path) -> None:
     where = json.loads(machine_file.read_text()) if machine_file.is_file() else {"sections": {}}
     if not all(s.needs_gpu for s in chosen):  # the CPU machine every other section is measured on
         where["machine"] = machine()
-    for section in chosen:
+    for section in track(chosen, "docs", part=lambda section: section.name):  # in the terminal only
         started, at, load = time.perf_counter(), commit(), os.getloadavg()[0]
         print(f"{section.name}: {first_line(section)}", flush=True)
         facts = section.build(scratch)

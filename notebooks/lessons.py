@@ -28,6 +28,9 @@ from data.datamodule import ArithmeticDataModule  # noqa: E402
 from training import TARGET_ACCURACY  # noqa: E402
 from training.module import CalculatorModule  # noqa: E402
 from training.optim import OptimConfig  # noqa: E402
+from training.threads import use_threads  # noqa: E402
+
+use_threads()  # one thread, or OMP_NUM_THREADS: the project's rule (training/threads.py), as every command
 
 # Lightning's start-up lines (GPU available: False, ...) and its hints would bury the lesson's own output.
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)

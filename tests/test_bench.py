@@ -375,3 +375,62 @@ def test_step_flops_counts_what_runs():
     tokens = 4 * 13
     assert matmul == 6 * linear_weights * tokens  # forward 2 x weights x tokens, backward twice that
     assert total == matmul + 12 * 2 * 13 * 64 * tokens
+
+
+def test_threads_section_times_each_thread_count_quiet_and_loaded_and_ends_its_load(capsys, monkeypatch):
+    """python bench.py threads: per model, per load, per thread count a step's time, the default beside it, the load
+    average beside every figure; the background processes it starts are gone after."""
+    from benchmarks import threads as threads_bench
+    from training.threads import DEFAULT_THREADS
+
+    started, busy = [], threads_bench.busy_processes
+
+    def watched(n):
+        started.append(n)
+        return busy(n)
+
+    monkeypatch.setattr(threads_bench, "MODELS", {"default": []})  # one model: the figures, not their values
+    monkeypatch.setattr(threads_bench, "thread_counts", lambda cores: [1, 1])  # 2 threads under load: seconds a step
+    monkeypatch.setattr(threads_bench, "busy_processes", watched)
+    out = bench_json(capsys, "threads", "--steps", "1", "--warmup", "1", "--repeat", "1")
+    r = out["step_time_by_threads"]
+    counts = [1, 1]
+    assert r["thread_counts"] == counts
+    assert [(row["load"], row["threads"]) for row in r["rows"]] == [
+        (load, t) for load in ("quiet", "2 busy") for t in counts
+    ]
+    for row in r["rows"]:
+        assert row["ms_per_step"] > 0 and row["parameters"] > 0 and len(row["load_average"]) == 2
+        if row["threads"] == 1:
+            assert row["over_one_thread"] == 1.0
+    assert r["default_threads"] == DEFAULT_THREADS == out["threads"]  # the count the other sections ran with
+    assert started == [0, 2]  # quiet, then 2 busy processes
+    text = render(bench.print_threads, r)
+    assert "2 busy" in text and "default: 1 thread" in text
+
+
+@pytest.mark.parametrize(("cores", "counts"), [(1, [1]), (2, [1, 2]), (6, [1, 2, 4, 6]), (8, [1, 2, 4, 8])])
+def test_thread_counts_double_up_to_the_cores(cores, counts):
+    from benchmarks.threads import thread_counts
+
+    assert thread_counts(cores) == counts
+
+
+def test_the_background_load_is_ended_by_the_benchmark():
+    from benchmarks.threads import busy_processes
+
+    with busy_processes(2) as procs:
+        assert all(p.poll() is None for p in procs)  # running
+    assert all(p.poll() is not None for p in procs)
+
+
+def test_the_threads_runs_table_prints_each_run_against_its_quiet_time():
+    r = {"command": "python train.py analysis=none logger=none [threads=2]", "cores": 2, "busy_processes": 2}
+    r["rows"] = [
+        {"run": "threads=2 (torch's default)", "load": "quiet", "train_seconds": 10.0, "wall_seconds": 20.0,
+         "steps": 30, "load_average": [1.0, 1.5], "over_quiet": 1.0},
+        {"run": "threads=2 (torch's default)", "load": "2 busy", "train_seconds": 150.0, "wall_seconds": 170.0,
+         "steps": 30, "load_average": [1.5, 3.2], "over_quiet": 15.0},
+    ]  # fmt: skip
+    text = render(bench.print_threads_runs, r)
+    assert "150.0" in text and "15.00" in text and "1.5 -> 3.2" in text and "2 busy" in text

@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from training.config import ConfigError, build, check, distributed
 from training.loggers import build_loggers
+from training.threads import use_threads
 
 
 def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resume_id: str | None = None):
@@ -21,8 +22,7 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     from training.callbacks import AtomicCheckpointIO
     from training.module import CalculatorModule
 
-    if cfg.threads is not None:
-        torch.set_num_threads(cfg.threads)
+    use_threads(cfg.threads)  # training/threads.py: the project's rule, threads= its override
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, "data")
     # the longest problems the model can be asked: its trained width, plus place_offset digits for a place model

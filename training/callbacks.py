@@ -9,6 +9,7 @@ import copy
 import io
 import math
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -302,3 +303,29 @@ class StepProgressBar(RichProgressBar):
         if loss is not None and trainer.global_step >= self._loss_step + trainer.log_every_n_steps:
             self._loss, self._loss_step = loss.item(), trainer.global_step  # at most one read per n steps
         return shown if self._loss is None else {**shown, "train/loss": round(self._loss, 4)}
+
+
+class SlowStepsNote(L.Callback):
+    """Says once, in one line, when the run's first steps on a CPU got less than half a core per thread: other work
+    is using the machine, so the run is slower than the machine can give, and what to do
+    (:func:`training.threads.slow_steps_note`). Measured from step ``skip`` (start-up done) over ``steps`` steps:
+    the process's CPU time against the wall time, a reading of two clocks per step."""
+
+    def __init__(self, steps: int = 40, skip: int = 5):
+        self.steps, self.skip = steps, skip
+        self._seen, self._wall, self._cpu = 0, 0.0, 0.0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._seen += 1
+        if self._seen == self.skip:
+            self._wall, self._cpu = time.perf_counter(), time.process_time()
+        elif self._seen == self.skip + self.steps and pl_module.device.type == "cpu" and trainer.is_global_zero:
+            from training.threads import slow_steps_note
+
+            wall, cpu = time.perf_counter() - self._wall, time.process_time() - self._cpu
+            note = slow_steps_note(cpu, wall, torch.get_num_threads(), self.steps)
+            progress = getattr(trainer.progress_bar_callback, "progress", None)  # a live rich bar: above it
+            if note and progress is not None:
+                progress.console.print(note, highlight=False, soft_wrap=True)  # one line, however narrow
+            elif note:
+                print(note, file=sys.stderr, flush=True)

@@ -20,6 +20,7 @@ import torch
 from analysis.engine.cache import run_with_cache
 from analysis.engine.graph import ComponentGraph
 from analysis.engine.pairs import Pairs, contrast_pairs, studied_digits
+from analysis.progress import stage
 from data.problems import ProblemFormat
 from model.hooks import ablated, hook_name, hooks
 
@@ -134,11 +135,13 @@ def edge_patching(graph: ComponentGraph, runs: PairRuns, chunk: int = 16) -> tor
     (exact path patching: the component graph with one edge patched, ``chunk`` edges per batched pass)."""
     clean = runs.pairs.inputs
     lost = []
-    for first in range(0, len(graph), chunk):
-        edges = torch.arange(first, min(first + chunk, len(graph)))
-        weights = torch.ones(len(edges), len(graph), device=clean.device)
-        weights[torch.arange(len(edges)), edges] = 0.0  # variant i patches edge first + i
-        lost.append((runs.clean_ld - lds(graph, runs, weights)) / runs.gap)
+    with stage("path patching: edges", total=len(graph)) as progress:  # in the terminal only
+        for first in range(0, len(graph), chunk):
+            edges = torch.arange(first, min(first + chunk, len(graph)))
+            weights = torch.ones(len(edges), len(graph), device=clean.device)
+            weights[torch.arange(len(edges)), edges] = 0.0  # variant i patches edge first + i
+            lost.append((runs.clean_ld - lds(graph, runs, weights)) / runs.gap)
+            progress.advance(len(edges))
     return torch.cat(lost).cpu()
 
 
