@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from analysis.length_figure import length_curves
 from analysis.metric import Analysis, Column, Context
+from analysis.progress import track
 from data.expressions import Problem
 from data.problems import MASTERED
 from data.tokenizer import CharTokenizer
@@ -62,19 +63,18 @@ def problems_at(width: int, n: int) -> int:
 def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[LengthRow]:
     """Greedy exact-match and digit accuracy of ``calc`` (a :class:`model.calculator.Calculator`) per operator and
     width: every answer token the model writes compared with the true one."""
-    rows = []
-    for op in calc.fmt.operators:
-        for width in widths:
-            problems = long_problems(op, width, problems_at(width, n), seed, calc.fmt.larger_first)
-            fmt = calc.fmt.at_width(calc.width_of(problems[0]))
-            seqs = calc.encode(problems, fmt)  # (n, seq_len)
-            start = time.perf_counter()
-            written = calc.generate(seqs[:, : fmt.prompt_len], fmt=fmt)  # (n, answer_len)
-            seconds = round(time.perf_counter() - start, 2)
-            exact = fmt.exact_match(written, seqs).float().mean()
-            right = (written == fmt.answer_of(seqs)).float().mean()  # every answer token, one by one
-            trained = width <= calc.trained_digits
-            rows.append(LengthRow(op, width, trained, len(problems), float(exact), float(right), seconds))
+    rows, jobs = [], [(op, width) for op in calc.fmt.operators for width in widths]
+    for op, width in track(jobs, "length", part=lambda job: f"'{job[0]}' at {job[1]} digits"):  # terminal only
+        problems = long_problems(op, width, problems_at(width, n), seed, calc.fmt.larger_first)
+        fmt = calc.fmt.at_width(calc.width_of(problems[0]))
+        seqs = calc.encode(problems, fmt)  # (n, seq_len)
+        start = time.perf_counter()
+        written = calc.generate(seqs[:, : fmt.prompt_len], fmt=fmt)  # (n, answer_len)
+        seconds = round(time.perf_counter() - start, 2)
+        exact = fmt.exact_match(written, seqs).float().mean()
+        right = (written == fmt.answer_of(seqs)).float().mean()  # every answer token, one by one
+        trained = width <= calc.trained_digits
+        rows.append(LengthRow(op, width, trained, len(problems), float(exact), float(right), seconds))
     return rows
 
 
