@@ -17,6 +17,7 @@ REGISTERED = (
     "patching:Patching",
     "circuit:CircuitAnalysis",
     "circuit_roles:CircuitRoles",
+    "head_story:HeadStory",  # after circuit_roles: it reads their roles when the run found circuits (opt-in)
     "length:Length",
 )
 
