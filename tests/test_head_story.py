@@ -96,6 +96,18 @@ CASES = [
         ["pruned"],
     ),
     (
+        "a head that writes against the answer directly",
+        facts(direct=-1.0),
+        ["-1.00 of the right token's 8.0 logits directly", "pushes against the right token directly"],
+        ["writes the answer itself", "not directly"],
+    ),
+    (
+        "patching studied no digit: nothing claimed of it",
+        facts(restores=None),
+        ["patching studied no digit"],
+        ["outside the pairs", "restores"],
+    ),
+    (
         "the circuits were found and it is in none",
         facts(head=1, zero=0.0, mean=0.0, direct=0.01, restores=(("r0", 0.5),), circuit=""),
         ["it is in no digit's circuit", "it can be pruned"],

@@ -38,7 +38,8 @@ class HeadFacts:
     mean: float | None  # Δ exact-match when mean-ablated
     direct: float | None  # logits it adds to the right token directly (dla, over all answer digits)
     logit: float | None  # the right token's logit above the average, the whole model's: what the direct parts sum to
-    restores: tuple[tuple[str, float], ...]  # (digit, share of its logit difference) patching restores, >= MIN_SHARE
+    restores: tuple[tuple[str, float], ...] | None  # (digit, share) where patching restores >= MIN_SHARE of its logit
+    # difference, largest first; None when patching studied no digit
     circuit: str | None  # the circuits' role ("" in none); None when the run found no circuits
     tolerance: float  # an exact-match loss at most this costs nothing
     exact_match: float  # the intact model's, on the same problems
@@ -67,6 +68,8 @@ def _points(cost: float) -> str:
 def _restores(f: HeadFacts) -> str:
     if f.circuit is not None:
         return f"the circuits name it: {f.circuit}" if f.circuit else "it is in no digit's circuit"
+    if f.restores is None:
+        return "patching studied no digit"
     if not f.restores:
         return f"patching it restores under {MIN_SHARE:.0%} of any digit's logit difference"
     return "patching it restores " + " and ".join(f"{share:.0%} of {digit}" for digit, share in f.restores[:2])
@@ -94,14 +97,14 @@ def head_story(f: HeadFacts) -> str:
     else:
         cost = f"removing it costs at most {points(f.tolerance)}"
     surprise = bool(costs) and (where is not None) == needed  # a head that looks at no operand yet matters, or v.v.
-    share = f.direct / f.logit if f.direct is not None and f.logit else None
+    share = f.direct / f.logit if f.direct is not None and f.logit is not None and f.logit > 0 else None
     writes = share is not None and share >= DIRECT
     direct = (
         f"it adds {f.direct:+.2f} of the right token's {f.logit:.1f} logits directly"
         if share is not None
         else "its direct effect was not measured"
     )
-    causal = bool(f.circuit) if f.circuit is not None else bool(f.restores)
+    causal = bool(f.circuit) if f.circuit is not None else None if f.restores is None else bool(f.restores)
 
     meaning = []
     if needed:
@@ -120,10 +123,15 @@ def head_story(f: HeadFacts) -> str:
                 meaning.append(f"in layer 0 nothing is computed yet at {where}: it matters for what it writes from it")
             else:
                 meaning.append("its pattern is its job")
-            if not causal:
+            if causal is False:
                 meaning.append("no studied digit runs through it, so its work lies outside the pairs patching tried")
         if writes:
             meaning.append("it writes the answer itself")
+        elif share is not None and share <= -DIRECT:
+            meaning.append(
+                "it pushes against the right token directly, so what it does for the answer goes through "
+                "the layers after it"
+            )
         elif share is not None:
             later = "the MLP after it" if f.layer == f.n_layers - 1 else "the MLPs and layers after it"
             meaning.append(f"it writes the answer through {later}, not directly")
@@ -180,7 +188,8 @@ def head_facts(ctx: Context) -> list[HeadFacts]:
     ablation = {(r.layer, r.head, r.ablation): r.delta_exact_match for r in ctx.result(Ablation)}
     direct = {(r.layer, r.head): r.direct_logit for r in ctx.result(DirectLogitAttribution) if r.place == ALL}
     restores: dict[tuple[int, int], list[tuple[str, float]]] = {}
-    for r in ctx.result(Patching):
+    patching = ctx.result(Patching)  # [] when the model tells no digit's pairs apart
+    for r in patching:
         if r.restored >= MIN_SHARE:
             restores.setdefault((r.layer, r.head), []).append((r.digit, r.restored))
     circuit_rows = ctx.results.get(CircuitRoles)
@@ -196,7 +205,7 @@ def head_facts(ctx: Context) -> list[HeadFacts]:
             ablation.get((layer, head, "mean")),
             direct.get((layer, head)),
             logit,
-            tuple(sorted(restores.get((layer, head), []), key=lambda found: -found[1])),
+            tuple(sorted(restores.get((layer, head), []), key=lambda found: -found[1])) if patching else None,
             None if circuit is None else circuit.get((layer, head), ""),
             ctx.tolerance,
             ctx.evaluator.intact.exact_match,
