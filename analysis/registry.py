@@ -17,7 +17,7 @@ REGISTERED = (
     "patching:Patching",
     "circuit:CircuitAnalysis",
     "circuit_roles:CircuitRoles",
-    "head_story:HeadStory",  # after circuit_roles: it reads their roles when the run found circuits (opt-in)
+    "head_story:HeadStory",
     "length:Length",
 )
 

@@ -162,7 +162,7 @@ class HeadStory(HeadMetric):
     columns = (Column("layer", "layer"), Column("head", "head"), Column("story", "story"))
     value = "story"
     view = "table"  # sentences: a table, not a heatmap
-    needs = (Roles, Ablation, DirectLogitAttribution, Patching)
+    needs = (Roles, Ablation, DirectLogitAttribution, Patching, CircuitRoles)  # the circuit roles when found
 
     def compute(self, ctx: Context) -> list[HeadStoryRow]:
         facts = head_facts(ctx)
@@ -182,8 +182,8 @@ class HeadStory(HeadMetric):
 
 
 def head_facts(ctx: Context) -> list[HeadFacts]:
-    """Every head's facts, from the other analyses' rows (the circuits' roles only when the run computed them: they
-    are opt-in and slow, so they are read, never computed, here; CircuitRoles is registered before this analysis)."""
+    """Every head's facts, from the other analyses' rows (the circuits' roles only when the run finds circuits:
+    they are opt-in and slow, ``analysis.circuits``)."""
     pattern = {(r.layer, r.head): r.role for r in ctx.result(Roles)}
     ablation = {(r.layer, r.head, r.ablation): r.delta_exact_match for r in ctx.result(Ablation)}
     direct = {(r.layer, r.head): r.direct_logit for r in ctx.result(DirectLogitAttribution) if r.place == ALL}
@@ -192,7 +192,7 @@ def head_facts(ctx: Context) -> list[HeadFacts]:
     for r in patching:
         if r.restored >= MIN_SHARE:
             restores.setdefault((r.layer, r.head), []).append((r.digit, r.restored))
-    circuit_rows = ctx.results.get(CircuitRoles)
+    circuit_rows = ctx.result(CircuitRoles) if ctx.circuits else None
     circuit = {(r.layer, r.head): r.role for r in circuit_rows} if circuit_rows else None
     logit = right_token_logit(ctx)
     return [
