@@ -68,7 +68,7 @@ CASES = [
     (
         "reads the operands, in a circuit, yet costs nothing: others stand in",
         facts(layer=0, pattern=OPERANDS, zero=-0.002, mean=0.0, restores=(), circuit="base add r0"),
-        ["', yet removing it costs at most 1 point", "the circuits name it: base add r0", "other heads stand in"],
+        ["', yet removing it costs at most 1 point", "the circuits name it 'base add r0'", "other heads stand in"],
         ["pruned", *NEEDED],
     ),
     (
@@ -94,6 +94,12 @@ CASES = [
         facts(restores=()),
         ["restores under 10% of any digit", "outside the pairs patching tried"],
         ["pruned"],
+    ),
+    (
+        "the circuits say it uses the carry: the carry is what it passes on from its own token",
+        facts(circuit="uses the carry into r1 r2"),
+        ["the circuits name it 'uses the carry into r1 r2'", "so it can pass on the carry computed earlier"],
+        ["patching it restores", *NOT_NEEDED],
     ),
     (
         "a head that writes against the answer directly",

@@ -67,7 +67,7 @@ def _points(cost: float) -> str:
 
 def _restores(f: HeadFacts) -> str:
     if f.circuit is not None:
-        return f"the circuits name it: {f.circuit}" if f.circuit else "it is in no digit's circuit"
+        return f"the circuits name it '{f.circuit}'" if f.circuit else "it is in no digit's circuit"
     if f.restores is None:
         return "patching studied no digit"
     if not f.restores:
@@ -115,9 +115,10 @@ def head_story(f: HeadFacts) -> str:
             )
         else:
             if where and f.layer > 0:
+                earlier = "the carry" if "carry" in (f.circuit or "") else "a result (a carry, a digit's sum)"
                 meaning.append(
-                    f"what it reads at {where} was written there by the layers below, so it can pass on a result "
-                    "computed earlier (a carry, a digit's sum) while looking at no operand"
+                    f"what it reads at {where} was written there by the layers below, so it can pass on {earlier} "
+                    "computed earlier while looking at no operand"
                 )
             elif where:
                 meaning.append(f"in layer 0 nothing is computed yet at {where}: it matters for what it writes from it")
@@ -137,7 +138,7 @@ def head_story(f: HeadFacts) -> str:
             meaning.append(f"it writes the answer through {later}, not directly")
     elif costs:
         if causal or writes:
-            meaning.append("other heads stand in for it when it is gone: useful, not needed")
+            meaning.append("other heads stand in for it when it is gone, so it is useful but not needed")
         else:
             meaning.append("nothing measured here needs it, so it can be pruned")
     facts = f"{look}{', yet ' if surprise else ', and '}{cost}; {direct}, and {_restores(f)}"
