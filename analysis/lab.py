@@ -103,8 +103,9 @@ def lab_for_run(run_dir) -> dict:
 
 
 def lab_page(payload: dict, title: str = "tinycalc lab") -> str:
-    """A page holding the lab alone (the run's report.html carries it among its sections): for the tests and the
-    benchmark. The payload is inlined as data, the script as code; nothing else is requested."""
+    """A page holding the lab alone (the run's report.html carries it among its sections): for the tests, the
+    benchmark and notebook 02's model. The payload is inlined as data, the script as code; nothing else is
+    requested."""
     data = json.dumps(payload, separators=(",", ":")).replace("<", "\\u003c")
     script = LAB_JS.read_text().replace("</script", "<\\/script")
     return (

@@ -94,6 +94,7 @@ class Context:
     ablation_kinds: tuple[str, ...] = ("zero", "mean")
     prune: str | None = "ranked"
     length_problems: int = 0  # problems per operator and length for the length analysis (0: none)
+    circuits: bool = False  # whether the circuits (opt-in, slow) are found: an analysis may read them only then
     results: dict[type[Product], Any] = field(default_factory=dict)  # what each product computed, by its class
     _computing: list[type[Product]] = field(default_factory=list, init=False, repr=False)  # innermost last
 

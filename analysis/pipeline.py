@@ -110,7 +110,7 @@ class HeadAnalysis:
         images = {"attention": [str(p) for p in recorder.attention_maps(maps, map_figures(maps, "final"), "final")]}
         ctx = Context(
             module, problems, cache, Evaluator(module, problems, cache), self.tolerance, self.ablation, self.prune,
-            self.length_problems,
+            self.length_problems, self.circuits,
         )  # fmt: skip
         results, summary, described = {}, [], []
         chosen = [a for a in ANALYSES if not a.opt_in or getattr(self, a.opt_in)]

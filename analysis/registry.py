@@ -17,6 +17,7 @@ REGISTERED = (
     "patching:Patching",
     "circuit:CircuitAnalysis",
     "circuit_roles:CircuitRoles",
+    "head_story:HeadStory",
     "length:Length",
 )
 

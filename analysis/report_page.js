@@ -217,7 +217,11 @@
     const snaps = d.attention;
     if (!snaps.length) { s.append(el("p", { class: "muted", text: "Not recorded (no attention/*.json in the run directory)." })); return; }
     const notes = {};  // "L0h1" -> [[analysis title, its line for that head], ...]
-    for (const a of d.analyses) for (const [key, note] of Object.entries(a.notes || {})) if (note) (notes[key] = notes[key] || []).push([a.title, note]);
+    const stories = {};  // "L0h1" -> the one sentence that reconciles those lines (an analysis whose facts say headline)
+    for (const a of d.analyses) for (const [key, note] of Object.entries(a.notes || {})) {
+      if (!note) continue;
+      if (a.headline) stories[key] = note; else (notes[key] = notes[key] || []).push([a.title, note]);
+    }
     const noteText = (key) => (notes[key] || []).map(([, note]) => note).join(" · ");
     const nLayers = snaps[0].weights.length, nHeads = snaps[0].weights[0][0].length;
     const state = { snap: snaps.length - 1, probe: 0, layer: 0, head: 0 };
@@ -242,7 +246,7 @@
       for (let head = 0; head < nHeads; head++) {
         const key = `L${layer}h${head}`;
         const canvas = el("canvas");
-        const cell = el("div", { class: "head-thumb", "data-layer": layer, "data-head": head, title: noteText(key) || key,
+        const cell = el("div", { class: "head-thumb", "data-layer": layer, "data-head": head, title: stories[key] || noteText(key) || key,
                                  onclick: () => { state.layer = layer; state.head = head; update(); } },
           el("div", { class: "name" }, `L${layer} h${head}`), canvas, el("div", { class: "role", text: noteText(key) }));
         thumbs[layer].push({ cell, canvas });
@@ -254,7 +258,8 @@
     const caption = el("div", { class: "caption" });
     const viewer = el("div", { class: "viewer" }, el("h3", { id: "attention-title" }), big, tip, caption, colourBar());
     const note = Object.keys(notes).length ? el("p", { class: "muted", text: "Under each head: what the analyses below say of it (" +
-      d.analyses.filter((a) => Object.keys(a.notes || {}).length).map((a) => a.title.toLowerCase()).join(", ") + ")." }) : null;
+      d.analyses.filter((a) => !a.headline && Object.keys(a.notes || {}).length).map((a) => a.title.toLowerCase()).join(", ") + ")" +
+      (Object.keys(stories).length ? "; click a head for the one sentence that puts them together." : ".") }) : null;
     s.append(controls, el("div", { class: "row" }, el("div", {}, grid, note), viewer));
 
     const weightsOf = (snap, layer, probe, head) => snaps[snap].weights[layer][probe][head];
@@ -337,8 +342,9 @@
       const key = `L${state.layer}h${state.head}`, snap = snaps[state.snap];
       document.getElementById("attention-title").textContent =
         `layer ${state.layer}, head ${state.head} — ${snap.probes[state.probe]}` + (snap.tag === "final" ? "" : ` at step ${snap.step}`);
-      caption.replaceChildren(...(notes[key] || [["", "nothing recorded about this head"]]).flatMap(([title, text]) =>
-        [el("b", { text: title ? `${title.toLowerCase()}: ` : "" }), text, el("br")]));
+      caption.replaceChildren(...(stories[key] ? [el("p", { class: "story", text: stories[key] })] : []),
+        ...(notes[key] || [["", "nothing recorded about this head"]]).flatMap(([title, text]) =>
+          [el("b", { text: title ? `${title.toLowerCase()}: ` : "" }), text, el("br")]));
     }
     function step(delta) {
       const i = (state.layer * nHeads + state.head + delta + nLayers * nHeads) % (nLayers * nHeads);
@@ -528,6 +534,8 @@
     const box = el("div", { id: "lab-box" });
     s.append(box);
     TinycalcLab.render(box, TinycalcLab.load(d.lab));
+    const stories = d.results.head_stories || {};  // hover a switch: that head's one sentence (analysis/metrics/head_story.py)
+    box.querySelectorAll(".lab-switch").forEach((b) => { if (typeof stories[b.dataset.head] === "string") b.title = stories[b.dataset.head]; });
   }
 
   function mistakesSection(d) {

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from data.problems import ProblemFormat
 
@@ -37,8 +38,8 @@ def print_summary(results: dict, console: Console | None = None) -> None:
         f"{results['test_exact_match']:.2%} of {results['n_test']:,} held-out problems "
         f"(per digit {results['test_digit_accuracy']:.2%})",
     )
-    for label, text in results.get("analysis_summary", []):  # each registered analysis's own rows
-        table.add_row(label, text)
+    for label, text in results.get("analysis_summary", []):  # each registered analysis's own rows, verbatim
+        table.add_row(label, Text(text))  # as Text: a '[...]' in a row is the run's words, never rich markup
     if "images" in results:
         images = results["images"]
         figures = ", ".join(Path(path).name for name, path in images.items() if name != "attention")

@@ -407,10 +407,10 @@ def test_a_section_drawn_from_a_damaged_file_says_not_recorded_and_the_rest_draw
             browser.close()
     sections = dict(drawn)
     assert list(sections) == ["lab", "config", "curves", "attention", "roles", "ablation", "pruning", "dla",
-                              "patching", "mistakes"]  # fmt: skip
+                              "patching", "head_story", "mistakes"]  # fmt: skip
     for damaged in ("attention", "ablation"):
         assert "Not recorded: what the run directory holds for this section is damaged" in sections[damaged]
-    for whole in ("lab", "config", "curves", "roles", "pruning", "dla", "patching", "mistakes"):
+    for whole in ("lab", "config", "curves", "roles", "pruning", "dla", "patching", "head_story", "mistakes"):
         assert "Not recorded" not in sections[whole], whole
 
 

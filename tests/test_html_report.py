@@ -48,6 +48,7 @@ def run_dir(sweep_dir) -> Path:
     results = json.loads((job / "results.json").read_text())
     assert recorded["n_mistakes"] == round(recorded["n_test"] * (1 - results["test_exact_match"]))
     assert (job / "report.html").exists()  # written at the end of the run
+    assert inlined_data((job / "report.html").read_text())["lab"]["weights"]  # a sweep's job carries its lab too
     (job / "test_mistakes.json").write_text(json.dumps(MISTAKES))
     write_run_report(job)
     return job
@@ -244,6 +245,42 @@ def test_the_run_page_carries_its_model_in_the_lab(browser, run_dir):
     view.offline_and_clean()
 
 
+def test_each_heads_story_is_one_sentence_the_same_in_results_the_terminal_and_the_page(browser, run_dir):
+    """results.json's head_stories (analysis/metrics/head_story.py builds them) is what the terminal summary prints
+    and what the page shows: beside a head's map when it is clicked, on its lab switch and in the section's table."""
+    import io
+
+    from rich.console import Console
+
+    from analysis.summary import print_summary
+
+    results = json.loads((run_dir / "results.json").read_text())
+    names = [f"L{layer}h{head}" for layer in range(results["n_layers"]) for head in range(results["n_heads"])]
+    stories = results["head_stories"]
+    assert list(stories) == names and all(stories[name].startswith(name) for name in names)
+    assert len(set(stories.values())) == len(names)  # each its own
+
+    console = Console(width=100_000, file=io.StringIO(), record=True)  # wide: no line is wrapped
+    print_summary(results, console)
+    terminal = console.export_text()
+    if results["learned"]:  # a model that learned nothing gets one "not learned" line instead
+        assert [text for _, text in results["analysis_summary"] if text in stories.values()] == list(stories.values())
+        assert all(story in terminal for story in stories.values())
+    else:
+        assert all("has not learned" in story for story in stories.values())
+
+    view = Page(browser, run_dir / "report.html")
+    page = view.page
+    for name in names:
+        layer, head = name[1:].split("h")
+        page.click(f'.head-thumb[data-layer="{layer}"][data-head="{head}"]')
+        assert view.text("#attention .caption .story") == stories[name]
+        assert page.get_attribute(f'#lab .lab-switch[data-head="{name}"]', "title") == stories[name]
+    table = page.eval_on_selector_all("#head_story tbody tr", "rows => rows.map(r => r.lastChild.textContent)")
+    assert table == list(stories.values())
+    view.offline_and_clean()
+
+
 def test_run_report_without_mistakes_says_not_recorded(browser, run_dir, tmp_path):
     for name in ("results.json", "history.json", "config.yaml", "ablation.csv", "pruning.csv"):
         shutil.copy(run_dir / name, tmp_path / name)
@@ -297,9 +334,10 @@ def test_sweep_report_renders_offline_and_links_each_run(browser, sweep_dir, run
     page.screenshot(path=tmp_path / "sweep_report.png", full_page=True)
     assert (tmp_path / "sweep_report.png").stat().st_size > 20_000
 
-    page.click("#runs a")  # and the link opens the run's own page
+    page.click("#runs a")  # and the link opens the run's own page, with its lab
     page.wait_for_selector("body[data-rendered='run']")
     assert page.locator(".head-thumb").count() == 2 * 2  # 2 layers x 2 heads
+    assert page.locator("#lab .lab-switch").count() == 2 * 2
 
 
 @pytest.mark.parametrize("name", ["javascript:alert(1)", "0_a=b#c?d", "data:text/html,x", "100%"])

@@ -1,10 +1,15 @@
 """The lab's forward pass (analysis/lab.js) against PyTorch's, in the real browser: the same logits on the same
 problems, with heads on, zeroed, mean-ablated and patched, for every kind of model the project trains. The weights
-are drawn large (std 0.3) so that a wrong step shows in the logits, not under the tolerance."""
+are drawn large (std 0.3) so that a wrong step shows in the logits, not under the tolerance.
+
+Each kind's model and page are built once for the module (``built``: a payload takes a second or two); the issue's
+five kinds run in the fast suite, the attention variants beside them with ``-m slow``."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -17,7 +22,7 @@ from model.checkpoint import network_for
 from model.hooks import ablated, hook_name
 from tests.test_html_report import browser  # noqa: F401 -- the module's Chromium
 
-KINDS = {  # the issue's five, and the attention variants beside them
+KINDS = {  # the issue's five, then the attention variants beside them (SLOW_KINDS)
     "default": ({}, {}),
     "add10": ({"digits": 10}, {"n_heads": 8}),
     "mul2_working": ({"digits": 2, "operators": "*", "show_work": True}, {}),
@@ -37,6 +42,9 @@ KINDS = {  # the issue's five, and the attention variants beside them
 }
 
 
+SLOW_KINDS = ("grouped_log_scaled", "abacus_no_bias")  # exact in the slow suite; the fast one keeps the issue's five
+
+
 def model_of(kind: str):
     fmt_args, model_args = KINDS[kind]
     fmt, tokenizer = ProblemFormat(**fmt_args), CharTokenizer()
@@ -49,7 +57,7 @@ def model_of(kind: str):
     return net.eval(), fmt, tokenizer
 
 
-def problems(fmt: ProblemFormat, tokenizer: CharTokenizer, n: int = 3) -> torch.Tensor:
+def problems(fmt: ProblemFormat, tokenizer: CharTokenizer, n: int = 2) -> torch.Tensor:
     a, op_idx, b = fmt.random_problems(n, torch.Generator().manual_seed(1))
     return ProblemEncoder(fmt, tokenizer.vocab).encode(a, op_idx, b)[:, :-1]  # (n, T): every token but [EOS]
 
@@ -60,14 +68,35 @@ def lab_file(tmp_path: Path, payload: dict) -> Path:
     return page
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_the_pages_forward_pass_is_the_models(browser, tmp_path, kind):  # noqa: F811
-    net, fmt, tokenizer = model_of(kind)
-    payload = lab_payload(net, fmt, tokenizer.vocab)
+class Built(NamedTuple):
+    net: torch.nn.Module
+    fmt: ProblemFormat
+    tokenizer: CharTokenizer
+    page: Path  # the lab's page for the model (lab_page of its lab_payload)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """kind -> its model and lab page, built on first use and shared by the module's tests."""
+    folder = tmp_path_factory.mktemp("labs")
+
+    @functools.cache
+    def build(kind: str) -> Built:
+        net, fmt, tokenizer = model_of(kind)
+        page = folder / f"{kind}.html"
+        page.write_text(lab_page(lab_payload(net, fmt, tokenizer.vocab)))
+        return Built(net, fmt, tokenizer, page)
+
+    return build
+
+
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_KINDS else k for k in KINDS])
+def test_the_pages_forward_pass_is_the_models(browser, built, kind):  # noqa: F811
+    net, fmt, tokenizer, path = built(kind)
     page = browser.new_page()
     requests = []
     page.on("request", lambda r: requests.append(r.url))
-    url = lab_file(tmp_path, payload).as_uri()
+    url = path.as_uri()
     page.goto(url)
     seqs = problems(fmt, tokenizer)
     means = head_means(net, fmt, tokenizer.vocab)  # what the payload carries
@@ -109,12 +138,12 @@ def test_the_pages_forward_pass_is_the_models(browser, tmp_path, kind):  # noqa:
     assert requests == [url]  # the page asked for nothing but itself
 
 
-def test_the_page_writes_and_reads_problems_as_the_format_does(browser, tmp_path):  # noqa: F811
+def test_the_page_writes_and_reads_problems_as_the_format_does(browser, built):  # noqa: F811
     """The page's prompt ids are the encoder's, and its reading of a written answer is ProblemFormat.parse_answer's."""
     for kind in ("default", "sub3", "mul2_working"):
-        net, fmt, tokenizer = model_of(kind)
+        _, fmt, tokenizer, path = built(kind)
         page = browser.new_page()
-        page.goto(lab_file(tmp_path, lab_payload(net, fmt, tokenizer.vocab)).as_uri())
+        page.goto(path.as_uri())
         a, op, b = (7, fmt.operators[0], 35)
         seq = ProblemEncoder(fmt, tokenizer.vocab).encode(
             torch.tensor([a]), torch.tensor([fmt.operators.index(op)]), torch.tensor([b])
@@ -131,11 +160,10 @@ def test_the_page_writes_and_reads_problems_as_the_format_does(browser, tmp_path
         assert error.startswith(f"this model was not trained on {other!r}"), error
 
 
-def test_the_lab_section_answers_switches_heads_and_keeps_its_state_in_the_url(browser, tmp_path):  # noqa: F811
+def test_the_lab_section_answers_switches_heads_and_keeps_its_state_in_the_url(browser, built):  # noqa: F811
     """Type a problem, switch a head, patch from a second problem: the answer, the switch and the patching table
     follow, the URL fragment holds the experiment (opening it again restores it), a bad problem is one error line."""
-    net, fmt, tokenizer = model_of("default")
-    page_file = lab_file(tmp_path, lab_payload(net, fmt, tokenizer.vocab))
+    net, fmt, _, page_file = built("default")
     page = browser.new_page()
     page.goto(page_file.as_uri())
     assert page.input_value(".lab-problem") == "199+1"

@@ -39,3 +39,37 @@ def test_a_resumed_run_is_not_warned_that_its_own_checkpoints_are_there():
         warnings.warn("Checkpoint directory /x/checkpoints exists and is not empty.", UserWarning, stacklevel=1)
         warnings.warn("something else", UserWarning, stacklevel=1)
     assert [str(w.message) for w in caught] == ["something else"]
+
+
+def test_the_summary_prints_each_analysis_row_verbatim():
+    """The end-of-run summary prints every analysis's row as recorded in results.json (each head's one sentence
+    among them, analysis/metrics/head_story.py): nothing in it is read as rich markup, nothing is dropped."""
+    import io
+
+    from rich.console import Console
+
+    from analysis.summary import print_summary
+
+    rows = [
+        ["each head", "L0h0 attends mostly to [BOS], yet zeroing it costs 30.0 points; [bold]not markup[/bold]"],
+        ["", "L0h1 attends mostly to its own token, and removing it costs at most 1 point"],
+    ]
+    results = {
+        "data": {"digits": 3, "operators": "+", "reverse_answer": True},
+        "n_layers": 1,
+        "n_heads": 2,
+        "head_dim": 32,
+        "n_params": 1000,
+        "steps": 10,
+        "train_seconds": 1.0,
+        "tokens_per_second": 100,
+        "test_exact_match": 1.0,
+        "n_test": 10,
+        "test_digit_accuracy": 1.0,
+        "analysis_summary": rows,
+        "run_dir": "runs/x",
+    }
+    console = Console(width=100_000, file=io.StringIO(), record=True)
+    print_summary(results, console)
+    shown = console.export_text()
+    assert all(text in shown for _, text in rows)
