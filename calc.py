@@ -236,6 +236,14 @@ class LongLine(str):
     """The first characters of an input line longer than MAX_LINE_CHARS (the rest was read and dropped)."""
 
 
+def write_lab(calc, path: Path) -> None:
+    """The model's lab page (analysis/lab.py), the one a run's report.html opens with, as a page of its own: an
+    export carries it (docs/interop.md), so whoever receives the model can switch its heads off in a browser."""
+    from analysis.lab import lab_page, lab_payload
+
+    path.write_text(lab_page(lab_payload(calc.net, calc.fmt, calc.tokenizer.vocab), f"tinycalc lab: {calc.describe()}"))
+
+
 class InputTooLarge(Exception):
     """More input than MAX_LINES lines or MAX_INPUT_BYTES bytes; the message is one line."""
 
@@ -501,7 +509,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.export is not None:
         from model.export import export_command
 
-        return export_command(calc, *args.export)
+        status = export_command(calc, *args.export)
+        if status == 0:  # the export travels with its lab: the same weights, heads to switch off in a browser
+            write_lab(calc, Path(args.export[1]) / "lab.html")
+        return status
     if args.eval is not None:
         return evaluate_file(calc, args.eval, args.show_mistakes, args.json)
     if args.exprs:
