@@ -16,7 +16,7 @@ from analysis.metric import MILESTONE
 
 
 def setting_of(row: dict) -> str:
-    """A run's setting: its overrides but the seed (the same grouping as analysis.sweep.grouped_over_seeds)."""
+    """A run's setting: its overrides but the seed (analysis.sweep.grouped_over_seeds groups by it too)."""
     return " ".join(o for o in row["run"].split() if not o.startswith("seed=")) or "(defaults)"
 
 
@@ -205,13 +205,19 @@ def _against_first(order: list[str], groups: dict, names: dict) -> tuple[list[st
             reached = [r["seed"] for r in groups[s] if r["steps_to_99"] is not None]
             disagree.append(f"{names[s]} reached {MILESTONE_TEXT} on {_seeds(reached)} but never on {_seeds(never)}")
     steps = {"better": "fewer steps", "same": "the same steps", "worse": "more steps"}
-    prunable = {"better": "a higher prunable fraction", "same": "the same", "worse": "a lower"}
+    prunable = {
+        "better": "a higher prunable fraction",
+        "same": "the same prunable fraction",
+        "worse": "a lower prunable fraction",
+    }
     for s in order[1:]:
         said = []
         for key, lower, words in (("steps_to_99", True, steps), ("prunable_fraction", False, prunable)):
             found = _against(groups[order[0]], groups[s], key, lower)
             if any(found.values()):
-                said.append(_count(found, words))
+                said.append(
+                    _count(found, words) + (_overlap(groups[order[0]], groups[s]) if key == "steps_to_99" else "")
+                )
             if found["better"] and found["worse"]:
                 what = f"steps to {MILESTONE_TEXT}" if key == "steps_to_99" else "prunable fraction"
                 disagree.append(f"{names[s]} against {names[order[0]]} on {what}")
@@ -222,6 +228,17 @@ def _against_first(order: list[str], groups: dict, names: dict) -> tuple[list[st
         if found["better"] and found["worse"]:
             disagree.append(f"{names[b]} against {names[a]} on steps to {MILESTONE_TEXT} ({_count(found, steps)})")
     return lines, disagree
+
+
+def _overlap(base: list[dict], other: list[dict]) -> str:
+    """' (the ranges overlap)' or ' (the ranges do not overlap)': whether seed-to-seed spread could explain it."""
+    a = [r["steps_to_99"] for r in base if r["steps_to_99"] is not None]
+    b = [r["steps_to_99"] for r in other if r["steps_to_99"] is not None]
+    if len(a) < 2 and len(b) < 2 or not a or not b:
+        return ""  # one seed each: no range to speak of
+    apart = max(a) < min(b) or max(b) < min(a)
+    span = lambda v: _num(min(v)) if min(v) == max(v) else f"{_num(min(v))}..{_num(max(v))}"  # noqa: E731
+    return f" (their ranges {'do not overlap' if apart else 'overlap'}: {span(b)} against {span(a)})"
 
 
 def _spread_pct(group: list[dict]) -> str:

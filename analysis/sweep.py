@@ -172,8 +172,7 @@ def grouped_over_seeds(rows: list[dict]) -> list[dict]:
     groups: dict = {}
     for row in rows:
         if row["status"] == "ok":
-            setting = " ".join(o for o in row["run"].split() if not o.startswith("seed=")) or "(defaults)"
-            groups.setdefault(setting, []).append(row)
+            groups.setdefault(conclusion.setting_of(row), []).append(row)
     out = []
     for setting, members in groups.items():
         if len(members) < 2:

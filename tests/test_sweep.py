@@ -105,7 +105,8 @@ CONCLUSIONS = {
             "Fewest steps (median over seeds, runs that all reached it): 4 heads (200).",
             "Test exact-match: every run 100.00%, a tie; no setting is better on it.",
             "Every setting has the same parameter count (100,000).",
-            "4 heads against 1 head: fewer steps on seeds 0, 1, 2; a higher prunable fraction on seeds 0, 1, 2.",
+            "4 heads against 1 head: fewer steps on seeds 0, 1, 2 (their ranges do not overlap: 200..225 against "
+            "300..400); a higher prunable fraction on seeds 0, 1, 2.",
             "The seeds agree on every comparison above (none went both ways).",
         ],
         ["best", "disagree:"],
@@ -132,7 +133,8 @@ CONCLUSIONS = {
         [
             "Steps to 99% val exact-match (range over seeds): 1 head 300; 2 heads 250..350 (median 300); "
             "8 heads 200 (1 of 2 never).",
-            "2 heads against 1 head: fewer steps on seed 0; more steps on seed 1; the same on seeds 0, 1.",
+            "2 heads against 1 head: fewer steps on seed 0; more steps on seed 1 (their ranges overlap: 250..350 "
+            "against 300); the same prunable fraction on seeds 0, 1.",
             "Where the seeds disagree: 8 heads reached 99% on seed 0 but never on seed 1; 2 heads against 1 head "
             "on steps to 99%.",
             "Fewest steps (median over seeds, runs that all reached it): 1 head, 2 heads (300, a tie of 2).",
