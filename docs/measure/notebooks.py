@@ -58,15 +58,18 @@ def block_notebooks(m: dict) -> str:
 
 
 def block_notebooks_summary(m: dict) -> str:
-    """The README's one line: how long the notebooks took here, where the table is."""
+    """The README's one line: how long the notebooks took on the docs' machine, under what load, where the table is."""
     x = m.get("notebooks")
     if not x:
         return not_measured("notebooks")
     runs = x["notebooks"]
     steps = [s for run in runs.values() for s in run["trained"].values()]
+    when = (m.get("machine") or {}).get("sections", {}).get("notebooks", {})
+    load = " / ".join(f"{v:.1f}" for v in when.get("load", [])) or "—"
     return (
-        f"Run top to bottom here they took {', '.join(secs(r['seconds']) for r in runs.values())} "
-        f"({len(steps)} trainings of {min(steps):,} to {max(steps):,} steps): "
+        f"Run top to bottom on the docs' machine they took {', '.join(secs(r['seconds']) for r in runs.values())} "
+        f"(01 to 04; {len(steps)} trainings of {min(steps):,} to {max(steps):,} steps; load {load} at the start / "
+        "end, above the cores' count the seconds are upper bounds): "
         "[docs/notebooks.md](docs/notebooks.md#how-long-they-take)."
     )
 
