@@ -27,7 +27,9 @@ def _groups(rows: list[dict]) -> tuple[list[str], dict[str, list[dict]], dict[st
         if row["status"] == "ok":
             groups.setdefault(setting_of(row), []).append(row)
     heads = {s: {r["n_heads"] for r in g} for s, g in groups.items()}
-    by_heads = all(len(h) == 1 for h in heads.values()) and len({min(h) for h in heads.values()}) == len(groups)
+    by_heads = all(len(h) == 1 and isinstance(next(iter(h)), int) for h in heads.values()) and len(
+        {min(h) for h in heads.values()}
+    ) == len(groups)
     if by_heads:
         order = sorted(groups, key=lambda s: min(heads[s]))
         names = {s: f"{min(heads[s])} head{'s' if min(heads[s]) != 1 else ''}" for s in order}
