@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from analysis.conclusion import conclude
 from analysis.lab import LAB_JS, lab_for_run
 from analysis.metric import MILESTONE
 from analysis.sweep import grouped_over_seeds, summarise
@@ -280,6 +281,7 @@ def sweep_data(sweep: SweepDir, rows: list[dict], rewrite_runs: bool = False, da
         "grouped": grouped_over_seeds(rows),
         "milestone": MILESTONE,
         "heads": heads,
+        "conclusion": conclude(rows),
     }
 
 

@@ -583,9 +583,12 @@
   function renderSweep(d) {
     const rows = d.rows, failed = rows.filter((r) => r.status !== "ok"), done = rows.filter((r) => r.status === "ok");
     header(`tinycalc sweep ${d.name}`, !failed.length, failed.length ? `${failed.length} of ${rows.length} failed` : `${rows.length} runs`);
-    const best = done.reduce((a, b) => (a && a.test_exact_match >= b.test_exact_match ? a : b), null);
+    const scored = done.filter((r) => isNum(r.test_exact_match)), top = Math.max(...scored.map((r) => r.test_exact_match));
+    const tied = scored.filter((r) => r.test_exact_match === top);  // a tie is a tie: every run that has the best
+    const bestLabel = !tied.length ? "best test exact-match" : tied.length === 1 ? `best test exact-match (${tied[0].run})`
+      : tied.length === scored.length ? `best test exact-match: a tie of all ${tied.length} runs` : `best test exact-match: a tie of ${tied.length} runs`;
     root.append(el("div", { class: "cards", id: "summary" }, card(String(rows.length), "runs"), card(String(done.length), "finished"),
-      card(String(failed.length), "failed"), card(best ? pct(best.test_exact_match) : "—", best ? `best test exact-match (${best.run})` : "best test exact-match")));
+      card(String(failed.length), "failed"), card(tied.length ? pct(top) : "—", bestLabel)));
 
     const t = section("runs", "Runs", "One row per job; the link opens that run's own report.");
     t.append(table([
@@ -645,6 +648,9 @@
         { label: "traceback", get: (r) => (r.error_log ? el("a", { href: r.error_log, text: "error.log" }) : "—") },
       ], failed, { rowClass: () => "failed" }));
     }
+
+    const k = section("conclusion", "Conclusion", "Computed from this sweep's own runs (analysis/conclusion.py; sweep_summary.md ends with the same words).");
+    k.append(el("ul", {}, (d.conclusion || []).map((line) => el("li", { text: line }))));
   }
 
   if (DATA.kind === "sweep") renderSweep(DATA); else renderRun(DATA);

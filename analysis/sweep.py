@@ -13,6 +13,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from analysis import conclusion
 from analysis.metric import MILESTONE, learned
 from analysis.record import record_sweep
 from storage.rundir import RunDir, SweepDir, parse_json, parse_yaml, read_text
@@ -171,8 +172,7 @@ def grouped_over_seeds(rows: list[dict]) -> list[dict]:
     groups: dict = {}
     for row in rows:
         if row["status"] == "ok":
-            setting = " ".join(o for o in row["run"].split() if not o.startswith("seed=")) or "(defaults)"
-            groups.setdefault(setting, []).append(row)
+            groups.setdefault(conclusion.setting_of(row), []).append(row)
     out = []
     for setting, members in groups.items():
         if len(members) < 2:
@@ -186,7 +186,8 @@ def grouped_over_seeds(rows: list[dict]) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> str:
-    """The summary as a Markdown table, then the mean (min..max) over seeds where a setting ran several."""
+    """The summary as a Markdown table, the mean (min..max) over seeds where a setting ran several, then the
+    conclusion (analysis/conclusion.py)."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_cell(row, c) for c in COLUMNS) + " |" for row in rows]
     grouped = grouped_over_seeds(rows)
@@ -204,7 +205,7 @@ def markdown(rows: list[dict]) -> str:
                 for m in (g["test_exact_match"], g["steps_to_99"], g["train_seconds"], g["prunable_fraction"])
             ]
             lines.append(f"| {g['setting']} | {g['runs']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + conclusion.markdown(rows)
 
 
 def record_summary(sweep: SweepDir, rows: list[dict]) -> None:

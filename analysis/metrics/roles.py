@@ -20,6 +20,7 @@ from data.problems import ProblemFormat
 from model.hooks import head_label
 
 DOMINANT = 0.5  # a key "dominates" a query when it gets at least this share of the attention
+SPREAD = 0.3  # a query whose heaviest key gets less than this share reads nothing in particular: "~" (spread out)
 
 
 def mean_patterns(cache: ActivationCache) -> torch.Tensor:
@@ -140,7 +141,7 @@ def _reads(row: torch.Tensor, roles: list[Position], pair: str = "+") -> str:
     w1, first, w2, second = _top_two(row, roles)
     if w2 >= 0.2 and {first.kind, second.kind} == {"a", "b"} and first.place == second.place:
         return f"a{first.place}{pair}b{first.place}"
-    return first.short if w1 >= 0.3 else "~"
+    return first.short if w1 >= SPREAD else "~"
 
 
 def describe_heads(fmt: ProblemFormat, patterns: torch.Tensor) -> dict[tuple[int, int], str]:
@@ -163,7 +164,11 @@ class Roles(HeadMetric):
     title = "What each head does"
     intro = (
         "Read from each head's mean attention over the test problems: where the queries that write the answer "
-        "put their weight, named with the problem's vocabulary (a2 = a's hundreds digit, r0 = the result's units)."
+        "put their weight, named with the problem's vocabulary: a2 = a's hundreds digit, b0 = b's units, r0 = the "
+        "result's units; x<-y = the query that writes answer digit x reads y: r1<-a1+b1 reads a1 and b1 together "
+        f"(a1·b1 for '*'), r3<-= reads the '='; ~ = spread out (no key gets {SPREAD:.0%} of its weight); "
+        "^ = the start token, $ = the end token, op = the operator, ± = the sign, w1.2 = line 1 of the working at "
+        "the hundreds, | = a separator in the working; in words, ans·10^2 = the answer's hundreds digit."
     )
     columns = (Column("layer", "layer"), Column("head", "head"), Column("role", "role"))
     value = "role"

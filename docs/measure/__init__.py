@@ -17,6 +17,7 @@ SECTIONS = [
     "circuits",
     "quick_sweep",
     "why_multi_head",
+    "notebooks",
     "seeds",
     "head_sweep",
     "length",

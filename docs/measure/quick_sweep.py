@@ -1,5 +1,5 @@
-"""``python train.py -m experiment=quick_sweep``: 1, 2, 4 and 8 heads, each trained until it learns. ``sweep_rows``
-and ``sweep_table`` serve head_sweep.py too."""
+"""``python train.py -m experiment=quick_sweep``: 1, 2, 4 and 8 heads on 3 seeds, each trained until it learns.
+``sweep_rows`` and ``sweep_table`` serve head_sweep.py too."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from .common import IMAGES, code_hash, finished_jobs, image, not_measured, pct, results, screenshot, secs, train
 
 COMMAND = "python train.py -m experiment=quick_sweep"
-COST = "~4 min"
+COST = "~5 min quiet (12 runs: its CPU time at 1 thread; 26 min measured at a load of 13)"
 DRAWS = {
     "quick_sweep.png": ["analysis/plots.py", "analysis/sweep.py"],
     "sweep_report.png": [
@@ -31,7 +31,12 @@ def sweep_rows(sweep: Path) -> list[dict]:
 
 
 def measure(scratch: Path) -> dict:
-    """python train.py -m experiment=quick_sweep: 1, 2, 4, 8 heads, each trained until it learns."""
+    """python train.py -m experiment=quick_sweep: 1, 2, 4, 8 heads on 3 seeds, each trained until it learns; the
+    conclusion its sweep_summary.md and sweep_report.html end with (analysis/conclusion.py), as they said it."""
+    from analysis.conclusion import conclude
+    from analysis.sweep import summarise
+    from storage.rundir import SweepDir
+
     ran = train(scratch, "-m", "experiment=quick_sweep", "hydra.sweep.dir=multirun/quick")
     sweep = scratch / "multirun/quick"
     images: dict[str, str] = {}
@@ -43,7 +48,8 @@ def measure(scratch: Path) -> dict:
         "command": COMMAND,
         "whole_seconds": ran.seconds,
         "rows": sweep_rows(sweep),
-        "steps": {str(r["n_heads"]): r["steps"] for r in runs},
+        "steps": {f"{r['n_heads']} heads, seed {r['seed']}": r["steps"] for r in runs},
+        "conclusion": conclude(summarise(SweepDir(sweep))),
         "images": images,
     }
 
@@ -72,12 +78,21 @@ def block_quick_sweep(m: dict) -> str:
     q = m.get("quick_sweep")
     if not q:
         return not_measured("quick_sweep")
+    seeds = len({r["seed"] for r in q["rows"]})
+    machine = m.get("machine") or {}
+    when, cores = machine.get("sections", {}).get("quick_sweep", {}), machine.get("machine", {}).get("cores", "?")
+    load = " / ".join(f"{x:.1f}" for x in when.get("load", [])) or "—"
     return "\n".join(
         [
-            f"`{q['command']}` took {secs(q['whole_seconds'])} (the whole command); each run stopped once every "
-            "validation problem was right:",
+            f"`{q['command']}` took {secs(q['whole_seconds'])} (the whole command, {len(q['rows'])} runs, at a load "
+            f"of {load} at its start / end on {cores} cores: above the cores' count the "
+            "seconds are upper bounds); each run stopped once every validation problem was right:",
             "",
-            *sweep_table(q["rows"], with_seed=False),
+            *sweep_table(q["rows"], with_seed=seeds > 1),
+            "",
+            "The conclusion its `sweep_summary.md` and `sweep_report.html` end with (`analysis/conclusion.py`):",
+            "",
+            *(f"- {line}" for line in q.get("conclusion", [])),
             "",
             "![the quick sweep: learning curves and final accuracy](docs/images/quick_sweep.png)",
             "",

@@ -1,0 +1,77 @@
+"""The four notebooks executed top to bottom in a fresh kernel (as tests/test_notebooks.py runs them): how long each
+took here and how many steps each of its trainings ran, the figures the README and docs/notebooks.md state."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from .common import ROOT, not_measured, secs
+
+COMMAND = "jupyter nbconvert --to notebook --execute notebooks/*.ipynb (nbclient, one fresh kernel per notebook)"
+COST = "~10 min"
+EXTRA = ("nbclient", "nbformat", "ipykernel")
+NOTEBOOKS = ROOT / "notebooks"
+# What each notebook trained, read from its own variables once its last cell has run: training name -> steps.
+TRAINED = {
+    "01_attention_block": "{}",
+    "02_train_and_look": "{'the calculator': trainer.global_step}",
+    "03_why_several_heads": "{f'{n} head(s)': run.steps for n, run in runs.items()}",
+    "04_grouped_query": "{f'n_kv_heads={n}': run.steps for n, run in runs.items()}",
+}
+REPORT = "import json as _j, torch as _t\nprint(_j.dumps({'trained': %s, 'threads': _t.get_num_threads()}))"
+
+
+def execute(stem: str) -> dict:
+    """Run one notebook from the notebooks folder, as Jupyter would: its wall seconds, trainings and torch threads."""
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(REPORT % TRAINED[stem]))
+    client = nbclient.NotebookClient(
+        nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
+    started = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - started
+    report = json.loads("".join(o.get("text", "") for o in nb.cells[-1].outputs if o.output_type == "stream"))
+    return {"seconds": round(seconds, 1), **report}
+
+
+def measure(scratch: Path) -> dict:
+    """The four notebooks executed once each, in order: seconds, steps of every training, torch threads."""
+    return {"command": COMMAND, "notebooks": {stem: execute(stem) for stem in TRAINED}}
+
+
+def block_notebooks(m: dict) -> str:
+    """docs/notebooks.md: each notebook's time and trainings, as measured here."""
+    x = m.get("notebooks")
+    if not x:
+        return not_measured("notebooks")
+    lines = ["| notebook | run top to bottom | its trainings: steps | torch threads |", "|---|---|---|---|"]
+    for stem, run in x["notebooks"].items():
+        trained = ", ".join(f"{name} {steps:,}" for name, steps in run["trained"].items()) or "none"
+        lines.append(f"| `{stem}` | {secs(run['seconds'])} | {trained} | {run['threads']} |")
+    return "\n".join(lines)
+
+
+def block_notebooks_summary(m: dict) -> str:
+    """The README's one line: how long the notebooks took on the docs' machine, under what load, where the table is."""
+    x = m.get("notebooks")
+    if not x:
+        return not_measured("notebooks")
+    runs = x["notebooks"]
+    steps = [s for run in runs.values() for s in run["trained"].values()]
+    when = (m.get("machine") or {}).get("sections", {}).get("notebooks", {})
+    load = " / ".join(f"{v:.1f}" for v in when.get("load", [])) or "—"
+    return (
+        f"Run top to bottom on the docs' machine they took {', '.join(secs(r['seconds']) for r in runs.values())} "
+        f"(01 to 04; {len(steps)} trainings of {min(steps):,} to {max(steps):,} steps; load {load} at the start / "
+        "end, above the cores' count the seconds are upper bounds): "
+        "[docs/notebooks.md](docs/notebooks.md#how-long-they-take)."
+    )
+
+
+BLOCKS = {"notebooks": block_notebooks, "notebooks_summary": block_notebooks_summary}
