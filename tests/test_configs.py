@@ -226,14 +226,17 @@ def test_add10_is_ten_digit_addition_with_eight_heads_of_eight(tmp_path):
     assert cfg.target_accuracy is None  # all its steps: the last weights with every validation problem right are kept
 
 
-def test_the_length_experiments_train_on_short_problems_with_a_place_window(tmp_path):
+def test_the_length_experiments_train_on_short_problems_with_places_seen_only_as_differences(tmp_path):
     for experiment, operators in (("add_length", "+"), ("sub_length", "-")):
         cfg = with_run_dir(compose_config([f"experiment={experiment}"]), tmp_path / experiment)
         check(cfg)
         dm = hydra.utils.instantiate(cfg.data)
         assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.mixed_lengths) == (10, operators, 1.0)
         assert dm.fmt.larger_first == (operators == "-")
-        assert (cfg.model.place_window, cfg.model.place_bias, cfg.model.position_embedding) == (True, 4, False)
+        model = cfg.model
+        assert (model.place_window, model.place_bias, model.position_embedding, model.place_vectors) == (
+            True, 1, False, False
+        )  # a window of one place, no place table: any length  # fmt: skip
 
 
 @pytest.mark.parametrize("experiment,digits,operators", [("mul2", 2, "*"), ("mixed", 2, "+-*"), ("mul3", 3, "*")])

@@ -134,7 +134,8 @@ def test_the_stop_ends_the_training_at_its_step_and_a_run_early_stopping_ended_s
     monkeypatch.setattr(callbacks, "save_checkpoint", lambda trainer, path: saved.append(path))
     stop = callbacks.GracefulStop(tmp_path)
     loop = SimpleNamespace(max_steps=STEPS)
-    trainer = SimpleNamespace(global_step=40, should_stop=False, fit_loop=SimpleNamespace(epoch_loop=loop), world_size=1)
+    fit_loop = SimpleNamespace(epoch_loop=loop)
+    trainer = SimpleNamespace(global_step=40, should_stop=False, fit_loop=fit_loop, world_size=1)
     stop._training = True
     stop._request(signal.SIGINT, None)
     stop.on_train_batch_end(trainer, None, None, None, 0)
