@@ -74,7 +74,9 @@ def draw(runs: list[dict], scratch: Path) -> dict[str, str]:
     from analysis.record import save_figure
 
     curves = {
-        f"{r['position']}{'' if op == '+' else ', subtraction'}, seed {r['seed']}": {int(w): x for w, x in c.items()}
+        f"{r['position'].split(' (')[0]}{'' if op == '+' else ', subtraction'}, seed {r['seed']}": {
+            int(w): x for w, x in c.items()
+        }
         for r in runs for op, c in r["length"].items()
     }  # fmt: skip
     figure = scratch / "length.png"
