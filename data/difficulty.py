@@ -1,4 +1,4 @@
-"""What makes a problem hard, vectorised over (N,) int64 tensors: operand length, carries, borrows and the
+"""What makes a problem hard, vectorised over (N,) int64 tensors: carries, borrows and the
 carries of long multiplication. ``calc.py --eval`` splits its scores by these; hard-case sampling
 (:class:`HardCases`, experiment=add10's recipe) draws by them.
 
@@ -22,15 +22,6 @@ def _columns(longer: torch.Tensor, columns: int | None) -> int:
     if columns is not None:
         return columns
     return len(str(int(longer.max()))) if len(longer) else 0
-
-
-def operand_digits(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> torch.Tensor:
-    """Digits of the longer operand (0 counts as one digit)."""
-    longer = torch.maximum(a, b)
-    digits = torch.ones_like(longer)
-    for k in range(1, _columns(longer, columns)):
-        digits += (longer >= 10**k).long()
-    return digits
 
 
 def carries(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> torch.Tensor:

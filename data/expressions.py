@@ -61,6 +61,11 @@ class Problem:
     def truth(self) -> int:
         return ProblemFormat.evaluate(self.a, self.op, self.b)
 
+    @property
+    def digits(self) -> int:
+        """Digits of the longer operand (0 counts as one): the width the problem needs."""
+        return len(str(max(self.a, self.b)))
+
 
 def accepted(fmt: ProblemFormat, longest: int | None = None) -> str:
     """What this model can be asked, e.g. 'a+b with whole numbers 0-999 (e.g. 7+45)'; ``longest``: the most digits

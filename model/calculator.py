@@ -96,7 +96,7 @@ class Calculator:
 
     def width_of(self, problem: Problem) -> int:
         """The width ``problem`` is written at: the trained one, or its longer operand's digit count."""
-        return max(self.fmt.digits, len(str(problem.a)), len(str(problem.b)))
+        return max(self.fmt.digits, problem.digits)
 
     def places(self, fmt: ProblemFormat) -> torch.Tensor | None:
         """The place ids (seq_len,) of ``fmt``'s layout on the net's device; None for the trained layout."""
@@ -211,7 +211,7 @@ class Calculator:
         ops = [p.op for p in problems]
         splits = {
             "by_operator": ops,
-            "by_operand_digits": [str(max(len(str(p.a)), len(str(p.b)))) for p in problems],
+            "by_operand_digits": [str(p.digits) for p in problems],
             "by_carries": [str(c) for c in self.difficulties(problems)],
         }
 

@@ -7,7 +7,8 @@ import random
 import torch
 
 from data.datamodule import ArithmeticDataModule
-from data.difficulty import HardCases, borrows, carries, difficulty, operand_digits, product_carries
+from data.difficulty import HardCases, borrows, carries, difficulty, product_carries
+from data.expressions import Problem
 from data.problems import ProblemFormat
 from data.sampler import ProblemSampler
 from data.stream import FreshBatches
@@ -43,12 +44,12 @@ def test_problem_features_match_pencil_and_paper():
     assert carries(ta, tb).tolist() == [on_paper(x, y, "+") for x, y in pairs]
     assert borrows(ta, tb).tolist() == [on_paper(x, y, "-") for x, y in pairs]
     assert product_carries(ta, tb).tolist() == [on_paper(x, y, "*") for x, y in pairs]
-    assert operand_digits(ta, tb).tolist() == [len(str(max(x, y))) for x, y in pairs]
+    assert [Problem(x, "+", y).digits for x, y in pairs] == [len(str(max(x, y))) for x, y in pairs]
     ops = torch.tensor([rng.randrange(3) for _ in pairs])  # each problem scored by its own operator
     expected = [on_paper(x, y, "+-*"[o]) for (x, y), o in zip(pairs, ops.tolist(), strict=True)]
     assert difficulty(ProblemFormat(6, "+-*"), ta, ops, tb).tolist() == expected
     # the columns given (hard-case sampling knows them: nothing read back from a GPU), the same figures
-    for rule in (carries, borrows, product_carries, operand_digits):
+    for rule in (carries, borrows, product_carries):
         assert torch.equal(rule(ta, tb, 6), rule(ta, tb)), rule.__name__
     assert difficulty(ProblemFormat(6, "+-*"), ta, ops, tb, 6).tolist() == expected
     assert difficulty(ProblemFormat(6, "+-*"), ta[:0], ops[:0], tb[:0]).tolist() == []  # no problems: no scores
