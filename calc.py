@@ -236,12 +236,12 @@ class LongLine(str):
     """The first characters of an input line longer than MAX_LINE_CHARS (the rest was read and dropped)."""
 
 
-def write_lab(calc, path: Path) -> None:
+def lab_html(calc) -> str:
     """The model's lab page (analysis/lab.py), the one a run's report.html opens with, as a page of its own: an
     export carries it (docs/interop.md), so whoever receives the model can switch its heads off in a browser."""
     from analysis.lab import lab_page, lab_payload
 
-    path.write_text(lab_page(lab_payload(calc.net, calc.fmt, calc.tokenizer.vocab), f"tinycalc lab: {calc.describe()}"))
+    return lab_page(lab_payload(calc.net, calc.fmt, calc.tokenizer.vocab), f"tinycalc lab: {calc.describe()}")
 
 
 class InputTooLarge(Exception):
@@ -509,10 +509,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.export is not None:
         from model.export import export_command
 
-        status = export_command(calc, *args.export)
-        if status == 0:  # the export travels with its lab: the same weights, heads to switch off in a browser
-            write_lab(calc, Path(args.export[1]) / "lab.html")
-        return status
+        # the export travels with its lab: the same weights, heads to switch off in a browser
+        return export_command(calc, *args.export, extras={"lab.html": lab_html(calc)})
     if args.eval is not None:
         return evaluate_file(calc, args.eval, args.show_mistakes, args.json)
     if args.exprs:

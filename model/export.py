@@ -29,6 +29,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,7 @@ OUR_FILES = (
     "tokenizer_config.json",
     "special_tokens_map.json",
     "README.md",
+    "lab.html",  # the model's lab page, when the caller hands one (calc.py does)
 )
 
 
@@ -378,8 +380,13 @@ def prepare_out_dir(out_dir: Path) -> bool:
     return True
 
 
-def export_hf(calc: Calculator, out_dir: str | Path, n_check: int = N_CHECK) -> ExportCheck:
-    """Write the Hugging Face directory, loaded back and checked before it is moved into ``out_dir``."""
+def export_hf(
+    calc: Calculator, out_dir: str | Path, n_check: int = N_CHECK, extras: Mapping[str, str] | None = None
+) -> ExportCheck:
+    """Write the Hugging Face directory, loaded back and checked before it is moved into ``out_dir``; ``extras``
+    (file name -> text, each one of OUR_FILES) travel with it, moved into place together."""
+    extras = dict(extras or {})
+    assert set(extras) <= set(OUR_FILES), sorted(set(extras) - set(OUR_FILES))
     check_expressible(calc)  # first: no package to install would help
     require("exporting to Hugging Face", "transformers", "safetensors")
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -408,8 +415,13 @@ def export_hf(calc: Calculator, out_dir: str | Path, n_check: int = N_CHECK) -> 
                 f"(more than {MAX_LOGIT_DIFF:.0e}); nothing was written"
             )
         (staging / "README.md").write_text(model_card(calc, check, out_dir))
-        for path in staging.iterdir():
-            os.replace(path, out_dir / path.name)
+        for name, text in extras.items():
+            (staging / name).write_text(text)
+        written = {path.name for path in staging.iterdir()}
+        for name in written:
+            os.replace(staging / name, out_dir / name)
+        for name in set(OUR_FILES) - written:  # a previous export's file this one lacks (its lab) would mislead
+            (out_dir / name).unlink(missing_ok=True)
         done = True
     except OSError as e:
         raise ExportError(f"cannot write {out_dir}: {e.strerror or e}") from None
@@ -420,7 +432,7 @@ def export_hf(calc: Calculator, out_dir: str | Path, n_check: int = N_CHECK) -> 
     return check
 
 
-def export_command(calc: Calculator, target: str, out_dir: str) -> int:
+def export_command(calc: Calculator, target: str, out_dir: str, extras: Mapping[str, str] | None = None) -> int:
     """``calc.py --export hf OUT_DIR``: one summary line on stdout, or one error line on stderr (status 2)."""
     if target != "hf":
         print(f"error: --export {target}: unknown format; the one supported is  --export hf OUT_DIR", file=sys.stderr)
@@ -431,7 +443,7 @@ def export_command(calc: Calculator, target: str, out_dir: str) -> int:
         print(f"error: {run.path} is still training (pid {owner}); export it when it has finished", file=sys.stderr)
         return 2
     try:
-        check = export_hf(calc, out_dir)
+        check = export_hf(calc, out_dir, extras=extras)
     except (ExportError, MissingExtraError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -119,7 +119,9 @@ def test_export_writes_a_gpt2_directory_with_card(hf_dir, calc_add):
         "tokenizer.json",
         "tokenizer_config.json",
         "README.md",
+        "lab.html",  # calc.py hands the export its lab page (tests/test_lab.py checks the page itself)
     }
+    assert '"tok_emb.weight"' in (hf_dir / "lab.html").read_text()  # the page holds the model's weights
     config = json.loads((hf_dir / "config.json").read_text())
     cfg = calc_add.net.cfg
     assert config["model_type"] == "gpt2" and config["architectures"] == ["GPT2LMHeadModel"]
@@ -262,7 +264,9 @@ def test_export_without_biases_and_untied(tmp_path):
     assert torch.equal(model.lm_head.weight, calc_.net.lm_head.weight)
     assert not torch.equal(model.lm_head.weight, model.transformer.wte.weight)
     assert torch.count_nonzero(model.transformer.h[0].attn.c_attn.bias) == 0
-    export_hf(calc_, tmp_path / "out", n_check=10)  # a previous export is overwritten
+    export_hf(calc_, tmp_path / "out", n_check=10, extras={"lab.html": "<p>lab</p>"})
+    export_hf(calc_, tmp_path / "out", n_check=10)  # a previous export is overwritten, its lab removed
+    assert not (tmp_path / "out" / "lab.html").exists()
 
 
 @needs_extra

@@ -224,10 +224,9 @@ def test_the_labs_answers_are_calc_pys_on_1000_problems_of_a_trained_run(browser
 
 def test_an_export_carries_the_models_lab(tmp_path):
     """calc.py --export writes lab.html beside the Hugging Face files: the model's own lab page, its weights inside."""
-    from calc import write_lab
+    from calc import lab_html
     from model.calculator import Calculator
 
     net, fmt, tokenizer = model_of("default")
-    write_lab(Calculator(net, fmt, tokenizer), tmp_path / "lab.html")
-    page = (tmp_path / "lab.html").read_text()
+    page = lab_html(Calculator(net, fmt, tokenizer))
     assert "TinycalcLab" in page and '"tok_emb.weight"' in page and page.count("<script") >= 1
