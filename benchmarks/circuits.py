@@ -3,7 +3,8 @@
     python -m benchmarks.circuits runs/<run> [--json] [--repeat 3]
 
 Each step is timed as the pipeline runs it (analysis/metrics/patching.py, circuit.py, circuit_roles.py), on the
-run's own model, with torch's default threads; the median of --repeat runs is reported.
+run's own model, with the commands' threads (training/threads.py: one, or OMP_NUM_THREADS); the median of --repeat
+runs is reported.
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     import torch
+
+    from training.threads import use_threads
+
+    use_threads()  # as analyse.py computes
 
     from model.checkpoint import CheckpointError
     from training.module import load_module

@@ -87,7 +87,13 @@ def test_patching_a_head_with_its_own_output_changes_nothing(small):
     net, graph, pairs = small
     runs = pair_runs(graph, pairs)
     itself = PairRuns(
-        pairs, runs.clean_lds, runs.corrupted_lds, runs.corrupted_z, runs.corrupted_z, runs.corrupted_outs
+        pairs,
+        runs.clean_lds,
+        runs.corrupted_lds,
+        runs.corrupted_z,
+        runs.corrupted_z,
+        runs.corrupted_outs,
+        runs.corrupted_outs,
     )
     assert head_patching(net, itself).abs().max() < 1e-4  # restored nothing: LD stayed the corrupted run's
     assert faithfulness(graph, runs, [set(graph.edges)]) == pytest.approx([1.0], abs=1e-4)  # every edge: clean
@@ -141,6 +147,45 @@ def test_the_component_graph_is_the_model_with_every_position_scheme(scheme):
     x = contrast_pairs(fmt, studied_digits(fmt)[1], n=16).clean[:, :-1]
     with torch.no_grad():
         assert torch.allclose(ComponentGraph(net).run(x)[0], net(x)[0], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "scheme", [{}, {"n_kv_heads": 2}, {"place_bias": 2, "place_window": True}, {"log_scale": 4}], ids=str
+)
+def test_the_patching_shortcuts_change_no_number(scheme):
+    """Patching runs each variant with two shortcuts (analysis/engine/graph.py): the layers before the first one a
+    changed edge reaches come from the clean run (``own``), and the last layer computes the last position alone
+    (``last_only``). Their logits and their edge gradients are the whole graph's, for an edge into every layer."""
+    from model.checkpoint import network_for
+
+    torch.manual_seed(0)
+    fmt = ProblemFormat(digits=3)
+    model = {"vocab_size": len(VOCAB), "block_size": fmt.seq_len, "n_layers": 3, "place_embedding": True, **scheme}
+    net = network_for(model, fmt).eval()
+    with torch.no_grad():  # as if trained: biases and place scores are zero in a new model
+        for p in net.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    pairs = contrast_pairs(fmt, studied_digits(fmt)[2], n=16)
+    graph = ComponentGraph(net)
+    x, x2 = pairs.inputs, pairs.corrupted_inputs
+    with torch.no_grad():
+        own, reference = graph.run(x)[1], graph.run(x2)[1]
+        firsts = list({e.receiver: i for i, e in reversed(list(enumerate(graph.edges)))}.values())  # one per receiver
+        weights = torch.ones(len(firsts) + 1, len(graph))
+        weights[torch.arange(len(firsts)), firsts] = 0.0  # variant i patches an edge into receiver i ...
+        weights[-1] = (torch.rand(len(graph)) < 0.3).float()  # ... and the last keeps a random set
+        whole = graph.run(x, weights, reference)[0][:, :, -1:]
+        # one variant a pass, so each starts at its own edge's layer
+        fast = torch.cat([graph.run(x, w, reference, own, last_only=True)[0] for w in weights.split(1)])
+    assert fast.shape == whole.shape and torch.allclose(fast, whole, atol=1e-5)
+
+    def edge_gradient(**shortcuts) -> torch.Tensor:
+        w = torch.full((2, len(graph)), 0.5).requires_grad_()
+        logits = graph.run(x, w, reference, **shortcuts)[0]
+        metric = sum(pairs.digit_logit_diff(variant[:, -1]).sum() for variant in logits)
+        return torch.autograd.grad(metric, [w])[0]
+
+    assert torch.allclose(edge_gradient(own=own, last_only=True), edge_gradient(), atol=1e-5)
 
 
 def test_a_known_circuit_is_found_exactly():

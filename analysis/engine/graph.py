@@ -42,6 +42,7 @@ class ComponentGraph:
         self.group = cfg.n_heads // (cfg.n_kv_heads or cfg.n_heads)
         self.senders = ["embed"]
         edges: list[Edge] = []
+        layers: list[int] = []  # each edge's receiver's layer; the logits' is n_layers
         for layer in range(self.n_layers):
             heads = [head_label(layer, h) for h in range(self.n_heads)]
             for h, head in enumerate(heads):
@@ -49,8 +50,11 @@ class ComponentGraph:
                 edges += [Edge(s, head, i) for i in inputs for s in self.senders]
             edges += [Edge(s, f"mlp{layer}", "in") for s in [*self.senders, *heads]]
             self.senders += [*heads, f"mlp{layer}"]
+            layers += [layer] * (len(edges) - len(layers))
         edges += [Edge(s, "logits", "in") for s in self.senders]
+        layers += [self.n_layers] * (len(edges) - len(layers))
         self.edges = edges
+        self._receiver_layers = torch.tensor(layers)  # (n_edges,)
         self.index = {e: i for i, e in enumerate(edges)}
         self._tables: dict[tuple, torch.Tensor] = {}  # _edge_table's, built once per receiver group
 
@@ -78,12 +82,26 @@ class ComponentGraph:
             )
         return self._tables[key]
 
-    def run(self, idx: torch.Tensor, weights: torch.Tensor | None = None, reference: torch.Tensor | None = None):
+    def run(
+        self,
+        idx: torch.Tensor,
+        weights: torch.Tensor | None = None,
+        reference: torch.Tensor | None = None,
+        own: torch.Tensor | None = None,
+        last_only: bool = False,
+    ):
         """idx (B, T) -> (logits, every sender's output stacked (n_senders, B, T, d_model), ``senders`` order).
 
         weights (n_edges,) or (C, n_edges) for C variants at once: per edge, 1 = this run's sender output,
         0 = ``reference``'s (another run's sender outputs, as this returns them), in between = a mix;
-        None = all 1 (the model's own forward). Logits are (B, T, vocab), or (C, B, T, vocab) for C variants."""
+        None = all 1 (the model's own forward). Logits are (B, T, vocab), or (C, B, T, vocab) for C variants.
+
+        Two shortcuts for patching, where each variant changes a few edges and the metric reads one position:
+        own, this run's sender outputs unpatched (as ``run(idx)`` returns them): the layers before the first one
+        whose receivers a weight below 1 reaches are the same in every variant, taken from ``own`` and not run
+        again (without gradients only: with them, every weight needs its path). last_only: logits at the last
+        position alone, ((C,) B, 1, vocab) -- causal attention lets no later position matter, so the last layer
+        computes its queries, attention and MLP there only; the sender outputs are then not returned (None)."""
         net = self.net
         if net.training:
             raise ValueError("the component graph runs a model in eval mode (no dropout)")
@@ -97,55 +115,87 @@ class ComponentGraph:
         # every sender's output as it differs from the reference's, (n_senders, C, B, T, d_model), each subtracted
         # once as the senders run. Without gradients it fills one buffer whose prefix a receiver reads without a
         # copy (the circuit search's hundreds of passes allocate little); with gradients it is a list stacked at
-        # each read, since autograd keeps what each read saw.
+        # each read, since autograd keeps what each read saw. With last_only the last layer's senders fill their
+        # last position alone.
         changes = None if torch.is_grad_enabled() else x.new_empty(len(self.senders), C, B, T, x.shape[-1])
         deltas: list[torch.Tensor] = []  # with gradients: each sender's change, (C, B, T, d)
         first: list[torch.Tensor] = []  # each sender's output in the first variant, returned
         bias = 0.0  # the attention output biases written so far: the same in every run, so no edge carries them
+        last = slice(-1, None)  # the position last_only computes
         scores, scale = net.attention_terms(T, T, None, idx.device)  # what the position schemes add, per layer
+        if last_only:
+            last_scores, last_scale = net.attention_terms(1, T, None, idx.device)  # ... for the last query alone
 
-        def sent(outputs: torch.Tensor) -> None:
-            """The next senders' outputs (n, C, B, T, d) into ``changes``."""
+        def sent(outputs: torch.Tensor, at: slice = slice(None)) -> None:
+            """The next senders' outputs (n, C, B, T or 1, d) into ``changes``, at positions ``at``."""
             n, start = outputs.shape[0], len(first)
-            base = 0.0 if reference is None else reference[start : start + n].unsqueeze(1)
+            base = 0.0 if reference is None else reference[start : start + n, :, at].unsqueeze(1)
             if changes is None:
                 deltas.extend(outputs - base)
             else:
-                torch.sub(outputs, base, out=changes[start : start + n])
+                torch.sub(outputs, base, out=changes[start : start + n, :, :, at])
             first.extend(outputs[:, 0])
 
-        def read(receivers: list[tuple[str, str]]) -> torch.Tensor:
-            """What each receiver reads: every earlier sender's write, each edge weighted between this run (w)
-            and the reference (1 - w). (n_receivers, C * B, T, d_model)."""
-            S = torch.stack(deltas) if changes is None else changes[: len(first)]  # (n_s, C, B, T, d)
+        def read(receivers: list[tuple[str, str]], at: slice = slice(None)) -> torch.Tensor:
+            """What each receiver reads at positions ``at``: every earlier sender's write, each edge weighted
+            between this run (w) and the reference (1 - w). (n_receivers, C * B, T or 1, d_model)."""
+            n = len(first)
+            S = torch.stack([d[:, :, at] for d in deltas]) if changes is None else changes[:n, :, :, at]
             if w is None:
                 return (S.sum(0).expand(len(receivers), *S.shape[1:])).flatten(1, 2) + bias
-            W = w[:, self._edge_table(receivers, len(first)).to(w.device)]  # (C, n_r, n_s)
+            W = w[:, self._edge_table(receivers, n).to(w.device)]  # (C, n_r, n_s)
             total = torch.einsum("crs,scbtd->rcbtd", W, S)  # (n_r, C, B, T, d)
             if changes is None:  # autograd keeps the einsum's output: new sums
-                return (total + reference[: len(first)].sum(0)).flatten(1, 2) + bias
-            return total.add_(reference[: len(first)].sum(0)).flatten(1, 2).add_(bias)  # in place: no new arrays
+                return (total + reference[:n, :, at].sum(0)).flatten(1, 2) + bias
+            return total.add_(reference[:n, :, at].sum(0)).flatten(1, 2).add_(bias)  # in place: no new arrays
 
-        sent(x.expand(1, C, B, T, x.shape[-1]))
+        begin = self._first_reached(w) if own is not None and changes is not None else 0
+        if begin == 0:
+            sent(x.expand(1, C, B, T, x.shape[-1]))
+        else:  # the embedding and layers before ``begin``: this run's own outputs, in every variant
+            n = 1 + begin * (self.n_heads + 1)
+            sent(own[:n].unsqueeze(1).expand(n, C, B, T, x.shape[-1]))
+            for block in net.blocks[:begin]:
+                if block.attn.W_o.bias is not None:
+                    bias = bias + block.attn.W_o.bias
         for layer, block in enumerate(net.blocks):
+            if layer < begin:
+                continue
             attn = block.attn
             H, G, hd = attn.n_heads, attn.n_kv_heads, attn.head_dim
             heads = [head_label(layer, h) for h in range(H)]
             kv_heads = heads[:: self.group]
-            streams = block.ln_attn(read([(h, "q") for h in heads] + [(h, i) for i in "kv" for h in kv_heads]))
-            q = self._project(attn.W_q, streams[:H], H, hd)  # (C*B, H, T, hd)
-            k = self._project(attn.W_k, streams[H : H + G], G, hd).repeat_interleave(self.group, dim=1)
-            v = self._project(attn.W_v, streams[H + G :], G, hd).repeat_interleave(self.group, dim=1)
-            if scale is not None:
-                q = q * scale.to(q.dtype)
-            z = attn.attention_weights(q, k, attn.allowed(T, T, True, None), scores[layer]) @ v  # (C*B, H, T, hd)
+            queries, keys_values = [(h, "q") for h in heads], [(h, i) for i in "kv" for h in kv_heads]
+            at = last if last_only and layer == self.n_layers - 1 else slice(None)  # where this layer computes
+            if at == last:  # queries at the last position, keys and values at every one
+                q_streams, kv_streams = block.ln_attn(read(queries, at)), block.ln_attn(read(keys_values))
+                layer_scores, layer_scale = last_scores[layer], last_scale
+            else:
+                streams = block.ln_attn(read(queries + keys_values))
+                q_streams, kv_streams = streams[:H], streams[H:]
+                layer_scores, layer_scale = scores[layer], scale
+            q = self._project(attn.W_q, q_streams, H, hd)  # (C*B, H, T_q, hd)
+            k = self._project(attn.W_k, kv_streams[:G], G, hd).repeat_interleave(self.group, dim=1)
+            v = self._project(attn.W_v, kv_streams[G:], G, hd).repeat_interleave(self.group, dim=1)
+            if layer_scale is not None:
+                q = q * layer_scale.to(q.dtype)
+            z = attn.fused_attention(q, k, v, True, None, layer_scores)  # (C*B, H, T_q, hd): the weights never kept
             writes = torch.einsum("nhte,dhe->hntd", z, attn.W_o.weight.view(attn.d_model, H, hd))
-            sent(writes.unflatten(1, (C, B)))  # head h's write, (C, B, T, d)
+            sent(writes.unflatten(1, (C, B)), at)  # head h's write, (C, B, T_q, d)
             if attn.W_o.bias is not None:
                 bias = bias + attn.W_o.bias
-            sent(block.mlp(block.ln_mlp(read([(f"mlp{layer}", "in")])[0])).unflatten(0, (C, B)).unsqueeze(0))
-        logits = net.unembed(read([("logits", "in")])[0]).unflatten(0, (C, B))
-        return (logits if variants else logits[0]), torch.stack(first)
+            mlp_out = block.mlp(block.ln_mlp(read([(f"mlp{layer}", "in")], at)[0]))
+            sent(mlp_out.unflatten(0, (C, B)).unsqueeze(0), at)
+        logits = net.unembed(read([("logits", "in")], last if last_only else slice(None))[0]).unflatten(0, (C, B))
+        return (logits if variants else logits[0]), (None if last_only else torch.stack(first))
+
+    def _first_reached(self, w: torch.Tensor | None) -> int:
+        """The first layer whose receivers an edge weight below 1 reaches (n_layers: only the logits'; 0 when w
+        is None, the model's own run)."""
+        if w is None:
+            return 0
+        reached = self._receiver_layers.to(w.device)[(w != 1).any(0)]
+        return int(reached.min()) if len(reached) else self.n_layers
 
     @staticmethod
     def _project(linear, streams: torch.Tensor, n: int, hd: int) -> torch.Tensor:

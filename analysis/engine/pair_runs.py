@@ -37,6 +37,7 @@ class PairRuns:
     clean_z: list[torch.Tensor]  # per layer (n, T, n_heads, head_dim)
     corrupted_z: list[torch.Tensor]
     corrupted_outs: torch.Tensor  # the component graph's sender outputs on the corrupted problems (n_senders, n, T, d)
+    clean_outs: torch.Tensor  # ... and on the clean ones
 
     @property
     def clean_ld(self) -> float:
@@ -60,6 +61,7 @@ class PairRuns:
             [z[keep] for z in self.clean_z],
             [z[keep] for z in self.corrupted_z],
             self.corrupted_outs[:, keep],
+            self.clean_outs[:, keep],
         )
 
 
@@ -70,6 +72,7 @@ def pair_runs(graph: ComponentGraph, pairs: Pairs) -> PairRuns:
     clean = run_with_cache(net, pairs.inputs, names)
     corrupted = run_with_cache(net, pairs.corrupted_inputs, names)
     _, corrupted_outs = graph.run(pairs.corrupted_inputs)
+    _, clean_outs = graph.run(pairs.inputs)
     return PairRuns(
         pairs,
         pairs.logit_diff(clean.logits),
@@ -77,6 +80,7 @@ def pair_runs(graph: ComponentGraph, pairs: Pairs) -> PairRuns:
         [clean[n] for n in names],
         [corrupted[n] for n in names],
         corrupted_outs,
+        clean_outs,
     )
 
 
@@ -157,21 +161,29 @@ def lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor) -> torch.T
 
 
 def variant_lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor) -> torch.Tensor:
-    logits = graph.run(runs.pairs.inputs, weights, runs.corrupted_outs)[0]  # (C, n, T, vocab)
-    return torch.stack([runs.pairs.logit_diff(variant).mean() for variant in logits])
+    """(C,) the mean LD of the clean problems under each row of edge weights (C, n_edges), in one pass: the
+    layers no changed edge reaches are the clean run's, and only the studied digit's position is computed (the
+    inputs end at its query)."""
+    logits = graph.run(runs.pairs.inputs, weights, runs.corrupted_outs, runs.clean_outs, last_only=True)[0]
+    return torch.stack([runs.pairs.digit_logit_diff(variant[:, -1]).mean() for variant in logits])  # (C, n, 1, V)
 
 
 def edge_attribution(graph: ComponentGraph, runs: PairRuns, steps: int = 8) -> torch.Tensor:
     """(n_edges,): the gradient estimate of :func:`edge_patching`: LD moves by about d LD / d weight when an
     edge's weight goes from 1 (clean) to 0 (corrupted). ``steps`` > 1 averages that gradient along the path of
     every weight from 0 to 1 (integrated gradients over the edge weights: the scores then add up to the whole gap);
-    1 takes it at the clean run (plain edge attribution patching, EAP). One batched forward and backward pass."""
+    1 takes it at the clean run (plain edge attribution patching, EAP). A forward and backward pass per few steps
+    (each pass's graph freed before the next: the memory of one pass)."""
     device = runs.pairs.clean.device
     alphas = torch.ones(1) if steps == 1 else (torch.arange(steps) + 0.5) / steps  # midpoints
-    weights = alphas.unsqueeze(1).repeat(1, len(graph)).to(device).requires_grad_()  # (steps, n_edges)
-    with torch.enable_grad():
-        (grad,) = torch.autograd.grad(lds(graph, runs, weights).mean(), [weights])
-    return grad.sum(0).detach().cpu() / runs.gap  # sum: the mean over steps, times steps for the mean in lds
+    rows = max(1, PASS_BYTES // graph.read_bytes(runs.pairs.inputs))
+    total = torch.zeros(len(graph), device=device)
+    for some in alphas.split(rows):
+        weights = some.unsqueeze(1).repeat(1, len(graph)).to(device).requires_grad_()  # (rows, n_edges)
+        with torch.enable_grad():
+            (grad,) = torch.autograd.grad(variant_lds(graph, runs, weights).sum(), [weights])
+        total += grad.sum(0)
+    return total.cpu() / len(alphas) / runs.gap  # the mean over steps
 
 
 @torch.no_grad()

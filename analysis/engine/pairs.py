@@ -65,7 +65,10 @@ class Pairs:
     def logit_diff(self, logits: torch.Tensor) -> torch.Tensor:
         """Logits (n, T, vocab) of a run on these pairs' inputs -> (n,) logit[clean digit] - logit[corrupted digit]
         at the studied position."""
-        at = logits[:, self.query]  # (n, vocab)
+        return self.digit_logit_diff(logits[:, self.query])
+
+    def digit_logit_diff(self, at: torch.Tensor) -> torch.Tensor:
+        """The studied position's logits (n, vocab) -> (n,) logit[clean digit] - logit[corrupted digit]."""
         rows = torch.arange(len(at), device=at.device)
         return at[rows, self.clean_token] - at[rows, self.corrupted_token]
 
