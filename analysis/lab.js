@@ -207,8 +207,140 @@ const TinycalcLab = (() => {
     return /^\d+$/.test(plain) ? sign * BigInt(plain) : null;
   }
 
+  // ---- a Hugging Face export opened in the page: python calc.py --export hf OUT writes config.json and ----
+  // model.safetensors, our model under GPT-2's names (model/export.py); read back here into the lab's own model.
+
+  // safetensors: 8 bytes, the header's length N (little-endian); N bytes of JSON {name: {dtype, shape,
+  // data_offsets: [begin, end]}}, offsets into the data that follows; the data, little-endian.
+  function readSafetensors(buffer) {  // ArrayBuffer -> {name: {shape, v: Float32Array}}; an Error of one line
+    const bytes = new DataView(buffer);
+    const n = buffer.byteLength >= 8 ? Number(bytes.getBigUint64(0, true)) : Infinity;
+    if (8 + n > buffer.byteLength) throw new Error("model.safetensors is not a safetensors file (its header is cut)");
+    let header;
+    try { header = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 8, n))); } catch (e) {
+      throw new Error("model.safetensors is not a safetensors file (its header is not JSON)");
+    }
+    const tensors = {};
+    for (const [name, t] of Object.entries(header)) {
+      if (name === "__metadata__") continue;
+      if (t.dtype !== "F32") {
+        throw new Error(`model.safetensors holds ${name} as ${t.dtype}; the lab reads float32 (F32) weights only, ` +
+          "as python calc.py --export hf writes them");
+      }
+      const count = t.shape.reduce((a, b) => a * b, 1), [begin, end] = t.data_offsets;
+      if (end - begin !== 4 * count || 8 + n + end > buffer.byteLength) {
+        throw new Error(`model.safetensors is damaged: ${name}'s data does not fill its shape ${t.shape.join("x")}`);
+      }
+      const v = new Float32Array(count);  // read value by value: the data need not be 4-byte aligned
+      for (let i = 0; i < count; i++) v[i] = bytes.getFloat32(8 + n + begin + 4 * i, true);
+      tensors[name] = { shape: t.shape, v };
+    }
+    return tensors;
+  }
+
+  // What the lab's forward pass assumes of a GPT-2 config (model/export.py's gpt2_config writes these).
+  const GPT2_SETTINGS = { model_type: "gpt2", activation_function: "gelu", layer_norm_epsilon: 1e-5,
+    scale_attn_weights: true };
+
+  // Our weights under GPT-2's names (model/export.py's gpt2_state_dict, read backwards): {ours, theirs, shape: ours,
+  // part, of}. of = 0: the tensor as it is; otherwise a Conv1D, stored (in, out), the transpose of nn.Linear's
+  // (out, in), its out being `of` of ours stacked (c_attn: W_q, W_k, W_v) and ours part `part` of them.
+  function gpt2Names(cfg, hidden) {
+    const d = cfg.d_model, rows = [];
+    const add = (ours, theirs, shape, part = 0, of = 0) => rows.push({ ours, theirs, shape, part, of });
+    const linear = (ours, theirs, nOut, nIn, part = 0, of = 1) => {
+      add(`${ours}.weight`, `${theirs}.weight`, [nOut, nIn], part, of);
+      add(`${ours}.bias`, `${theirs}.bias`, [nOut], part, of);
+    };
+    const layerNorm = (ours, theirs) => { add(`${ours}.weight`, `${theirs}.weight`, [d]); add(`${ours}.bias`, `${theirs}.bias`, [d]); };
+    add("tok_emb.weight", "transformer.wte.weight", [cfg.vocab_size, d]);
+    for (let L = 0; L < cfg.n_layers; L++) {
+      const ours = `blocks.${L}`, theirs = `transformer.h.${L}`;
+      layerNorm(`${ours}.ln_attn`, `${theirs}.ln_1`);
+      ["W_q", "W_k", "W_v"].forEach((W, part) => linear(`${ours}.attn.${W}`, `${theirs}.attn.c_attn`, d, d, part, 3));
+      linear(`${ours}.attn.W_o`, `${theirs}.attn.c_proj`, d, d);
+      layerNorm(`${ours}.ln_mlp`, `${theirs}.ln_2`);
+      linear(`${ours}.mlp.fc_in`, `${theirs}.mlp.c_fc`, hidden, d);
+      linear(`${ours}.mlp.fc_out`, `${theirs}.mlp.c_proj`, d, hidden);
+    }
+    layerNorm("ln_f", "transformer.ln_f");
+    if (!cfg.tied) add("lm_head.weight", "lm_head.weight", [cfg.vocab_size, d]);  // tied: tok_emb serves
+    return rows;
+  }
+
+  function ours(t, { theirs, shape, part, of }) {  // a GPT-2 tensor -> ours, shape `shape`
+    const want = !of ? shape : shape.length === 2 ? [shape[1], shape[0] * of] : [shape[0] * of];
+    if (t.shape.join("x") !== want.join("x")) {
+      throw new Error(`model.safetensors: ${theirs} is ${t.shape.join("x")}, config.json makes it ${want.join("x")}`);
+    }
+    if (!of) return t;
+    const [nOut, nIn] = shape.length === 2 ? shape : [shape[0], 1], v = new Float32Array(nOut * nIn);
+    for (let o = 0; o < nOut; o++) {  // ours (o, i) is theirs (i, part * nOut + o)
+      for (let i = 0; i < nIn; i++) v[o * nIn + i] = t.v[i * nOut * of + part * nOut + o];
+    }
+    return { shape, v };
+  }
+
+  function need(ok, message) { if (!ok) throw new Error(message); }
+
+  // config.json + the tensors -> the lab's model (as load() makes one), for problems written with `vocab`: the
+  // vocabulary is fixed (data/tokenizer.py), so the page's own, checked against the export's special tokens.
+  function fromExport(config, tensors, vocab) {
+    const t = config.tinycalc;
+    need(t && typeof t === "object", "config.json has no tinycalc block: not a model written by python calc.py --export hf");
+    for (const [key, want] of Object.entries(GPT2_SETTINGS)) {
+      need(config[key] === want, `config.json: ${key} is ${JSON.stringify(config[key])}; the lab runs ${JSON.stringify(want)} only`);
+    }
+    need(!config.scale_attn_by_inverse_layer_idx, "config.json: scale_attn_by_inverse_layer_idx; the lab runs GPT-2's plain scale only");
+    const d = config.n_embd, H = config.n_head, hidden = config.n_inner || 4 * d;
+    need([d, H, config.n_layer, hidden].every((x) => Number.isInteger(x) && x > 0) && d % H === 0,
+      `config.json: n_embd=${d}, n_head=${H}, n_layer=${config.n_layer}: not a model's sizes`);
+    const special = ["bos_token_id", "eos_token_id", "pad_token_id"].map((k) => config[k]);
+    need(config.vocab_size === Object.keys(vocab).length &&
+      special.join() === ["[BOS]", "[EOS]", "[PAD]"].map((k) => vocab[k]).join(),
+    "config.json: its vocabulary is not tinycalc's (vocab_size or the [BOS] [EOS] [PAD] ids differ)");
+    // the format: as data/problems.py's ProblemFormat derives it from what the export records
+    const ops = typeof t.operators === "string" ? t.operators : "";
+    need(Number.isInteger(t.digits) && t.digits > 0 && /^[+\-*]+$/.test(ops), "config.json: the tinycalc block's digits or operators are not a format");
+    const widths = { "+": t.digits + 1, "-": t.digits, "*": 2 * t.digits }, signed = ops.includes("-");
+    const fmt = { digits: t.digits, operators: ops, reverse_answer: !!t.reverse_answer, signed,
+      answer_len: t.answer_len, result_len: Math.max(...[...ops].map((op) => widths[op])) + signed,
+      prompt_len: t.prompt_len, larger_first: false, vocab };  // larger_first is not recorded: any a - b is asked
+    need(fmt.prompt_len === 2 * t.digits + 3 && fmt.answer_len >= fmt.result_len &&
+      (t.show_work || fmt.answer_len === fmt.result_len), "config.json: the tinycalc block's lengths do not fit its format");
+    const cfg = { d_model: d, n_heads: H, n_kv_heads: H, n_layers: config.n_layer, head_dim: d / H,
+      vocab_size: config.vocab_size, bias: true, tied: config.tie_word_embeddings !== false };  // zero biases are exact
+    const w = {}, rows = gpt2Names(cfg, hidden);
+    for (const row of rows) {
+      need(tensors[row.theirs], `model.safetensors has no ${row.theirs}: not the export config.json describes`);
+      w[row.ours] = ours(tensors[row.theirs], row);
+    }
+    const placed = new Set([...rows.map((r) => r.theirs), "transformer.wpe.weight", "lm_head.weight"]);  // tied: a copy
+    const left = Object.keys(tensors).filter((name) => !placed.has(name));
+    need(!left.length, `model.safetensors holds ${left[0]}, which the model config.json describes has no place for`);
+    const T = fmt.prompt_len + fmt.answer_len, wpe = tensors["transformer.wpe.weight"];  // every input position
+    need(wpe, "model.safetensors has no transformer.wpe.weight: not the export config.json describes");
+    need(wpe.shape.length === 2 && wpe.shape[0] >= T && wpe.shape[1] === d,
+      `model.safetensors: transformer.wpe.weight is ${wpe.shape.join("x")}, the format needs at least ${T}x${d}`);
+    return { cfg, fmt, w, positions: { shape: [T, d], v: wpe.v.slice(0, T * d) },  // learned positions + places, folded
+      scores: Array(cfg.n_layers).fill(null), queryScale: null,  // the export has neither (check_expressible)
+      means: null };  // an export carries no heads' means: "mean" is not offered
+  }
+
+  // Files chosen or dropped -> the lab's model; an Error of one line for a wrong or partial set.
+  async function openExport(files, vocab) {
+    const byName = Object.fromEntries([...files].map((f) => [f.name, f]));
+    need(byName["config.json"] && byName["model.safetensors"],
+      "open an export's config.json and model.safetensors together (python calc.py --export hf OUT writes both)");
+    let config;
+    try { config = JSON.parse(await byName["config.json"].text()); } catch (e) { throw new Error("config.json is not JSON"); }
+    need(config && typeof config === "object", "config.json is not a model's config");
+    return fromExport(config, readSafetensors(await byName["model.safetensors"].arrayBuffer()), vocab);
+  }
+
   // ---- the lab section: a problem, its answer token by token, a switch per head, maps, patching --------
   const STATES = ["on", "off", "mean"];
+  const statesOf = (m) => (m.means ? STATES : ["on", "off"]);  // "mean" needs the heads' means (an export has none)
 
   function el(tag, attrs = {}, ...children) {  // DOM from data: text only, never HTML
     const node = document.createElement(tag);
@@ -230,15 +362,15 @@ const TinycalcLab = (() => {
     return canvas;
   }
 
-  function readState(m) {
+  function readState(m, fromUrl) {
     const state = { problem: defaultProblem(m), corrupted: "", switches: {} };
     const hash = new URLSearchParams(location.hash.slice(1));  // "#attention" and the like are the page's anchors
-    if (!hash.has("problem")) return state;
+    if (!fromUrl || !hash.has("problem")) return state;
     state.problem = hash.get("problem");
     if (hash.has("corrupted")) state.corrupted = hash.get("corrupted");
     for (const pair of (hash.get("heads") || "").split(",").filter(Boolean)) {
       const [label, how] = pair.split(":");
-      if (/^L\d+h\d+$/.test(label) && STATES.includes(how)) state.switches[label] = how;
+      if (/^L\d+h\d+$/.test(label) && statesOf(m).includes(how)) state.switches[label] = how;
     }
     return state;
   }
@@ -274,15 +406,19 @@ const TinycalcLab = (() => {
     return { position: at - clean.ids.length + 1, ldClean, ldCorrupted, rows };
   }
 
-  function render(container, m) {
-    const state = readState(m);
+  // The lab in `container`, running `m`. opened: how an export dropped on the page was read (then the URL's
+  // experiment, made for the page's own model, is not restored), or absent for the page's own model.
+  function render(container, m, opened = null) {
+    shown.set(container, m);
+    const state = readState(m, !opened);
     const input = el("input", { type: "text", class: "lab-problem", value: state.problem, "aria-label": "problem" });
     const other = el("input", { type: "text", class: "lab-corrupted", value: state.corrupted,
       placeholder: "a second problem, to patch heads from the first", "aria-label": "corrupted problem" });
     const reset = el("button", { type: "button", class: "lab-reset" }, "reset");
     const answer = el("div", { class: "lab-answer" }), heads = el("div", { class: "lab-heads" });
     const maps = el("div", { class: "lab-maps" }), patched = el("div", { class: "lab-patching" });
-    container.append(el("div", { class: "lab-inputs" }, input, other, reset), answer, heads, maps, patched);
+    container.append(el("div", { class: "lab-inputs" }, input, other, reset), answer, heads, maps, patched,
+      openRow(container, m, opened));
 
     function update(byUser = true) {  // the state goes into the URL once the learner changes something
       const started = performance.now();
@@ -334,8 +470,8 @@ const TinycalcLab = (() => {
           button.textContent = `${label} ${button.dataset.state}`;
         };
         button.addEventListener("click", () => {
-          const now = STATES.indexOf(state.switches[label] || "on");
-          state.switches[label] = STATES[(now + 1) % STATES.length];
+          const states = statesOf(m), now = states.indexOf(state.switches[label] || "on");
+          state.switches[label] = states[(now + 1) % states.length];
           show();
           update();
         });
@@ -356,5 +492,34 @@ const TinycalcLab = (() => {
     update(false);
   }
 
-  return { load, forward, encodeProblem, decode, answerOf, softmax, render };
+  // Another model in the lab: the files of a Hugging Face export, chosen or dropped on the lab. The one it runs
+  // stays until a whole export has been read; a wrong or partial set is one line.
+  const shown = new WeakMap();  // container -> the model its lab runs
+  const modelIn = (container) => shown.get(container);
+
+  function openRow(container, m, opened) {
+    const choose = el("input", { type: "file", multiple: "", accept: ".json,.safetensors", class: "lab-open",
+      "aria-label": "an export's config.json and model.safetensors" });
+    const said = el("p", { class: "lab-opened" }, opened || "");
+    if (opened && !m.means) said.append(" Mean ablation is off for it: an export carries no heads' means.");
+    async function open(files) {
+      try {
+        const next = await openExport(files, m.fmt.vocab);
+        const f = next.fmt, what = `${f.digits}-digit ${f.operators}, ${next.cfg.n_layers} layers x ${next.cfg.n_heads} heads`;
+        container.replaceChildren();
+        render(container, next, `Opened ${[...files].map((x) => x.name).join(" + ")}: ${what}.`);
+      } catch (e) {
+        said.replaceChildren(el("span", { class: "lab-error" }, `error: ${e.message}`));
+      }
+    }
+    choose.addEventListener("change", () => open(choose.files));
+    container.ondragover = (e) => e.preventDefault();  // one handler each, however often the lab is drawn again
+    container.ondrop = (e) => { e.preventDefault(); open(e.dataTransfer.files); };
+    return el("div", { class: "lab-open-row" },
+      el("label", {}, "Another model: drop a Hugging Face export's config.json and model.safetensors " +
+        "(python calc.py --export hf OUT) on the lab, or choose them ", choose), said);
+  }
+
+  return { load, forward, encodeProblem, decode, answerOf, softmax, render, readSafetensors, fromExport, openExport,
+    modelIn };
 })();

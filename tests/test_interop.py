@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import importlib.util
@@ -27,6 +28,7 @@ from model.lens import transformer_lens_model
 from model.optional import INTEROP_INSTALL, MissingExtraError
 from model.transformer import Transformer, TransformerConfig
 from tests.conftest import ROOT, SMALL_TASK, regenerate_module
+from tests.test_html_report import browser  # noqa: F401 -- the module's Chromium
 
 HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("transformers", "transformer_lens", "safetensors"))
 needs_extra = pytest.mark.skipif(not HAVE_EXTRA, reason=f"the interop extra is not installed: {INTEROP_INSTALL}")
@@ -467,6 +469,145 @@ def test_the_export_tokenizer_writes_pad_for_an_unknown_character():
     assert tokenizer("12+34=").input_ids == ours.encode("12+34=", bos=True)
     with pytest.raises(UnknownCharacterError):
         ours.encode("a")
+
+
+# ---- the export opened in a lab page -----------------------------------------------------------------------
+ANSWER_ALL = """texts => texts.map(t => {  // type each problem into the lab, as a learner does; read the answer shown
+    const box = document.querySelector(".lab-problem");
+    box.value = t;
+    box.dispatchEvent(new Event("input"));
+    return document.querySelector(".lab-result").textContent;
+})"""
+
+
+def other_models_lab(tmp_path: Path) -> Path:
+    """A lab page built for another model (3-digit problems, 1 layer x 4 heads, d_model 16) than the export's."""
+    from analysis.lab import lab_page, lab_payload
+    from data.problems import ProblemFormat
+
+    other = random_calculator(seed=3, fmt=ProblemFormat(digits=3), d_model=16, n_heads=4, n_layers=1)
+    path = tmp_path / "other_lab.html"
+    path.write_text(lab_page(lab_payload(other.net, other.fmt, other.tokenizer.vocab)))
+    return path
+
+
+def drop_files(page, files: list[Path]) -> None:
+    """Drop ``files`` onto the lab, as a browser's drag and drop hands them to the page."""
+    payload = [[f.name, base64.b64encode(f.read_bytes()).decode()] for f in files]
+    transfer = page.evaluate_handle(
+        """files => {
+            const transfer = new DataTransfer();
+            for (const [name, data] of files) {
+                transfer.items.add(new File([Uint8Array.from(atob(data), c => c.charCodeAt(0))], name));
+            }
+            return transfer;
+        }""",
+        payload,
+    )
+    page.dispatch_event("#lab", "drop", {"dataTransfer": transfer})
+
+
+@needs_extra
+def test_an_export_dropped_on_another_models_lab_runs_there(browser, hf_dir, calc_add, problems, tmp_path):  # noqa: F811
+    """The export's config.json + model.safetensors dropped on a lab page built for another model: the page's
+    logits equal ours (heads on and one switched off), its answers typed in equal calc.py's (Calculator.answer) on
+    300 problems, and with a head switched off they equal the Python ablation's; nothing is requested."""
+    from model.hooks import zero_ablated
+
+    page = browser.new_page()
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    url = other_models_lab(tmp_path).as_uri()
+    page.goto(url)
+    drop_files(page, [hf_dir / "config.json", hf_dir / "model.safetensors"])
+    page.wait_for_selector(".lab-opened:has-text('Opened')")
+    cfg = calc_add.net.cfg
+    assert len(page.query_selector_all(".lab-switch")) == cfg.n_layers * cfg.n_heads
+    assert "Mean ablation is off" in page.inner_text(".lab-opened")  # an export carries no heads' means
+
+    # the page's forward pass on the opened model: logits as ours, heads on and switched off
+    batch = problems[:300]
+    texts = [f"{p.a}{p.op}{p.b}" for p in batch]
+    answers = {(None, None): [a.value for a in calc_add.answer(batch)]}
+    for layer in range(cfg.n_layers):
+        for head in range(cfg.n_heads):
+            with zero_ablated(calc_add.net, [(layer, head)]):
+                answers[layer, head] = [a.value for a in calc_add.answer(batch)]
+    changed = {lh: sum(x != y for x, y in zip(v, answers[None, None], strict=True)) for lh, v in answers.items()}
+    layer, head = max(changed, key=lambda lh: changed[lh])  # the head whose loss changes the most answers
+    assert changed[layer, head] > 0  # the comparison below can tell a switched head from an intact one
+    label = f"L{layer}h{head}"
+    seqs = calc_add.encode(batch[:20])[:, :-1]  # (20, T): every token but [EOS]
+    worst = 0.0
+    for switched in ({}, {label: "off"}):
+        with zero_ablated(calc_add.net, [(layer, head)] if switched else []), torch.no_grad():
+            want = calc_add.net(seqs)[0]
+        got = torch.tensor(page.evaluate(
+            """([seqs, s]) => {
+                const m = TinycalcLab.modelIn(document.getElementById("lab"));
+                return seqs.map(ids => TinycalcLab.forward(m, ids, s).logits.map(r => [...r]));
+            }""",
+            [seqs.tolist(), switched],
+        ))  # fmt: skip
+        worst = max(worst, float((got - want).abs().max()))
+    assert worst <= 1e-4, f"max |page - torch| = {worst:.2e}"
+
+    # the lab as a learner uses it: type problems, switch a head off, type them again
+    shown = lambda values: [str(v) if v is not None else "?" for v in values]  # noqa: E731 -- the page's "?": unreadable
+    assert page.evaluate(ANSWER_ALL, texts) == shown(answers[None, None])
+    page.click(f"[data-head={label}]")
+    assert page.inner_text(f"[data-head={label}]") == f"{label} off"
+    page.click(f"[data-head={label}]")  # on again: no "mean" between (an export carries no means) ...
+    assert page.inner_text(f"[data-head={label}]") == f"{label} on"
+    page.click(f"[data-head={label}]")  # ... and off
+    assert page.evaluate(ANSWER_ALL, texts) == shown(answers[layer, head])
+    assert requests == [url]  # the files came from the drop: nothing was asked of the network
+
+
+@needs_extra
+def test_a_wrong_drop_is_one_line_and_the_lab_keeps_its_model(browser, hf_dir, tmp_path):  # noqa: F811
+    """Files chosen that are not a whole F32 tinycalc export: one error line each, and the page's own model stays."""
+    from safetensors.torch import load_file, save_file
+
+    config = json.loads((hf_dir / "config.json").read_text())
+    weights = load_file(hf_dir / "model.safetensors")
+    bad = {}
+    for name, files in {
+        "half": {"config.json": config, "model.safetensors": {k: v.half() for k, v in weights.items()}},
+        "no_tinycalc": {"config.json": {k: v for k, v in config.items() if k != "tinycalc"}},
+        "wider_mlp": {"config.json": config | {"n_inner": 3 * config["n_embd"]}},
+        "no_config": {},
+    }.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        files = {"config.json": config, "model.safetensors": weights} | files
+        if name == "no_config":
+            del files["config.json"]
+        for file, content in files.items():
+            if file == "config.json":
+                (folder / file).write_text(json.dumps(content))
+            else:
+                save_file(content, folder / file)
+        bad[name] = sorted(folder.iterdir())
+    expected = {
+        "half": "error: model.safetensors holds transformer.",  # whichever tensor comes first ...
+        "no_tinycalc": "error: config.json has no tinycalc block: not a model written by python calc.py --export hf",
+        "wider_mlp": "error: model.safetensors: transformer.h.0.mlp.c_fc.weight is 32x128, config.json makes it 32x96",
+        "no_config": "error: open an export's config.json and model.safetensors together",
+    }
+    page = browser.new_page()
+    page.goto(other_models_lab(tmp_path).as_uri())
+    before = page.inner_text(".lab-answer")
+    for name, files in bad.items():
+        page.set_input_files(".lab-open", files)
+        page.wait_for_selector(".lab-opened .lab-error")
+        line = page.inner_text(".lab-opened")
+        assert line.startswith(expected[name]) and "\n" not in line, (name, line)
+        if name == "half":  # ... as F16
+            assert " as F16; the lab reads float32 (F32) weights only" in line, line
+        assert page.evaluate("TinycalcLab.modelIn(document.getElementById('lab')) === M")  # the page's own model
+        assert page.inner_text(".lab-answer") == before and len(page.query_selector_all(".lab-switch")) == 4
+        page.evaluate("document.querySelector('.lab-opened').replaceChildren()")
 
 
 # ---- the worked example: activation patching of a carry ----------------------------------------------------
