@@ -305,7 +305,7 @@ const TinycalcLab = (() => {
     const widths = { "+": t.digits + 1, "-": t.digits, "*": 2 * t.digits }, signed = ops.includes("-");
     const fmt = { digits: t.digits, operators: ops, reverse_answer: !!t.reverse_answer, signed,
       answer_len: t.answer_len, result_len: Math.max(...[...ops].map((op) => widths[op])) + signed,
-      prompt_len: t.prompt_len, larger_first: false, vocab };  // larger_first is not recorded: any a - b is asked
+      prompt_len: t.prompt_len, larger_first: t.larger_first === true, vocab };  // unrecorded: any a - b is asked
     need(fmt.prompt_len === 2 * t.digits + 3 && fmt.answer_len >= fmt.result_len &&
       (t.show_work || fmt.answer_len === fmt.result_len), "config.json: the tinycalc block's lengths do not fit its format");
     const cfg = { d_model: d, n_heads: H, n_kv_heads: H, n_layers: config.n_layer, head_dim: d / H,

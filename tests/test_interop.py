@@ -564,6 +564,49 @@ def test_an_export_dropped_on_another_models_lab_runs_there(browser, hf_dir, cal
     assert requests == [url]  # the files came from the drop: nothing was asked of the network
 
 
+EXPORT_KINDS = {  # what model/export.py maps differently: biases, an untied head, places folded, formats
+    "untied_no_bias": ({}, {"bias": False, "tie_weights": False}),
+    "places_folded": ({}, {"place_embedding": True}),
+    "mul2_working": ({"operators": "*", "show_work": True}, {}),
+    "add_sub": ({"operators": "+-"}, {"n_layers": 1}),
+}
+
+
+@needs_extra
+@pytest.mark.parametrize("kind", EXPORT_KINDS)
+def test_every_export_the_lab_opens_is_the_model(browser, tmp_path, kind):  # noqa: F811
+    """Untrained exports of each mapping and format, chosen in a lab: the page reads the format as lab.py writes
+    it, and its logits (a head switched off too) and greedy answers are the model's."""
+    from analysis.lab import lab_payload
+    from data.problems import ProblemFormat
+    from model.hooks import zero_ablated
+
+    fmt_args, model_args = EXPORT_KINDS[kind]
+    calc_ = random_calculator(fmt=ProblemFormat(digits=2, **fmt_args), d_model=16, n_heads=2, **model_args)
+    export_hf(calc_, tmp_path / "out", n_check=10)
+    page = browser.new_page()
+    page.goto(other_models_lab(tmp_path).as_uri())
+    page.set_input_files(".lab-open", [tmp_path / "out" / "config.json", tmp_path / "out" / "model.safetensors"])
+    page.wait_for_selector(".lab-opened:has-text('Opened')")
+    shown = "TinycalcLab.modelIn(document.getElementById('lab'))"
+    assert page.evaluate(f"{shown}.fmt") == lab_payload(calc_.net, calc_.fmt, calc_.tokenizer.vocab)["format"]
+    batch = check_problems(calc_, 5)
+    seqs = calc_.encode(batch)[:, :-1]
+    for switched in ({}, {"L0h1": "off"}):
+        with zero_ablated(calc_.net, [(0, 1)] if switched else []), torch.no_grad():
+            want = calc_.net(seqs)[0]
+        got = torch.tensor(page.evaluate(
+            f"([seqs, s]) => seqs.map(ids => TinycalcLab.forward({shown}, ids, s).logits.map(r => [...r]))",
+            [seqs.tolist(), switched],
+        ))  # fmt: skip
+        assert float((got - want).abs().max()) <= 1e-4, (kind, switched)
+    texts = [f"{p.a}{p.op}{p.b}" for p in batch]
+    written = page.evaluate(
+        f"ts => ts.map(t => TinycalcLab.decode({shown}, TinycalcLab.encodeProblem({shown}, t).ids).written)", texts
+    )
+    assert written == [a.text for a in calc_.answer(batch)]
+
+
 @needs_extra
 def test_a_wrong_drop_is_one_line_and_the_lab_keeps_its_model(browser, hf_dir, tmp_path):  # noqa: F811
     """Files chosen that are not a whole F32 tinycalc export: one error line each, and the page's own model stays."""
