@@ -215,22 +215,22 @@ const TinycalcLab = (() => {
   function readSafetensors(buffer) {  // ArrayBuffer -> {name: {shape, v: Float32Array}}; an Error of one line
     const bytes = new DataView(buffer);
     const n = buffer.byteLength >= 8 ? Number(bytes.getBigUint64(0, true)) : Infinity;
-    if (8 + n > buffer.byteLength) throw new Error("model.safetensors is not a safetensors file (its header is cut)");
+    need(8 + n <= buffer.byteLength, "model.safetensors is not a safetensors file (its header is cut)");
     let header;
     try { header = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 8, n))); } catch (e) {
       throw new Error("model.safetensors is not a safetensors file (its header is not JSON)");
     }
+    need(header && typeof header === "object", "model.safetensors is not a safetensors file (its header is no table)");
     const tensors = {};
     for (const [name, t] of Object.entries(header)) {
       if (name === "__metadata__") continue;
-      if (t.dtype !== "F32") {
-        throw new Error(`model.safetensors holds ${name} as ${t.dtype}; the lab reads float32 (F32) weights only, ` +
-          "as python calc.py --export hf writes them");
-      }
+      need(t && Array.isArray(t.shape) && Array.isArray(t.data_offsets),
+        `model.safetensors is damaged: ${name} has no shape`);
+      need(t.dtype === "F32", `model.safetensors holds ${name} as ${t.dtype}; the lab reads float32 (F32) weights ` +
+        "only, as python calc.py --export hf writes them");
       const count = t.shape.reduce((a, b) => a * b, 1), [begin, end] = t.data_offsets;
-      if (end - begin !== 4 * count || 8 + n + end > buffer.byteLength) {
-        throw new Error(`model.safetensors is damaged: ${name}'s data does not fill its shape ${t.shape.join("x")}`);
-      }
+      need(end - begin === 4 * count && 8 + n + end <= buffer.byteLength,
+        `model.safetensors is damaged: ${name}'s data does not fill its shape ${t.shape.join("x")}`);
       const v = new Float32Array(count);  // read value by value: the data need not be 4-byte aligned
       for (let i = 0; i < count; i++) v[i] = bytes.getFloat32(8 + n + begin + 4 * i, true);
       tensors[name] = { shape: t.shape, v };
@@ -252,7 +252,10 @@ const TinycalcLab = (() => {
       add(`${ours}.weight`, `${theirs}.weight`, [nOut, nIn], part, of);
       add(`${ours}.bias`, `${theirs}.bias`, [nOut], part, of);
     };
-    const layerNorm = (ours, theirs) => { add(`${ours}.weight`, `${theirs}.weight`, [d]); add(`${ours}.bias`, `${theirs}.bias`, [d]); };
+    const layerNorm = (ours, theirs) => {
+      add(`${ours}.weight`, `${theirs}.weight`, [d]);
+      add(`${ours}.bias`, `${theirs}.bias`, [d]);
+    };
     add("tok_emb.weight", "transformer.wte.weight", [cfg.vocab_size, d]);
     for (let L = 0; L < cfg.n_layers; L++) {
       const ours = `blocks.${L}`, theirs = `transformer.h.${L}`;
@@ -270,9 +273,8 @@ const TinycalcLab = (() => {
 
   function ours(t, { theirs, shape, part, of }) {  // a GPT-2 tensor -> ours, shape `shape`
     const want = !of ? shape : shape.length === 2 ? [shape[1], shape[0] * of] : [shape[0] * of];
-    if (t.shape.join("x") !== want.join("x")) {
-      throw new Error(`model.safetensors: ${theirs} is ${t.shape.join("x")}, config.json makes it ${want.join("x")}`);
-    }
+    need(t.shape.join("x") === want.join("x"),
+      `model.safetensors: ${theirs} is ${t.shape.join("x")}, config.json makes it ${want.join("x")}`);
     if (!of) return t;
     const [nOut, nIn] = shape.length === 2 ? shape : [shape[0], 1], v = new Float32Array(nOut * nIn);
     for (let o = 0; o < nOut; o++) {  // ours (o, i) is theirs (i, part * nOut + o)
@@ -287,11 +289,14 @@ const TinycalcLab = (() => {
   // vocabulary is fixed (data/tokenizer.py), so the page's own, checked against the export's special tokens.
   function fromExport(config, tensors, vocab) {
     const t = config.tinycalc;
-    need(t && typeof t === "object", "config.json has no tinycalc block: not a model written by python calc.py --export hf");
+    need(t && typeof t === "object",
+      "config.json has no tinycalc block: not a model written by python calc.py --export hf");
     for (const [key, want] of Object.entries(GPT2_SETTINGS)) {
-      need(config[key] === want, `config.json: ${key} is ${JSON.stringify(config[key])}; the lab runs ${JSON.stringify(want)} only`);
+      need(config[key] === want,
+        `config.json: ${key} is ${JSON.stringify(config[key])}; the lab runs ${JSON.stringify(want)} only`);
     }
-    need(!config.scale_attn_by_inverse_layer_idx, "config.json: scale_attn_by_inverse_layer_idx; the lab runs GPT-2's plain scale only");
+    need(!config.scale_attn_by_inverse_layer_idx,
+      "config.json: scale_attn_by_inverse_layer_idx; the lab runs GPT-2's plain scale only");
     const d = config.n_embd, H = config.n_head, hidden = config.n_inner || 4 * d;
     need([d, H, config.n_layer, hidden].every((x) => Number.isInteger(x) && x > 0) && d % H === 0,
       `config.json: n_embd=${d}, n_head=${H}, n_layer=${config.n_layer}: not a model's sizes`);
@@ -301,13 +306,15 @@ const TinycalcLab = (() => {
     "config.json: its vocabulary is not tinycalc's (vocab_size or the [BOS] [EOS] [PAD] ids differ)");
     // the format: as data/problems.py's ProblemFormat derives it from what the export records
     const ops = typeof t.operators === "string" ? t.operators : "";
-    need(Number.isInteger(t.digits) && t.digits > 0 && /^[+\-*]+$/.test(ops), "config.json: the tinycalc block's digits or operators are not a format");
+    need(Number.isInteger(t.digits) && t.digits > 0 && /^[+\-*]+$/.test(ops),
+      "config.json: the tinycalc block's digits or operators are not a format");
     const widths = { "+": t.digits + 1, "-": t.digits, "*": 2 * t.digits }, signed = ops.includes("-");
     const fmt = { digits: t.digits, operators: ops, reverse_answer: !!t.reverse_answer, signed,
-      answer_len: t.answer_len, result_len: Math.max(...[...ops].map((op) => widths[op])) + signed,
+      answer_len: t.answer_len, result_len: Math.max(...[...ops].map((op) => widths[op])) + (signed ? 1 : 0),
       prompt_len: t.prompt_len, larger_first: t.larger_first === true, vocab };  // unrecorded: any a - b is asked
     need(fmt.prompt_len === 2 * t.digits + 3 && fmt.answer_len >= fmt.result_len &&
-      (t.show_work || fmt.answer_len === fmt.result_len), "config.json: the tinycalc block's lengths do not fit its format");
+      (t.show_work || fmt.answer_len === fmt.result_len),
+    "config.json: the tinycalc block's lengths do not fit its format");
     const cfg = { d_model: d, n_heads: H, n_kv_heads: H, n_layers: config.n_layer, head_dim: d / H,
       vocab_size: config.vocab_size, bias: true, tied: config.tie_word_embeddings !== false };  // zero biases are exact
     const w = {}, rows = gpt2Names(cfg, hidden);
@@ -333,7 +340,9 @@ const TinycalcLab = (() => {
     need(byName["config.json"] && byName["model.safetensors"],
       "open an export's config.json and model.safetensors together (python calc.py --export hf OUT writes both)");
     let config;
-    try { config = JSON.parse(await byName["config.json"].text()); } catch (e) { throw new Error("config.json is not JSON"); }
+    try { config = JSON.parse(await byName["config.json"].text()); } catch (e) {
+      throw new Error("config.json is not JSON");
+    }
     need(config && typeof config === "object", "config.json is not a model's config");
     return fromExport(config, readSafetensors(await byName["model.safetensors"].arrayBuffer()), vocab);
   }
@@ -505,7 +514,7 @@ const TinycalcLab = (() => {
     async function open(files) {
       try {
         const next = await openExport(files, m.fmt.vocab);
-        const f = next.fmt, what = `${f.digits}-digit ${f.operators}, ${next.cfg.n_layers} layers x ${next.cfg.n_heads} heads`;
+        const f = next.fmt, c = next.cfg, what = `${f.digits}-digit ${f.operators}, ${c.n_layers} layers x ${c.n_heads} heads`;
         container.replaceChildren();
         render(container, next, `Opened ${[...files].map((x) => x.name).join(" + ")}: ${what}.`);
       } catch (e) {
