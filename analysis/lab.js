@@ -426,8 +426,8 @@ const TinycalcLab = (() => {
     const reset = el("button", { type: "button", class: "lab-reset" }, "reset");
     const answer = el("div", { class: "lab-answer" }), heads = el("div", { class: "lab-heads" });
     const maps = el("div", { class: "lab-maps" }), patched = el("div", { class: "lab-patching" });
-    container.append(el("div", { class: "lab-inputs" }, input, other, reset), answer, heads, maps, patched,
-      openRow(container, m, opened));
+    container.append(openRow(container, m, opened), el("div", { class: "lab-inputs" }, input, other, reset), answer,
+      heads, maps, patched);
 
     function update(byUser = true) {  // the state goes into the URL once the learner changes something
       const started = performance.now();
