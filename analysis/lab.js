@@ -311,7 +311,7 @@ const TinycalcLab = (() => {
     const widths = { "+": t.digits + 1, "-": t.digits, "*": 2 * t.digits }, signed = ops.includes("-");
     const fmt = { digits: t.digits, operators: ops, reverse_answer: !!t.reverse_answer, signed,
       answer_len: t.answer_len, result_len: Math.max(...[...ops].map((op) => widths[op])) + (signed ? 1 : 0),
-      prompt_len: t.prompt_len, larger_first: t.larger_first === true, vocab };  // unrecorded: any a - b is asked
+      prompt_len: t.prompt_len, larger_first: t.larger_first === true, vocab };  // an older export: any a - b
     need(fmt.prompt_len === 2 * t.digits + 3 && fmt.answer_len >= fmt.result_len &&
       (t.show_work || fmt.answer_len === fmt.result_len),
     "config.json: the tinycalc block's lengths do not fit its format");

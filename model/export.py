@@ -119,6 +119,7 @@ def gpt2_config(calc: Calculator):
             "operators": fmt.operators,
             "reverse_answer": fmt.reverse_answer,
             "show_work": fmt.show_work,
+            "larger_first": fmt.larger_first,  # '-' asks the larger operand first (sub_length)
             "prompt_len": fmt.prompt_len,
             "answer_len": fmt.answer_len,
         },

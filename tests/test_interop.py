@@ -136,6 +136,7 @@ def test_export_writes_a_gpt2_directory_with_card(hf_dir, calc_add):
         cfg.block_size,
     )
     assert config["tie_word_embeddings"] is True and config["tinycalc"]["reverse_answer"] is True
+    assert config["tinycalc"]["larger_first"] is False  # a lab it is dropped on asks any a - b
     tokenizer_config = json.loads((hf_dir / "tokenizer_config.json").read_text())
     assert tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast"
     card = (hf_dir / "README.md").read_text()
