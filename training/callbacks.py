@@ -35,7 +35,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
         buffer = io.BytesIO()
         torch.save(checkpoint, buffer)
-        write_atomically(Path(path), lambda tmp: tmp.write_bytes(buffer.getbuffer()))
+
+        def write(tmp: Path) -> None:
+            with buffer.getbuffer() as view:  # released even when the write fails (a full disk): no copy, no leak
+                tmp.write_bytes(view)
+
+        write_atomically(Path(path), write)
 
 
 def save_checkpoint(trainer: L.Trainer, path: str | Path, weights_only: bool = False) -> Path:
