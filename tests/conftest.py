@@ -14,6 +14,12 @@ CONFIGS = ROOT / "configs"
 sys.path.insert(0, str(ROOT))
 
 from training.cli import compose_train_config, with_run_dir  # noqa: E402, F401 -- tests import with_run_dir from here
+from training.threads import use_threads  # noqa: E402
+
+# The test process computes with the thread count every command uses (training/threads.py's rule, OMP_NUM_THREADS
+# overriding it), not torch's one thread per core: on a shared machine a model trained in-process with a thread per
+# busy core waits on every one of them (test_analysis.py's model took 154 s instead of 11 s under a load of 2).
+use_threads()
 
 
 def compose_config(overrides: list[str] | None = None):
