@@ -90,6 +90,15 @@ def run_sweep(tmp_path: Path, *overrides: str, timeout: int = 600) -> subprocess
     )
 
 
+@pytest.fixture(scope="session")
+def small_sweep(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One real two-job sweep, ``model.n_heads=3,2`` on SMALL_SWEEP with the default analysis: the n_heads=3 job
+    fails on its bad value, the n_heads=2 job trains. (sweep directory, the finished command). test_sweep.py reads
+    its summary; test_html_report.py its pages (it replaces the trained job's mistakes and rewrites the pages)."""
+    path = tmp_path_factory.mktemp("small_sweep")
+    return path, run_sweep(path, "model.n_heads=3,2")
+
+
 def untrained_calculator(n_layers: int = 2, seed: int = 0, n_test: int = 300):
     """An untrained 4-head, d_model 32 calculator on 2-digit addition and ``n_test`` held-out problems: (module in
     eval mode, test set). Shapes and bookkeeping, fast; what needs a model that learned trains one."""
