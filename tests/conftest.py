@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -97,6 +98,75 @@ def small_sweep(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     its summary; test_html_report.py its pages (it replaces the trained job's mistakes and rewrites the pages)."""
     path = tmp_path_factory.mktemp("small_sweep")
     return path, run_sweep(path, "model.n_heads=3,2")
+
+
+def make_run(run_dir: Path, operators: str, steps: int) -> Path:
+    """A run directory (checkpoints/best.ckpt + tokenizer.json) of a small 2-digit model trained for ``steps``."""
+    import warnings
+
+    import lightning as L
+    import torch
+
+    from data.datamodule import ArithmeticDataModule
+    from model.transformer import TransformerConfig
+    from storage.rundir import RunDir
+    from training.module import CalculatorModule
+    from training.optim import OptimConfig
+
+    torch.manual_seed(0)
+    dm = ArithmeticDataModule(
+        digits=2, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10, n_test=10
+    )
+    optim = OptimConfig(lr=1e-2, warmup_steps=20).to_dict()
+    model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
+    module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
+    trainer = L.Trainer(
+        max_steps=steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        accelerator="cpu",
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*no `val_dataloader`")
+        trainer.fit(module, train_dataloaders=dm.train_dataloader())
+    trainer.save_checkpoint(run_dir / "checkpoints" / "best.ckpt")
+    dm.tokenizer.save(RunDir(run_dir).tokenizer)
+    return run_dir
+
+
+# Session fixtures live here, not in a test module: one imported into another module is a second fixture there,
+# computed again (test_damaged.py trained its own run_add, test_sweep.py and test_lab.py launched their own Chromium).
+@pytest.fixture(scope="session")
+def run_add(tmp_path_factory) -> Path:
+    """2-digit addition, 200 steps: right on most problems, wrong on some (~1.5 s)."""
+    return make_run(tmp_path_factory.mktemp("run_add"), "+", 200)
+
+
+@pytest.fixture(scope="session")
+def run_mixed(tmp_path_factory) -> Path:
+    """2-digit '+-*', one step: signed answers, mostly wrong or unreadable."""
+    return make_run(tmp_path_factory.mktemp("run_mixed"), "+-*", 1)
+
+
+def chromium_path() -> str | None:
+    return next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """The headless Chromium the pages are opened in (test_html_report.py's Page), one for the whole session."""
+    path = chromium_path()
+    if path is None:
+        pytest.skip("no Chromium installed (apt-get install chromium); .ci/run installs it")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
 
 
 def untrained_calculator(n_layers: int = 2, seed: int = 0, n_test: int = 300):

@@ -134,23 +134,6 @@ def test_the_command_rewrites_a_directory_and_refuses_anything_else(tmp_path, sw
 # ---- in the browser --------------------------------------------------------------------------------------------
 
 
-def chromium_path() -> str | None:
-    return next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if path is None:
-        pytest.skip("no Chromium installed (apt-get install chromium); .ci/run installs it")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
-
-
 class Page:
     """A page opened from file:// that records every request and every console error."""
 

@@ -7,7 +7,7 @@ import csv
 import pytest
 
 from tests.conftest import run_sweep
-from tests.test_html_report import Page, browser  # noqa: F401 (the headless Chromium the pages are opened in)
+from tests.test_html_report import Page
 
 
 def test_a_two_job_sweep_with_a_bad_value_writes_a_summary(small_sweep):
@@ -183,7 +183,7 @@ def test_the_summary_and_the_page_end_with_the_same_conclusion(tmp_path):
     assert sweep_data(SweepDir(tmp_path), failed)["conclusion"] == conclude(failed)
 
 
-def test_the_sweep_page_calls_a_tie_a_tie_and_ends_with_the_conclusion(browser, tmp_path):  # noqa: F811
+def test_the_sweep_page_calls_a_tie_a_tie_and_ends_with_the_conclusion(browser, tmp_path):
     from analysis.conclusion import conclude
     from analysis.html_report import render
     from analysis.metric import MILESTONE
