@@ -137,8 +137,8 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     return run_dir
 
 
-# Session fixtures live here, not in a test module: one imported into another module is a second fixture there,
-# computed again (test_damaged.py trained its own run_add, test_sweep.py and test_lab.py launched their own Chromium).
+# Shared fixtures live here, not in a test module: a session fixture imported into another module is a second
+# fixture there, computed again (test_damaged.py trained its own run_add).
 @pytest.fixture(scope="session")
 def run_add(tmp_path_factory) -> Path:
     """2-digit addition, 200 steps: right on most problems, wrong on some (~1.5 s)."""
@@ -155,9 +155,10 @@ def chromium_path() -> str | None:
     return next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """The headless Chromium the pages are opened in (test_html_report.py's Page), one for the whole session."""
+    """The headless Chromium the pages are opened in (test_html_report.py's Page), one per module: Playwright's sync
+    API marks an asyncio loop running in this thread while it lives, which a later test's own loop would trip on."""
     path = chromium_path()
     if path is None:
         pytest.skip("no Chromium installed (apt-get install chromium); .ci/run installs it")
