@@ -133,7 +133,8 @@ def test_wandb_online_without_network_falls_back_to_offline_quickly(tmp_path, mo
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens on port 9 here
     monkeypatch.delenv("WANDB_MODE", raising=False)
     started = time.time()
-    done = run_train(tmp_path, *SMALL[:-2], "analysis=none", "trainer.max_steps=50", "logger.wandb.mode=online")
+    steps = ["trainer.max_steps=10", "trainer.val_check_interval=10"]  # the fallback is at the logger's start
+    done = run_train(tmp_path, *SMALL[:-2], "analysis=none", *steps, "logger.wandb.mode=online")
     assert done.returncode == 0, done.stderr[-2000:]
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: wandb")]
     assert len(warnings) == 1 and "offline" in warnings[0]
