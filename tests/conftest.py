@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,12 @@ CONFIGS = ROOT / "configs"
 sys.path.insert(0, str(ROOT))
 
 from training.cli import compose_train_config, with_run_dir  # noqa: E402, F401 -- tests import with_run_dir from here
+from training.threads import use_threads  # noqa: E402
+
+# The test process computes with the thread count every command uses (training/threads.py's rule, OMP_NUM_THREADS
+# overriding it), not torch's one thread per core: on a shared machine a model trained in-process with a thread per
+# busy core waits on every one of them (test_analysis.py's model took 154 s instead of 11 s under a load of 2).
+use_threads()
 
 
 def compose_config(overrides: list[str] | None = None):
@@ -82,6 +89,85 @@ def run_sweep(tmp_path: Path, *overrides: str, timeout: int = 600) -> subprocess
         text=True,
         timeout=timeout,
     )
+
+
+@pytest.fixture(scope="session")
+def small_sweep(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One real two-job sweep, ``model.n_heads=3,2`` on SMALL_SWEEP with the default analysis: the n_heads=3 job
+    fails on its bad value, the n_heads=2 job trains. (sweep directory, the finished command). test_sweep.py reads
+    its summary; test_html_report.py its pages (it replaces the trained job's mistakes and rewrites the pages)."""
+    path = tmp_path_factory.mktemp("small_sweep")
+    return path, run_sweep(path, "model.n_heads=3,2")
+
+
+def make_run(run_dir: Path, operators: str, steps: int) -> Path:
+    """A run directory (checkpoints/best.ckpt + tokenizer.json) of a small 2-digit model trained for ``steps``."""
+    import warnings
+
+    import lightning as L
+    import torch
+
+    from data.datamodule import ArithmeticDataModule
+    from model.transformer import TransformerConfig
+    from storage.rundir import RunDir
+    from training.module import CalculatorModule
+    from training.optim import OptimConfig
+
+    torch.manual_seed(0)
+    dm = ArithmeticDataModule(
+        digits=2, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10, n_test=10
+    )
+    optim = OptimConfig(lr=1e-2, warmup_steps=20).to_dict()
+    model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
+    module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
+    trainer = L.Trainer(
+        max_steps=steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        accelerator="cpu",
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*no `val_dataloader`")
+        trainer.fit(module, train_dataloaders=dm.train_dataloader())
+    trainer.save_checkpoint(run_dir / "checkpoints" / "best.ckpt")
+    dm.tokenizer.save(RunDir(run_dir).tokenizer)
+    return run_dir
+
+
+# Shared fixtures live here, not in a test module: a session fixture imported into another module is a second
+# fixture there, computed again (test_damaged.py trained its own run_add).
+@pytest.fixture(scope="session")
+def run_add(tmp_path_factory) -> Path:
+    """2-digit addition, 200 steps: right on most problems, wrong on some (~1.5 s)."""
+    return make_run(tmp_path_factory.mktemp("run_add"), "+", 200)
+
+
+@pytest.fixture(scope="session")
+def run_mixed(tmp_path_factory) -> Path:
+    """2-digit '+-*', one step: signed answers, mostly wrong or unreadable."""
+    return make_run(tmp_path_factory.mktemp("run_mixed"), "+-*", 1)
+
+
+def chromium_path() -> str | None:
+    return next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """The headless Chromium the pages are opened in (test_html_report.py's Page), one per module: Playwright's sync
+    API marks an asyncio loop running in this thread while it lives, which a later test's own loop would trip on."""
+    path = chromium_path()
+    if path is None:
+        pytest.skip("no Chromium installed (apt-get install chromium); .ci/run installs it")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
 
 
 def untrained_calculator(n_layers: int = 2, seed: int = 0, n_test: int = 300):

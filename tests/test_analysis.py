@@ -33,7 +33,7 @@ def trained():
         optim=dict(lr=5e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=50, min_lr_ratio=0.1),
     )
     trainer = L.Trainer(
-        max_steps=600,
+        max_steps=400,
         accelerator="cpu",
         logger=False,
         enable_checkpointing=False,

@@ -19,13 +19,15 @@ import subprocess
 import sys
 import threading
 import time
+from unittest import mock
 
 import pytest
 import torch
 
 from tests.conftest import ROOT, compose_config, run_train, with_run_dir
+from training import cli
 from training.assemble import assemble
-from training.cli import check_command_line
+from training.cli import check_command_line, compose_train_config
 from training.config import RULES, ConfigError, check_supported
 from training.limits import Sizes, check_sizes, machine_cores, memory_estimate, sizes_of
 from training.resume import effective_config
@@ -216,12 +218,19 @@ ABSENT_DEVICES = [  # a device that is not there
 def in_process_error(overrides: list[str], tmp_path, capsys) -> str:
     """What train.py would print for these overrides, found without leaving this process."""
     argv = [f"hydra.run.dir={tmp_path / 'run'}", *overrides]
+    composed = {}
+
+    def composing(texts: list[str]):  # the config the check composes from argv is the one train.py then builds
+        composed[tuple(texts)] = compose_train_config(texts)
+        return composed[tuple(texts)]
+
     try:
-        check_command_line(argv)  # typos, additions, interpolations, used directories
+        with mock.patch.object(cli, "compose_train_config", composing):
+            check_command_line(argv)  # typos, additions, interpolations, used directories
     except SystemExit as e:
         assert e.code == 2
         return capsys.readouterr().err
-    cfg = with_run_dir(compose_config(argv), tmp_path / "run")
+    cfg = with_run_dir(composed.get(tuple(argv)) or compose_config(argv), tmp_path / "run")
     with pytest.raises(ConfigError) as caught:
         assemble(effective_config(cfg, overrides, multirun=False))
     return f"error: {caught.value}\n"
@@ -307,6 +316,7 @@ def test_allowed_values_of_the_same_keys_pass_the_same_checks_and_reach_the_run(
     check_command_line(argv)  # exits 2 on a refusal
     cfg = with_run_dir(compose_config(argv), tmp_path / "run")
     try:
+        torch.set_num_threads(2)  # not what threads=1 asks for, whatever the test process computes with
         data, module, analysis, callbacks, loggers, trainer = assemble(effective_config(cfg, overrides, False))
         maps = next(c for c in callbacks if type(c).__name__ == "AttentionMaps")
         stopping = trainer.early_stopping_callback

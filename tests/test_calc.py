@@ -14,61 +14,18 @@ import time
 import warnings
 from pathlib import Path
 
-import lightning as L
 import pytest
 import torch
 
 import bench
 import calc
 from analysis.terminal import problem_attention, render_attention
-from data.datamodule import ArithmeticDataModule
 from data.expressions import ExpressionError, Problem, parse_expression
 from data.problems import ProblemFormat
 from model.checkpoint import CheckpointError, find_checkpoints, load_calculator, newest_checkpoint
 from model.device import DeviceError, resolve_device
-from model.transformer import TransformerConfig
-from storage.rundir import RunDir
-from tests.conftest import ROOT, run_train
+from tests.conftest import ROOT, make_run, run_train  # noqa: F401 -- make_run: test_pipeline.py imports it here
 from training.module import CalculatorModule
-from training.optim import OptimConfig
-
-
-def make_run(run_dir: Path, operators: str, steps: int) -> Path:
-    """A run directory (checkpoints/best.ckpt + tokenizer.json) of a small 2-digit model trained for ``steps``."""
-    torch.manual_seed(0)
-    dm = ArithmeticDataModule(
-        digits=2, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10, n_test=10
-    )
-    optim = OptimConfig(lr=1e-2, warmup_steps=20).to_dict()
-    model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
-    module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
-    trainer = L.Trainer(
-        max_steps=steps,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        accelerator="cpu",
-    )
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*no `val_dataloader`")
-        trainer.fit(module, train_dataloaders=dm.train_dataloader())
-    trainer.save_checkpoint(run_dir / "checkpoints" / "best.ckpt")
-    dm.tokenizer.save(RunDir(run_dir).tokenizer)
-    return run_dir
-
-
-@pytest.fixture(scope="session")
-def run_add(tmp_path_factory) -> Path:
-    """2-digit addition, 200 steps: right on most problems, wrong on some (~1.5 s)."""
-    return make_run(tmp_path_factory.mktemp("run_add"), "+", 200)
-
-
-@pytest.fixture(scope="session")
-def run_mixed(tmp_path_factory) -> Path:
-    """2-digit '+-*', one step: signed answers, mostly wrong or unreadable."""
-    return make_run(tmp_path_factory.mktemp("run_mixed"), "+-*", 1)
 
 
 def cli(*args: str, stdin: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -28,7 +28,7 @@ from analysis.hydra_callbacks import SweepSummary
 from analysis.sweep import summarise
 from storage.rundir import RunDir, RunDirError, SweepDir, resume_target, write_atomically
 from tests.conftest import ROOT
-from tests.test_calc import call, make_run, run_add  # noqa: F401 -- the trained-run fixture
+from tests.test_calc import call
 from training.callbacks import save_checkpoint
 
 # ---- writes that a crash cannot leave half done ----------------------------------------------------------------
@@ -299,7 +299,7 @@ def test_report_main_still_refuses_what_is_no_run(tmp_path, capsys):
 # ---- which model answers ---------------------------------------------------------------------------------------
 
 
-def project_with_runs(tmp_path: Path, run_add: Path) -> tuple[Path, list[RunDir]]:  # noqa: F811
+def project_with_runs(tmp_path: Path, run_add: Path) -> tuple[Path, list[RunDir]]:
     good = (run_add / "checkpoints" / "best.ckpt").read_bytes()
     runs = []
     for i, (name, status) in enumerate([("runs/old", "ok"), ("multirun/s/0_a", "running"), ("multirun/s/1_b", None)]):
@@ -313,7 +313,7 @@ def project_with_runs(tmp_path: Path, run_add: Path) -> tuple[Path, list[RunDir]
     return tmp_path, runs
 
 
-def test_calc_answers_with_the_newest_finished_run_and_says_so(capsys, monkeypatch, tmp_path, run_add):  # noqa: F811
+def test_calc_answers_with_the_newest_finished_run_and_says_so(capsys, monkeypatch, tmp_path, run_add):
     root, runs = project_with_runs(tmp_path, run_add)
     monkeypatch.chdir(root)
     status, lines, err = call(capsys, "1+2")
@@ -324,7 +324,7 @@ def test_calc_answers_with_the_newest_finished_run_and_says_so(capsys, monkeypat
     assert "skipped 2 newer run(s) that did not finish" in err
 
 
-def test_a_nested_sweep_job_is_found(tmp_path, run_add):  # noqa: F811
+def test_a_nested_sweep_job_is_found(tmp_path, run_add):
     from model.checkpoint import find_checkpoints, newest_checkpoint
 
     job = sweep_job(tmp_path / "multirun" / "s", "0_data.file=a/b")  # a swept value with '/'
@@ -333,7 +333,7 @@ def test_a_nested_sweep_job_is_found(tmp_path, run_add):  # noqa: F811
     assert find_checkpoints(tmp_path) == [job.best_checkpoint] == [newest_checkpoint(tmp_path)]
 
 
-def test_without_a_finished_run_the_newest_answers_with_a_warning(capsys, monkeypatch, tmp_path, run_add):  # noqa: F811
+def test_without_a_finished_run_the_newest_answers_with_a_warning(capsys, monkeypatch, tmp_path, run_add):
     root, runs = project_with_runs(tmp_path, run_add)
     runs[0].write_results({"status": "running"})
     monkeypatch.chdir(root)
@@ -341,7 +341,7 @@ def test_without_a_finished_run_the_newest_answers_with_a_warning(capsys, monkey
     assert status == 0 and "none finished" in err and "test exact-match not recorded" in err
 
 
-def test_export_refuses_a_run_still_training(capsys, tmp_path, run_add):  # noqa: F811
+def test_export_refuses_a_run_still_training(capsys, tmp_path, run_add):
     run = RunDir(tmp_path / "live")
     run.checkpoints.mkdir(parents=True)
     run.best_checkpoint.write_bytes((run_add / "checkpoints" / "best.ckpt").read_bytes())
@@ -378,7 +378,7 @@ def test_too_many_lines_or_bytes_stop_with_one_line(monkeypatch):
         list(calc.input_lines(Zeros()))
 
 
-def test_stdin_beyond_the_limit_answers_what_came_before_then_one_error_line(capsys, monkeypatch, run_add):  # noqa: F811
+def test_stdin_beyond_the_limit_answers_what_came_before_then_one_error_line(capsys, monkeypatch, run_add):
     monkeypatch.setattr(calc, "MAX_LINES", 5)
     monkeypatch.setattr(calc, "BATCH", 2)
     monkeypatch.setattr(sys, "stdin", io.StringIO("1+2\n" * 20))
@@ -390,14 +390,14 @@ def test_stdin_beyond_the_limit_answers_what_came_before_then_one_error_line(cap
     ]
 
 
-def test_an_over_long_stdin_line_is_one_error_line_in_its_place(capsys, monkeypatch, run_add):  # noqa: F811
+def test_an_over_long_stdin_line_is_one_error_line_in_its_place(capsys, monkeypatch, run_add):
     monkeypatch.setattr(sys, "stdin", io.StringIO("1+2\n" + "9" * 100_000 + "\n3+4\n"))
     status, lines, _ = call(capsys, "--ckpt", str(run_add))
     assert status == 1 and len(lines) == 3 and lines[1].startswith("error: '999") and "longer than 4,000" in lines[1]
     assert len(lines[1]) < 200
 
 
-def test_eval_of_dev_zero_is_one_error_line(run_add):  # noqa: F811
+def test_eval_of_dev_zero_is_one_error_line(run_add):
     done = subprocess.run(
         [sys.executable, str(ROOT / "calc.py"), "--ckpt", str(run_add), "--eval", "/dev/zero"],
         capture_output=True,
@@ -410,7 +410,7 @@ def test_eval_of_dev_zero_is_one_error_line(run_add):  # noqa: F811
     ]
 
 
-def test_eval_json_echoes_only_the_start_of_an_invalid_line(capsys, tmp_path, run_add):  # noqa: F811
+def test_eval_json_echoes_only_the_start_of_an_invalid_line(capsys, tmp_path, run_add):
     problems = tmp_path / "p.txt"
     problems.write_text("1+2=3\n" + "x" * 1_000_000 + "\n" + "y" * 500 + "\n")
     status, lines, _ = call(capsys, "--ckpt", str(run_add), "--eval", str(problems), "--json")

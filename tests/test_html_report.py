@@ -19,7 +19,7 @@ import pytest
 from analysis.html_report import MAX_MISTAKES, write_run_report
 from analysis.metric import UNITS, VIEWS
 from analysis.registry import ANALYSES
-from tests.conftest import ROOT, run_sweep
+from tests.conftest import ROOT
 
 MISTAKES = {
     "n_test": 200,
@@ -32,9 +32,8 @@ MISTAKES = {
 
 
 @pytest.fixture(scope="module")
-def sweep_dir(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("sweep")
-    done = run_sweep(path, "model.n_heads=3,2")
+def sweep_dir(small_sweep) -> Path:
+    path, done = small_sweep
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"sweep report: {path / 'sweep_report.html'}" in done.stdout
     return path
@@ -115,14 +114,15 @@ def test_data_is_never_read_as_a_placeholder(tmp_path, run_dir):
     assert "<title>tinycalc run {{DATA}}</title>" in html
 
 
-def test_the_command_rewrites_a_directory_and_refuses_anything_else(tmp_path, sweep_dir):
-    command = [sys.executable, "-m", "analysis.html_report"]
+def test_the_command_rewrites_a_directory_and_refuses_anything_else(tmp_path, sweep_dir, capsys):
+    from analysis.html_report import main
+
     (tmp_path / "notes.txt").write_text("not a run")
-    bad = subprocess.run([*command, str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
-    assert bad.returncode == 1 and "Traceback" not in bad.stderr
-    assert bad.stderr.strip().splitlines() == [
+    assert main([str(tmp_path)]) == 1  # its main() in this process (an exception would fail the test)...
+    assert capsys.readouterr().err.strip().splitlines() == [
         f"error: {tmp_path} is neither a run directory (no results.json) nor a sweep directory (no multirun.yaml)"
     ]
+    command = [sys.executable, "-m", "analysis.html_report"]  # ...and the command itself, as a user runs it
     (failed_job,) = sweep_dir.glob("0_*")  # n_heads=3: failed before training
     (sweep_dir / "sweep_report.html").unlink()
     done = subprocess.run([*command, str(sweep_dir)], cwd=ROOT, capture_output=True, text=True)
@@ -132,23 +132,6 @@ def test_the_command_rewrites_a_directory_and_refuses_anything_else(tmp_path, sw
 
 
 # ---- in the browser --------------------------------------------------------------------------------------------
-
-
-def chromium_path() -> str | None:
-    return next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if path is None:
-        pytest.skip("no Chromium installed (apt-get install chromium); .ci/run installs it")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
 
 
 class Page:

@@ -20,7 +20,6 @@ from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.checkpoint import network_for
 from model.hooks import ablated, hook_name
-from tests.test_html_report import browser  # noqa: F401 -- the module's Chromium
 
 KINDS = {  # the issue's five, then the attention variants beside them (SLOW_KINDS)
     "default": ({}, {}),
@@ -102,7 +101,7 @@ def built(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_KINDS else k for k in KINDS])
-def test_the_pages_forward_pass_is_the_models(browser, built, kind):  # noqa: F811
+def test_the_pages_forward_pass_is_the_models(browser, built, kind):
     net, fmt, tokenizer, path = built(kind)
     page = browser.new_page()
     requests = []
@@ -149,7 +148,7 @@ def test_the_pages_forward_pass_is_the_models(browser, built, kind):  # noqa: F8
     assert requests == [url]  # the page asked for nothing but itself
 
 
-def test_the_page_writes_and_reads_problems_as_the_format_does(browser, built):  # noqa: F811
+def test_the_page_writes_and_reads_problems_as_the_format_does(browser, built):
     """The page's prompt ids are the encoder's, and its reading of a written answer is ProblemFormat.parse_answer's."""
     for kind in ("default", "sub3", "mul2_working"):
         _, fmt, tokenizer, path = built(kind)
@@ -171,7 +170,7 @@ def test_the_page_writes_and_reads_problems_as_the_format_does(browser, built): 
         assert error.startswith(f"this model was not trained on {other!r}"), error
 
 
-def test_the_lab_section_answers_switches_heads_and_keeps_its_state_in_the_url(browser, built):  # noqa: F811
+def test_the_lab_section_answers_switches_heads_and_keeps_its_state_in_the_url(browser, built):
     """Type a problem, switch a head, patch from a second problem: the answer, the switch and the patching table
     follow, the URL fragment holds the experiment (opening it again restores it), a bad problem is one error line."""
     net, fmt, _, page_file = built("default")
@@ -202,7 +201,7 @@ def test_the_lab_section_answers_switches_heads_and_keeps_its_state_in_the_url(b
 
 
 @pytest.mark.slow
-def test_the_labs_answers_are_calc_pys_on_1000_problems_of_a_trained_run(browser, tmp_path):  # noqa: F811
+def test_the_labs_answers_are_calc_pys_on_1000_problems_of_a_trained_run(browser, tmp_path):
     """The default run, trained; the page's greedy answers to 1,000 drawn problems equal calc.py's (its
     Calculator), the problems written by the page itself."""
     from analysis.lab import lab_for_run

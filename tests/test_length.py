@@ -22,7 +22,7 @@ from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.calculator import ANY_LENGTH, Calculator
 from model.transformer import Transformer, TransformerConfig
-from tests.conftest import ROOT, run_train
+from tests.conftest import ROOT
 
 
 def carries_by_column(p: Problem, digits: int = 10) -> list[int]:
@@ -488,11 +488,9 @@ def test_random_pairs_are_the_fixed_seed_draw():
     assert pairs != adderboard.random_pairs(seed=1) and max(max(p.a, p.b) for p in pairs) < 10**10
 
 
-def test_verify_refuses_a_model_that_does_not_add_ten_digit_numbers_in_one_line(tmp_path):
-    ran = run_train(tmp_path, "data.digits=2", "trainer.max_steps=2", "logger=none", "analysis=none")
-    assert ran.returncode == 0, ran.stderr
-    out = subprocess.run(
-        [sys.executable, "verify.py", str(tmp_path), str(tmp_path / "missing")],
+def test_verify_refuses_a_model_that_does_not_add_ten_digit_numbers_in_one_line(run_add):
+    out = subprocess.run(  # run_add: a 2-digit model (tests/conftest.py)
+        [sys.executable, "verify.py", str(run_add), str(run_add / "missing")],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode == 2 and "Traceback" not in out.stderr

@@ -80,11 +80,34 @@ def test_resume_refuses_other_overrides(tmp_path):
     assert done.returncode == 2 and "drop model.n_heads=8" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("content", [b"", b"not a checkpoint at all", b"PK\x03\x04 truncated zip"])
-def test_resuming_from_a_corrupt_checkpoint_is_one_clear_line(tmp_path, content):
-    (tmp_path / "checkpoints").mkdir()
-    (tmp_path / "checkpoints" / "interrupted.ckpt").write_bytes(content)
-    (tmp_path / "config.yaml").write_text("seed: 0\n")
+CORRUPT = [b"", b"not a checkpoint at all", b"PK\x03\x04 truncated zip"]
+
+
+def with_corrupt_checkpoint(path, content: bytes):
+    (path / "checkpoints").mkdir()
+    (path / "checkpoints" / "interrupted.ckpt").write_bytes(content)
+    (path / "config.yaml").write_text("seed: 0\n")
+    return path
+
+
+@pytest.mark.parametrize("content", CORRUPT)
+def test_resuming_from_a_corrupt_checkpoint_is_refused_in_one_line(tmp_path, content):
+    """Every kind of damage, refused by what train.py calls (training/resume.py), in this process."""
+    from tests.conftest import compose_config, with_run_dir
+    from training.config import ConfigError
+    from training.resume import effective_config
+
+    run = with_corrupt_checkpoint(tmp_path, content)
+    overrides = [f"resume={run}"]
+    cfg = with_run_dir(compose_config([f"hydra.run.dir={tmp_path / 'new'}", *overrides]), tmp_path / "new")
+    with pytest.raises(ConfigError) as refused:
+        effective_config(cfg, overrides, multirun=False)
+    assert "\n" not in str(refused.value) and "checkpoint" in str(refused.value)
+
+
+def test_resuming_from_a_corrupt_checkpoint_is_one_clear_line(tmp_path):
+    """The same refusal through train.py (one kind of damage; all of them in-process above): one line, exit 2."""
+    with_corrupt_checkpoint(tmp_path, CORRUPT[-1])
     done = run_train(tmp_path / "new", f"resume={tmp_path}")
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1 and "checkpoint" in lines[0], done.stderr
@@ -110,7 +133,8 @@ def test_wandb_online_without_network_falls_back_to_offline_quickly(tmp_path, mo
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens on port 9 here
     monkeypatch.delenv("WANDB_MODE", raising=False)
     started = time.time()
-    done = run_train(tmp_path, *SMALL[:-2], "analysis=none", "trainer.max_steps=50", "logger.wandb.mode=online")
+    steps = ["trainer.max_steps=10", "trainer.val_check_interval=10"]  # the fallback is at the logger's start
+    done = run_train(tmp_path, *SMALL[:-2], "analysis=none", *steps, "logger.wandb.mode=online")
     assert done.returncode == 0, done.stderr[-2000:]
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: wandb")]
     assert len(warnings) == 1 and "offline" in warnings[0]

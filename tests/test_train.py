@@ -28,16 +28,16 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
     done = run_train(
         tmp_path,
         *SMALL,
-        "trainer.max_steps=500",
-        "target_accuracy=null",  # all 500 steps
-        "callbacks.attention_maps.every_n_val=4",
+        "trainer.max_steps=300",  # it is right on >99% of the validation problems from step ~150
+        "target_accuracy=null",  # all 300 steps
+        "callbacks.attention_maps.every_n_val=2",
     )
     elapsed = time.perf_counter() - started
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((tmp_path / "results.json").read_text())
     # 2-digit sums have 3 answer digits: guessing gets ~0.1% right
     assert results["test_exact_match"] >= 0.9, results
-    assert results["n_test"] >= 400 and results["steps"] == 500
+    assert results["n_test"] >= 400 and results["steps"] == 300
     assert (tmp_path / "tokenizer.json").exists() and (tmp_path / "config.yaml").exists()
     module = CalculatorModule.load_from_checkpoint(tmp_path / "checkpoints" / "best.ckpt", map_location="cpu")
     assert results["n_params"] == sum(p.numel() for p in module.net.parameters())  # the saved model's own count
@@ -58,8 +58,8 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
     assert set(results) - set(Results.__annotations__) == analysis_keys
     assert {"head_roles", "most_important_heads", "prunable_fraction", "direct_logit_attribution"} <= analysis_keys
 
-    # attention maps: every layer, during training (every 4th validation) and at the end, plus raw weights
-    for tag in ("step000200", "step000400", "final"):
+    # attention maps: every layer, during training (every 2nd validation) and at the end, plus raw weights
+    for tag in ("step000100", "step000200", "final"):
         assert [p.name for p in sorted((tmp_path / "attention").glob(f"{tag}_layer*.png"))] == [
             f"{tag}_layer0.png",
             f"{tag}_layer1.png",
