@@ -28,7 +28,6 @@ from model.lens import transformer_lens_model
 from model.optional import INTEROP_INSTALL, MissingExtraError
 from model.transformer import Transformer, TransformerConfig
 from tests.conftest import ROOT, SMALL_TASK, regenerate_module
-from tests.test_html_report import browser  # noqa: F401 -- the module's Chromium
 
 HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("transformers", "transformer_lens", "safetensors"))
 needs_extra = pytest.mark.skipif(not HAVE_EXTRA, reason=f"the interop extra is not installed: {INTEROP_INSTALL}")
@@ -509,7 +508,7 @@ def drop_files(page, files: list[Path]) -> None:
 
 
 @needs_extra
-def test_an_export_dropped_on_another_models_lab_runs_there(browser, hf_dir, calc_add, problems, tmp_path):  # noqa: F811
+def test_an_export_dropped_on_another_models_lab_runs_there(browser, hf_dir, calc_add, problems, tmp_path):
     """The export's config.json + model.safetensors dropped on a lab page built for another model: the page's
     logits equal ours (heads on and one switched off), its answers typed in equal calc.py's (Calculator.answer) on
     300 problems, and with a head switched off they equal the Python ablation's; nothing is requested."""
@@ -575,7 +574,7 @@ EXPORT_KINDS = {  # what model/export.py maps differently: biases, an untied hea
 
 @needs_extra
 @pytest.mark.parametrize("kind", EXPORT_KINDS)
-def test_every_export_the_lab_opens_is_the_model(browser, tmp_path, kind):  # noqa: F811
+def test_every_export_the_lab_opens_is_the_model(browser, tmp_path, kind):
     """Untrained exports of each mapping and format, chosen in a lab: the page reads the format as lab.py writes
     it, and its logits (a head switched off too) and greedy answers are the model's."""
     from analysis.lab import lab_payload
@@ -609,7 +608,7 @@ def test_every_export_the_lab_opens_is_the_model(browser, tmp_path, kind):  # no
 
 
 @needs_extra
-def test_a_wrong_drop_is_one_line_and_the_lab_keeps_its_model(browser, hf_dir, tmp_path):  # noqa: F811
+def test_a_wrong_drop_is_one_line_and_the_lab_keeps_its_model(browser, hf_dir, tmp_path):
     """Files chosen that are not a whole F32 tinycalc export: one error line each, and the page's own model stays."""
     from safetensors.torch import load_file, save_file
 
