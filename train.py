@@ -11,7 +11,8 @@ STARTED = time.perf_counter()
 
 from training.signals import guard_command  # first: Ctrl-C while the imports below run is one line, not a traceback
 
-guard_command(" before the run began: nothing written")
+if __name__ == "__main__":  # the command, not an import of it: an importer's own signal handlers stay as they were
+    guard_command(" before the run began: nothing written")
 
 import hydra
 from hydra.core.hydra_config import HydraConfig

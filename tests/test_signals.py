@@ -147,6 +147,14 @@ def test_stopped_in_the_analysis_or_report_records_the_finished_run_as_ok(tmp_pa
 
 
 # ---- slow: real trainings, real signals ----------------------------------------------------------------------
+def signals_as_in_a_terminal() -> None:
+    """The child's Ctrl-C and SIGTERM as a terminal's foreground command has them: a test suite started with nohup
+    or in the background (``&``) ignores SIGINT, and a child inherits that -- the commands then rightly keep it
+    ignored (training/signals.py), which is not what these tests ask about."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def start(run_dir: Path, *overrides: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run_dir}", *SMALL, *overrides],
@@ -154,6 +162,7 @@ def start(run_dir: Path, *overrides: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=signals_as_in_a_terminal,
     )
 
 
@@ -243,6 +252,18 @@ COMMANDS = {  # each command, with arguments that get it past its first imports 
 SIGNALLED_LINE = {**dict.fromkeys(COMMANDS, ""), "train.py": " before the run began: nothing written"}
 
 
+def test_importing_a_command_leaves_the_importers_signal_handlers():
+    """Each command guards the signals when it runs, not when imported: a test that imports train.py once made the
+    whole pytest process stop on Ctrl-C with train.py's line, and later commands it started ignored Ctrl-C."""
+    script = (
+        "import signal, sys; before = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]\n"
+        "import train, calc, analyse, verify, bench\n"
+        "sys.exit([signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] != before)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 @pytest.mark.parametrize(
     "command,signum", [(command, signal.SIGINT) for command in COMMANDS] + [("train.py", signal.SIGTERM)]
 )
@@ -261,6 +282,7 @@ def test_a_signal_while_a_command_imports_is_one_line_and_128_plus_the_signal(co
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "WANDB_MODE": "offline"},
+        preexec_fn=signals_as_in_a_terminal,
     )
     for line in process.stderr:  # "import time: <self> | <cumulative> | <module>"
         if line.rsplit("|", 1)[-1].strip().startswith("torch."):
