@@ -3,9 +3,11 @@
 
 The rule: **one thread**, unless asked otherwise -- ``threads=N`` on train.py, or ``OMP_NUM_THREADS`` in the
 environment of any command. torch's own default, one thread per core, makes each step of a model this small wait
-for every core at every operation: on a quiet 2-core machine it gains little, and when other work keeps the cores
-busy each step waits for a descheduled thread (``python bench.py threads`` measures both, with a background load it
-starts itself; docs/performance.md has the table). torch is imported when the threads are set, not before.
+for every core at every operation: on an idle 2-core machine a second thread is 1.2-1.75x faster, but when other
+work keeps the cores busy each step waits for a descheduled thread, 1.45-2x slower, and whole runs took 4x their
+quiet time against 1.7x at one thread (``python bench.py threads`` and ``threads_runs`` measure both, with a
+background load they start themselves; docs/performance.md has the tables). torch is imported when the threads
+are set, not before.
 """
 
 from __future__ import annotations
