@@ -154,10 +154,14 @@ PASS_BYTES = 16 * 2**20  # the largest array one batched pass of the graph makes
 # search's hundreds of passes, seconds of page faults and a peak of over a gigabyte
 
 
+def pass_rows(graph: ComponentGraph, runs: PairRuns) -> int:
+    """How many variants (rows of edge weights) one pass of the graph on these pairs runs: PASS_BYTES' worth."""
+    return max(1, PASS_BYTES // graph.read_bytes(runs.pairs.inputs))
+
+
 def lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor) -> torch.Tensor:
     """(C,) the mean LD of the clean problems under each row of edge weights (C, n_edges), a few rows a pass."""
-    rows = max(1, PASS_BYTES // graph.read_bytes(runs.pairs.inputs))
-    return torch.cat([variant_lds(graph, runs, some) for some in weights.split(rows)])
+    return torch.cat([variant_lds(graph, runs, some) for some in weights.split(pass_rows(graph, runs))])
 
 
 def variant_lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor) -> torch.Tensor:
@@ -176,9 +180,8 @@ def edge_attribution(graph: ComponentGraph, runs: PairRuns, steps: int = 8) -> t
     (each pass's graph freed before the next: the memory of one pass)."""
     device = runs.pairs.clean.device
     alphas = torch.ones(1) if steps == 1 else (torch.arange(steps) + 0.5) / steps  # midpoints
-    rows = max(1, PASS_BYTES // graph.read_bytes(runs.pairs.inputs))
     total = torch.zeros(len(graph), device=device)
-    for some in alphas.split(rows):
+    for some in alphas.split(pass_rows(graph, runs)):
         weights = some.unsqueeze(1).repeat(1, len(graph)).to(device).requires_grad_()  # (rows, n_edges)
         with torch.enable_grad():
             (grad,) = torch.autograd.grad(variant_lds(graph, runs, weights).sum(), [weights])
