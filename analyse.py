@@ -50,26 +50,25 @@ def settings(run) -> tuple[dict, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from model.checkpoint import CheckpointError, newest_checkpoint
+    from model.checkpoint import CheckpointError, load_calculator, newest_checkpoint
     from storage.rundir import RunDir, RunDirError
-    from training.module import load_module
     from training.threads import use_threads
 
     use_threads()  # one thread, or OMP_NUM_THREADS (training/threads.py)
 
-    try:
-        module, ckpt = load_module(args.run if args.run else newest_checkpoint(Path.cwd()))
+    try:  # the network and its format, without the training's Lightning module (seconds of imports)
+        calc = load_calculator(args.run if args.run else newest_checkpoint(Path.cwd()))
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    run = RunDir.of_checkpoint(ckpt)
+    run = RunDir.of_checkpoint(calc.path)
     try:
         results = (run.read_json(run.results) or {}) if run else {}
     except RunDirError as e:  # a damaged results.json (RunFileError: bounded in size, depth and kind)
         print(f"error: {e}", file=sys.stderr)
         return 2
     if run is None or results.get("status") != "ok":
-        where = run.path if run else ckpt
+        where = run.path if run else calc.path
         print(
             f"error: {where}: not a finished run (results.json status ok); analyse a run that finished training",
             file=sys.stderr,
@@ -86,11 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from analysis.html_report import write_run_report
     from analysis.pipeline import HeadAnalysis
-    from data.datamodule import ArithmeticDataModule
+    from data.arithmetic import ArithmeticData
 
     try:
         data = {k: v for k, v in data.items() if k in ("n_test", "val_fraction", "test_fraction", "seed")}
-        test_set = ArithmeticDataModule(**module.fmt.to_dict(), **data).held_out_set("test")
+        test_set = ArithmeticData(**calc.fmt.to_dict(), **data).held_out_set("test")
         analysis = HeadAnalysis(
             **{**analysis, "enabled": True, "circuits": not args.no_circuits}
             | ({"n_problems": args.problems} if args.problems else {})
@@ -99,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {run.config}: {e}", file=sys.stderr)
         return 2
     try:
-        found = analysis.run(module, test_set, run)
+        found = analysis.run(calc, test_set, run)
         run.write_results(results | found)
         page = write_run_report(run.path)
     except OSError as e:  # the disk filled up, or the directory became read-only, while the analysis wrote

@@ -56,11 +56,11 @@ def attention_maps(fmt: ProblemFormat, probes: list[str], seqs: torch.Tensor, ca
 def probe_maps(module, probes: list[str]) -> dict:
     """The probes' attention maps from one cached pass of the module's network (training-time snapshots)."""
     seqs = probe_sequences(module, probes).to(module.device)
-    was_training = module.training
-    module.eval()
+    was_training = module.net.training
+    module.net.eval()
     names = [hook_name(i, "attn.hook_pattern") for i in range(len(module.net.blocks))]
     cache = run_with_cache(module.net, seqs[:, :-1], names)
-    module.train(was_training)
+    module.net.train(was_training)
     return attention_maps(module.fmt, probes, seqs, cache)
 
 

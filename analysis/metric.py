@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from analysis.engine.evaluator import Evaluator
     from analysis.engine.graph import ComponentGraph
     from analysis.engine.pair_runs import PairRuns
-    from training.module import CalculatorModule
+    from model.calculator import TrainedModel
 
 T = TypeVar("T")
 
@@ -86,7 +86,7 @@ class Context:
     """What every analysis of one run reads: the model, the problems, one activation cache of them, the settings,
     the shared engines (built on first use), and what other analyses computed (``result``)."""
 
-    module: CalculatorModule
+    module: TrainedModel  # a Calculator, or training's CalculatorModule
     problems: torch.Tensor  # (N, seq_len) test problems
     cache: ActivationCache  # one forward pass over problems[:, :-1]
     evaluator: Evaluator  # scores under head replacements, from the cache

@@ -98,7 +98,7 @@ class HeadAnalysis:
         from analysis.registry import ANALYSES
 
         started = time.perf_counter()
-        module.eval()
+        module.net.eval()
         probes = self.probes_for(module)
         probe_seqs = probe_sequences(module, probes).to(module.device)
         problems = test_set[: self.n_problems].to(module.device)

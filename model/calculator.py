@@ -15,8 +15,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
+import torch.nn.functional as F
 
 from data.difficulty import difficulty, long_difficulty
 from data.expressions import Problem
@@ -36,6 +38,28 @@ class Answer:
 
     def __str__(self) -> str:
         return str(self.value) if self.value is not None else f"? (unreadable answer {self.text!r})"
+
+
+class TrainedModel(Protocol):
+    """What reading a trained model needs (the analyses, the evaluator): its network, the format it was trained
+    on, and where it computes -- a :class:`Calculator`, or training's ``CalculatorModule`` at the end of a run."""
+
+    net: Transformer
+    fmt: ProblemFormat
+
+    @property
+    def device(self) -> torch.device: ...
+
+
+def answer_scores(logits: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """How a teacher-forced pass is scored, in training and in every analysis: logits (B, answer_len + 1, vocab)
+    predicting seq's answer and [EOS] tokens -> (the cross-entropy on them, (B,) every answer token is the argmax).
+    A greedy decoder writes the whole answer right exactly when every answer token is the argmax given the true
+    tokens before it, so the second value is greedy exact-match at the cost of one pass."""
+    A = logits.shape[1] - 1
+    target = seq[:, -(A + 1) :]  # the answer and [EOS]: a sequence's last tokens, whatever its width
+    loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
+    return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
 
 
 ANY_LENGTH = 1000  # digits: the longest operands a model with no table of places is asked (it has no limit of its

@@ -134,6 +134,8 @@ def check_wandb(settings: dict) -> None:
 
 def wandb_loggers(loggers) -> list:
     """The WandbLoggers among a trainer's loggers."""
+    if not loggers:  # python analyse.py has none, and imports no Lightning for them
+        return []
     from lightning.pytorch.loggers import WandbLogger
 
     return [logger for logger in loggers if isinstance(logger, WandbLogger)]

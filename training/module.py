@@ -6,11 +6,11 @@ from pathlib import Path
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 
 from data import positions
 from data.problems import ProblemFormat
 from data.stream import derived_seed, width_of
+from model.calculator import answer_scores
 from model.checkpoint import CheckpointError, first_line, load_weights, network_for, read_checkpoint
 from training.optim import OptimConfig, lr_schedule, optimizer_for, upgrade_checkpoint
 
@@ -62,30 +62,16 @@ class CalculatorModule(L.LightningModule):
         P = self.layout(seq).prompt_len if prompt_len is None else prompt_len
         return self.net(seq[:, :-1], logits_from=P - 1, places=places)[0]
 
-    @property
-    def answer_logits_from(self) -> int:
-        """The position whose next-token logits predict the first answer token (the '=' sign)."""
-        return self.fmt.prompt_len - 1
-
-    def answer_scores(self, logits: torch.Tensor, seq: torch.Tensor):
-        """Logits (B, answer_len + 1, vocab) of seq's positions answer_logits_from.. -> (loss on the answer and
-        [EOS], (B,) every answer token is the argmax)."""
-        A = logits.shape[1] - 1
-        target = seq[:, -(A + 1) :]  # the answer and [EOS]: a sequence's last tokens, whatever its width
-        loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
-        return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
-
     def teacher_forced_loss(self, seq: torch.Tensor, places: torch.Tensor | None = None, prompt_len: int | None = None):
         """The training loss: cross-entropy on seq's answer and [EOS] tokens, teacher-forced. ``prompt_len``: the
         batch's (None: looked up from its width); the compiled training step passes it, so the lookup stays out
         of the graph and one graph serves every width of ``mixed_widths`` training."""
-        return self.answer_scores(self.answer_logits(seq, places, prompt_len), seq)[0]
+        return answer_scores(self.answer_logits(seq, places, prompt_len), seq)[0]
 
     def forced_scores(self, seq: torch.Tensor):
-        """One teacher-forced pass -> (loss on the answer and [EOS] tokens, (B,) whole answer is argmax). A greedy
-        decoder writes the whole answer right exactly when every answer token is the argmax given the true tokens
-        before it, so the second value is greedy exact-match at the cost of one pass."""
-        return self.answer_scores(self.answer_logits(seq), seq)
+        """One teacher-forced pass -> (loss on the answer and [EOS] tokens, (B,) greedy exact-match): see
+        :func:`model.calculator.answer_scores`."""
+        return answer_scores(self.answer_logits(seq), seq)
 
     def decode_answers(self, seq: torch.Tensor) -> torch.Tensor:
         """Greedy answers (B, answer_len) for the prompts in ``seq``, decoded with the KV cache."""
@@ -117,7 +103,7 @@ class CalculatorModule(L.LightningModule):
     def _score(self, seq: torch.Tensor, greedy: bool) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """score's values, and the (B, answer_len) answers they judge."""
         logits = self.answer_logits(seq)
-        loss, _ = self.answer_scores(logits, seq)
+        loss, _ = answer_scores(logits, seq)
         answers = self.greedy_answers(seq, logits) if greedy else logits[:, : self.fmt.answer_len].argmax(-1)
         exact, digits = self.fmt.exact_match(answers, seq), answers == self.fmt.answer_of(seq)  # (B,), (B, A)
         return {"loss": loss, "exact_match": exact.float().mean(), "digit_accuracy": digits.float().mean()}, answers

@@ -6,7 +6,7 @@ A head is switched off by replacing its output before ``W_o`` (the ``hook_z`` po
   * mean-ablation -- the head's output is replaced by its average over the evaluation set
                      (per position, since every position of a problem has a fixed role).
 Scores are teacher-forced: one forward pass gives the loss and greedy exact-match (see
-``CalculatorModule.forced_scores``), and each starts at the first layer an ablation touches, from the
+``model.calculator.answer_scores``), and each starts at the first layer an ablation touches, from the
 residual stream the activation cache holds.
 """
 
@@ -18,8 +18,8 @@ from functools import cached_property
 import torch
 
 from analysis.engine.cache import ActivationCache, run_with_cache
+from model.calculator import TrainedModel, answer_scores
 from model.hooks import ablated, hook_name
-from training.module import CalculatorModule
 
 Heads = dict[tuple[int, int], torch.Tensor | float]  # (layer, head) -> what its output is replaced by
 
@@ -38,9 +38,9 @@ class Evaluator:
     """
 
     def __init__(
-        self, module: CalculatorModule, seqs: torch.Tensor, cache: ActivationCache | None = None, batch_size=5000
+        self, module: TrainedModel, seqs: torch.Tensor, cache: ActivationCache | None = None, batch_size=5000
     ):
-        self.module, self.net, self.seqs, self.batch_size = module, module.net, seqs, batch_size
+        self.net, self.fmt, self.seqs, self.batch_size = module.net, module.fmt, seqs, batch_size
         if cache is None:
             names = [hook_name(i, "hook_resid_pre") for i in range(len(module.net.blocks))]
             cache = run_with_cache(module.net, seqs[:, :-1], names)
@@ -59,14 +59,14 @@ class Evaluator:
         total_loss, n_right = 0.0, 0
         with ablated(self.net, heads):
             for stream, chunk in zip(streams, self.seqs.split(self.batch_size), strict=True):
-                x, _ = self.net.run_blocks(stream, start, keep_from=self.module.answer_logits_from)
-                loss, exact = self.module.answer_scores(self.net.unembed(x), chunk)
+                x, _ = self.net.run_blocks(stream, start, keep_from=self.fmt.prompt_len - 1)  # '=' predicts the answer
+                loss, exact = answer_scores(self.net.unembed(x), chunk)
                 total_loss += loss.item() * len(chunk)
                 n_right += int(exact.sum())
         return Score(n_right / len(self.seqs), total_loss / len(self.seqs))
 
 
-def evaluate(module: CalculatorModule, seqs: torch.Tensor, heads: Heads | None = None) -> Score:
+def evaluate(module: TrainedModel, seqs: torch.Tensor, heads: Heads | None = None) -> Score:
     """Exact-match and loss over ``seqs`` (N, seq_len) with the given heads replaced (0.0 = switched off)."""
     return Evaluator(module, seqs).score(heads)
 

@@ -15,8 +15,8 @@ from analysis.engine.evaluator import Evaluator, head_means
 from analysis.metric import Column, Context, HeadMetric
 from analysis.metrics.roles import Roles
 from analysis.plots import ablation_heatmap
+from model.calculator import TrainedModel
 from model.hooks import head_label
-from training.module import CalculatorModule
 
 
 @dataclass
@@ -32,7 +32,7 @@ class AblationRow:
 
 
 def ablate_each_head(
-    module: CalculatorModule, seqs: torch.Tensor, kinds=("zero", "mean"), evaluator: Evaluator | None = None
+    module: TrainedModel, seqs: torch.Tensor, kinds=("zero", "mean"), evaluator: Evaluator | None = None
 ) -> list[AblationRow]:
     """One row per (layer, head, ablation kind), with deltas against the intact model."""
     cfg = module.net.cfg

@@ -10,8 +10,8 @@ from analysis.engine.evaluator import Evaluator, Score
 from analysis.metric import Analysis, Column, Context, points
 from analysis.metrics.ablation import Ablation, AblationRow, ablate_each_head
 from analysis.plots import pruning_curve
+from model.calculator import TrainedModel
 from model.hooks import head_label
-from training.module import CalculatorModule
 
 
 @dataclass
@@ -23,7 +23,7 @@ class PruningStep:
 
 
 def prune_heads(
-    module: CalculatorModule,
+    module: TrainedModel,
     seqs: torch.Tensor,
     order: str = "ranked",
     ablation: list[AblationRow] | None = None,
