@@ -136,20 +136,32 @@ class ComponentGraph:
                 torch.sub(outputs, base, out=changes[start : start + n, :, :, at])
             first.extend(outputs[:, 0])
 
-        def read(receivers: list[tuple[str, str]], at: slice = slice(None)) -> torch.Tensor:
-            """What each receiver reads at positions ``at``: every earlier sender's write, each edge weighted
-            between this run (w) and the reference (1 - w). (n_receivers, C * B, T or 1, d_model)."""
-            n = len(first)
+        def read(receivers: list[tuple[str, str]], at: slice = slice(None), norm=None) -> torch.Tensor:
+            """What each receiver reads at positions ``at``, through ``norm`` (its block's LayerNorm; None: none):
+            every earlier sender's write, each edge weighted between this run (w) and the reference (1 - w).
+            (n_receivers, C * B, T or 1, d_model)."""
+            n, norm = len(first), norm or (lambda x: x)
             S = torch.stack([d[:, :, at] for d in deltas]) if changes is None else changes[:n, :, :, at]
-            if w is None:
-                return (S.sum(0).expand(len(receivers), *S.shape[1:])).flatten(1, 2) + bias
+            if w is None:  # every receiver reads the whole run
+                return norm(S.sum(0) + reference_sum(n, at) + bias).flatten(0, 1).expand(len(receivers), -1, -1, -1)
             W = w[:, self._edge_table(receivers, n).to(w.device)]  # (C, n_r, n_s)
-            total = torch.einsum("crs,scbtd->rcbtd", W, S)  # (n_r, C, B, T, d)
-            if changes is None:  # autograd keeps the einsum's output: new sums
-                return (total + reference[:n, :, at].sum(0)).flatten(1, 2) + bias
-            return total.add_(reference[:n, :, at].sum(0)).flatten(1, 2).add_(bias)  # in place: no new arrays
+            if changes is None:  # with gradients: each receiver its own read, so each weight's gradient is its own
+                total = torch.einsum("crs,scbtd->rcbtd", W, S)  # (n_r, C, B, T, d)
+                return norm(total + reference_sum(n, at) + bias).flatten(1, 2)
+            reads = []
+            for c in range(C):  # the receivers of a variant that weigh every sender alike share one read
+                mixes, which = torch.unique(W[c], dim=0, return_inverse=True)  # (U, n_s), (n_r,)
+                streams = torch.einsum("us,sbtd->ubtd", mixes, S[:, c]).add_(reference_sum(n, at)).add_(bias)
+                reads.append(norm(streams).index_select(0, which))  # (n_r, B, T, d)
+            return (reads[0] if C == 1 else torch.stack(reads, 1).flatten(1, 2))  # (n_r, C * B, T, d)
 
-        begin = self._first_reached(w) if own is not None and changes is not None else 0
+        def reference_sum(n: int, at: slice) -> torch.Tensor:
+            """The reference run's stream before sender n, (B, T or 1, d): what a receiver reads with weights 0."""
+            return 0.0 if reference is None else reference[:n, :, at].sum(0)
+
+        begin = 0  # the first layer computed: the layers before it are ``own``'s, in every variant
+        if own is not None and changes is not None and w is not None:
+            begin = min(int(self.first_reached(w).min()), self.n_layers)
         if begin == 0:
             sent(x.expand(1, C, B, T, x.shape[-1]))
         else:  # the embedding and layers before ``begin``: this run's own outputs, in every variant
@@ -168,10 +180,10 @@ class ComponentGraph:
             queries, keys_values = [(h, "q") for h in heads], [(h, i) for i in "kv" for h in kv_heads]
             at = last if last_only and layer == self.n_layers - 1 else slice(None)  # where this layer computes
             if at == last:  # queries at the last position, keys and values at every one
-                q_streams, kv_streams = block.ln_attn(read(queries, at)), block.ln_attn(read(keys_values))
+                q_streams, kv_streams = read(queries, at, block.ln_attn), read(keys_values, norm=block.ln_attn)
                 layer_scores, layer_scale = last_scores[layer], last_scale
             else:
-                streams = block.ln_attn(read(queries + keys_values))
+                streams = read(queries + keys_values, norm=block.ln_attn)
                 q_streams, kv_streams = streams[:H], streams[H:]
                 layer_scores, layer_scale = scores[layer], scale
             q = self._project(attn.W_q, q_streams, H, hd)  # (C*B, H, T_q, hd)
@@ -184,18 +196,16 @@ class ComponentGraph:
             sent(writes.unflatten(1, (C, B)), at)  # head h's write, (C, B, T_q, d)
             if attn.W_o.bias is not None:
                 bias = bias + attn.W_o.bias
-            mlp_out = block.mlp(block.ln_mlp(read([(f"mlp{layer}", "in")], at)[0]))
+            mlp_out = block.mlp(read([(f"mlp{layer}", "in")], at, block.ln_mlp)[0])
             sent(mlp_out.unflatten(0, (C, B)).unsqueeze(0), at)
         logits = net.unembed(read([("logits", "in")], last if last_only else slice(None))[0]).unflatten(0, (C, B))
         return (logits if variants else logits[0]), (None if last_only else torch.stack(first))
 
-    def _first_reached(self, w: torch.Tensor | None) -> int:
-        """The first layer whose receivers an edge weight below 1 reaches (n_layers: only the logits'; 0 when w
-        is None, the model's own run)."""
-        if w is None:
-            return 0
-        reached = self._receiver_layers.to(w.device)[(w != 1).any(0)]
-        return int(reached.min()) if len(reached) else self.n_layers
+    def first_reached(self, w: torch.Tensor) -> torch.Tensor:
+        """(C,): for each row of edge weights (C, n_edges), the first layer whose receivers a weight below 1 reaches
+        (n_layers: only the logits'; n_layers + 1: none, the model's own run)."""
+        layers = torch.where(w != 1, self._receiver_layers.to(w.device), self.n_layers + 1)  # (C, n_edges)
+        return layers.min(1).values
 
     @staticmethod
     def _project(linear, streams: torch.Tensor, n: int, hd: int) -> torch.Tensor:

@@ -160,8 +160,14 @@ def pass_rows(graph: ComponentGraph, runs: PairRuns) -> int:
 
 
 def lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor) -> torch.Tensor:
-    """(C,) the mean LD of the clean problems under each row of edge weights (C, n_edges), a few rows a pass."""
-    return torch.cat([variant_lds(graph, runs, some) for some in weights.split(pass_rows(graph, runs))])
+    """(C,) the mean LD of the clean problems under each row of edge weights (C, n_edges), a few rows a pass; rows
+    whose changed edges first reach the same layer share their passes (a pass computes from its rows' first)."""
+    first = graph.first_reached(weights)  # (C,)
+    found = torch.empty(len(weights), device=weights.device)
+    for layer in first.unique():
+        rows = (first == layer).nonzero().squeeze(1)
+        found[rows] = torch.cat([variant_lds(graph, runs, weights[some]) for some in rows.split(pass_rows(graph, runs))])
+    return found
 
 
 def variant_lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor) -> torch.Tensor:
@@ -176,16 +182,17 @@ def edge_attribution(graph: ComponentGraph, runs: PairRuns, steps: int = 8) -> t
     """(n_edges,): the gradient estimate of :func:`edge_patching`: LD moves by about d LD / d weight when an
     edge's weight goes from 1 (clean) to 0 (corrupted). ``steps`` > 1 averages that gradient along the path of
     every weight from 0 to 1 (integrated gradients over the edge weights: the scores then add up to the whole gap);
-    1 takes it at the clean run (plain edge attribution patching, EAP). A forward and backward pass per few steps
-    (each pass's graph freed before the next: the memory of one pass)."""
+    1 takes it at the clean run (plain edge attribution patching, EAP). A forward and backward pass per step, each
+    pass's graph freed before the next: autograd keeps every intermediate of a pass (for the default model's 128 pairs,
+    ~70 MB a step), so batching steps would multiply the peak memory for little time."""
     device = runs.pairs.clean.device
-    alphas = torch.ones(1) if steps == 1 else (torch.arange(steps) + 0.5) / steps  # midpoints
+    alphas = [1.0] if steps == 1 else [(i + 0.5) / steps for i in range(steps)]  # midpoints
     total = torch.zeros(len(graph), device=device)
-    for some in alphas.split(pass_rows(graph, runs)):
-        weights = some.unsqueeze(1).repeat(1, len(graph)).to(device).requires_grad_()  # (rows, n_edges)
+    for alpha in alphas:
+        weights = torch.full((1, len(graph)), alpha, device=device, requires_grad=True)  # (1, n_edges)
         with torch.enable_grad():
             (grad,) = torch.autograd.grad(variant_lds(graph, runs, weights).sum(), [weights])
-        total += grad.sum(0)
+        total += grad[0]
     return total.cpu() / len(alphas) / runs.gap  # the mean over steps
 
 
