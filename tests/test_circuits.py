@@ -153,9 +153,10 @@ def test_the_component_graph_is_the_model_with_every_position_scheme(scheme):
     "scheme", [{}, {"n_kv_heads": 2}, {"place_bias": 2, "place_window": True}, {"log_scale": 4}], ids=str
 )
 def test_the_patching_shortcuts_change_no_number(scheme):
-    """Patching runs each variant with two shortcuts (analysis/engine/graph.py): the layers before the first one a
-    changed edge reaches come from the clean run (``own``), and the last layer computes the last position alone
-    (``last_only``). Their logits and their edge gradients are the whole graph's, for an edge into every layer."""
+    """Patching runs each variant with three shortcuts (analysis/engine/graph.py): the layers before the first one a
+    changed edge reaches come from the clean run (``own``), the last layer computes the last position alone
+    (``last_only``), and a search's variants that agree on the edges into the first layers take those layers from
+    a memo. Their logits and their edge gradients are the whole graph's, for an edge into every layer."""
     from model.checkpoint import network_for
 
     torch.manual_seed(0)
@@ -178,6 +179,21 @@ def test_the_patching_shortcuts_change_no_number(scheme):
         # one variant a pass, so each starts at its own edge's layer
         fast = torch.cat([graph.run(x, w, reference, own, last_only=True)[0] for w in weights.split(1)])
     assert fast.shape == whole.shape and torch.allclose(fast, whole, atol=1e-5)
+
+    # variants of the random set that differ only in edges into the logits: after the first, every one finds the
+    # layers below the last in the memo, and gets the same bits as computing them
+    into_logits = [i for i, e in enumerate(graph.edges) if e.receiver == "logits"][:3]
+    variants = weights[-1].repeat(len(into_logits), 1)
+    variants[range(len(into_logits)), into_logits] = 1 - variants[range(len(into_logits)), into_logits]
+    memo: dict = {}
+    with torch.no_grad():
+        plain = torch.cat([graph.run(x, w, reference, own, last_only=True)[0] for w in variants.split(1)])
+        remembered = torch.cat([graph.run(x, w, reference, own, True, memo)[0] for w in variants.split(1)])
+        assert torch.equal(remembered, plain) and memo
+        for key in memo:  # a memo that lies is believed: the variants read it
+            memo[key] = torch.zeros_like(memo[key])
+        misled = graph.run(x, variants[1:2], reference, own, True, memo)[0]
+    assert not torch.allclose(misled, plain[1:2], atol=1e-3)
 
     def edge_gradient(**shortcuts) -> torch.Tensor:
         w = torch.full((2, len(graph)), 0.5).requires_grad_()

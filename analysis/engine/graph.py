@@ -21,6 +21,9 @@ import torch
 from model.hooks import head_label
 
 
+MEMO_ENTRIES = 4  # outputs run(memo=) keeps: the circuit search's next variants mostly share one of its last few
+
+
 @dataclass(frozen=True)
 class Edge:
     sender: str  # "embed", "L0h2", "mlp0"
@@ -67,12 +70,6 @@ class ComponentGraph:
             return torch.ones(len(self.edges), device=device)
         return torch.tensor([float(e in keep) for e in self.edges], device=device)
 
-    def read_bytes(self, idx: torch.Tensor) -> int:
-        """The bytes of the largest read one variant of :meth:`run` makes on ``idx`` (B, T): every head's query,
-        key and value receivers at once, (n_receivers, B, T, d_model) floats."""
-        receivers = self.n_heads + 2 * (self.n_heads // self.group)
-        return receivers * idx.numel() * self.net.cfg.d_model * 4
-
     def _edge_table(self, receivers: list[tuple[str, str]], n_senders: int) -> torch.Tensor:
         """(n_receivers, n_senders) edge indices: receiver r's edge from sender s."""
         key = (tuple(receivers), n_senders)
@@ -89,6 +86,7 @@ class ComponentGraph:
         reference: torch.Tensor | None = None,
         own: torch.Tensor | None = None,
         last_only: bool = False,
+        memo: dict | None = None,
     ):
         """idx (B, T) -> (logits, every sender's output stacked (n_senders, B, T, d_model), ``senders`` order).
 
@@ -101,7 +99,11 @@ class ComponentGraph:
         whose receivers a weight below 1 reaches are the same in every variant, taken from ``own`` and not run
         again (without gradients only: with them, every weight needs its path). last_only: logits at the last
         position alone, ((C,) B, 1, vocab) -- causal attention lets no later position matter, so the last layer
-        computes its queries, attention and MLP there only; the sender outputs are then not returned (None)."""
+        computes its queries, attention and MLP there only; the sender outputs are then not returned (None).
+        memo: a dict this fills with each variant's outputs of the layers below each layer, by the weights of the
+        edges into them, and takes them from when every variant's are there (a search whose variants mostly share
+        their first layers' edges, as the circuit search's do, computes those layers once); without gradients only,
+        :data:`MEMO_ENTRIES` kept, the latest used."""
         net = self.net
         if net.training:
             raise ValueError("the component graph runs a model in eval mode (no dropout)")
@@ -129,6 +131,8 @@ class ComponentGraph:
         def sent(outputs: torch.Tensor, at: slice = slice(None)) -> None:
             """The next senders' outputs (n, C, B, T or 1, d) into ``changes``, at positions ``at``."""
             n, start = outputs.shape[0], len(first)
+            if remember:
+                raw.append(outputs)
             base = 0.0 if reference is None else reference[start : start + n, :, at].unsqueeze(1)
             if changes is None:
                 deltas.extend(outputs - base)
@@ -159,14 +163,24 @@ class ComponentGraph:
             """The reference run's stream before sender n, (B, T or 1, d): what a receiver reads with weights 0."""
             return 0.0 if reference is None else reference[:n, :, at].sum(0)
 
-        begin = 0  # the first layer computed: the layers before it are ``own``'s, in every variant
+        begin, known = 0, None  # the first layer computed; the outputs of the senders before it, every variant's
         if own is not None and changes is not None and w is not None:
             begin = min(int(self.first_reached(w).min()), self.n_layers)
+            known = own[: self._senders_below(begin)].unsqueeze(1).expand(-1, C, B, T, x.shape[-1])
+        remember = memo is not None and changes is not None and w is not None
+        raw: list[torch.Tensor] = []  # with a memo: the senders' outputs as sent, (n, C, B, T, d) each
+        if remember:
+            for layer in range(self.n_layers - 1, begin, -1):  # the deepest layer below which every variant is known
+                keys = [self._prefix_key(row, layer) for row in w]
+                if all(key in memo for key in keys):
+                    for key in keys:  # the latest used last: the first to go is the one used longest ago
+                        memo[key] = memo.pop(key)
+                    begin, known = layer, torch.stack([memo[key] for key in keys], 1)
+                    break
         if begin == 0:
             sent(x.expand(1, C, B, T, x.shape[-1]))
-        else:  # the embedding and layers before ``begin``: this run's own outputs, in every variant
-            n = 1 + begin * (self.n_heads + 1)
-            sent(own[:n].unsqueeze(1).expand(n, C, B, T, x.shape[-1]))
+        else:  # the embedding and layers before ``begin``, as another pass computed them
+            sent(known)
             for block in net.blocks[:begin]:
                 if block.attn.W_o.bias is not None:
                     bias = bias + block.attn.W_o.bias
@@ -198,8 +212,21 @@ class ComponentGraph:
                 bias = bias + attn.W_o.bias
             mlp_out = block.mlp(read([(f"mlp{layer}", "in")], at, block.ln_mlp)[0])
             sent(mlp_out.unflatten(0, (C, B)).unsqueeze(0), at)
+            if remember and layer + 1 < self.n_layers:  # each variant's outputs below the next layer
+                for c, row in enumerate(w):
+                    memo[self._prefix_key(row, layer + 1)] = torch.cat([outputs[:, c] for outputs in raw])
+                while len(memo) > MEMO_ENTRIES:
+                    memo.pop(next(iter(memo)))
         logits = net.unembed(read([("logits", "in")], last if last_only else slice(None))[0]).unflatten(0, (C, B))
         return (logits if variants else logits[0]), (None if last_only else torch.stack(first))
+
+    def _senders_below(self, layer: int) -> int:
+        """How many senders write before ``layer``: the embedding, and each earlier layer's heads and MLP."""
+        return 1 + layer * (self.n_heads + 1)
+
+    def _prefix_key(self, row: torch.Tensor, layer: int) -> tuple[int, bytes]:
+        """A memo's key for one variant's layers below ``layer``: the weights (n_edges,) of the edges into them."""
+        return layer, row[self._receiver_layers.to(row.device) < layer].cpu().numpy().tobytes()
 
     def first_reached(self, w: torch.Tensor) -> torch.Tensor:
         """(C,): for each row of edge weights (C, n_edges), the first layer whose receivers a weight below 1 reaches

@@ -134,47 +134,33 @@ def head_attribution(net, runs: PairRuns, steps: int = 8) -> torch.Tensor:
 
 
 @torch.no_grad()
-def edge_patching(graph: ComponentGraph, runs: PairRuns, chunk: int = 16) -> torch.Tensor:
+def edge_patching(graph: ComponentGraph, runs: PairRuns) -> torch.Tensor:
     """(n_edges,): the share of the gap lost when that one edge reads its sender from the corrupted run
-    (exact path patching: the component graph with one edge patched, ``chunk`` edges per batched pass)."""
-    clean = runs.pairs.inputs
-    lost = []
+    (exact path patching: the component graph with one edge patched, a pass per edge)."""
+    lost = torch.zeros(len(graph))
     with stage("path patching: edges", total=len(graph)) as progress:  # in the terminal only
-        for first in range(0, len(graph), chunk):
-            edges = torch.arange(first, min(first + chunk, len(graph)))
-            weights = torch.ones(len(edges), len(graph), device=clean.device)
-            weights[torch.arange(len(edges)), edges] = 0.0  # variant i patches edge first + i
-            lost.append((runs.clean_ld - lds(graph, runs, weights)) / runs.gap)
-            progress.advance(len(edges))
-    return torch.cat(lost).cpu()
+        for edge in range(len(graph)):
+            weights = torch.ones(1, len(graph), device=runs.pairs.clean.device)
+            weights[0, edge] = 0.0
+            lost[edge] = float((runs.clean_ld - lds(graph, runs, weights)) / runs.gap)
+            progress.advance(1)
+    return lost
 
 
-PASS_BYTES = 16 * 2**20  # the largest array one batched pass of the graph makes: under glibc's 32 MB mmap
-# ceiling, the pass's arrays come back from the heap, where larger ones are fresh pages each time -- in the circuit
-# search's hundreds of passes, seconds of page faults and a peak of over a gigabyte
+def lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor, memo: dict | None = None) -> torch.Tensor:
+    """(C,) the mean LD of the clean problems under each row of edge weights (C, n_edges), a pass per row: each
+    starts at the first layer its changed edges reach, and on a CPU one variant a pass is the fastest per variant
+    (three a pass took ~1.3x as long each: their arrays fall out of the cache). ``memo``: see ComponentGraph.run."""
+    return torch.cat([variant_lds(graph, runs, row, memo) for row in weights.split(1)])
 
 
-def pass_rows(graph: ComponentGraph, runs: PairRuns) -> int:
-    """How many variants (rows of edge weights) one pass of the graph on these pairs runs: PASS_BYTES' worth."""
-    return max(1, PASS_BYTES // graph.read_bytes(runs.pairs.inputs))
-
-
-def lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor) -> torch.Tensor:
-    """(C,) the mean LD of the clean problems under each row of edge weights (C, n_edges), a few rows a pass; rows
-    whose changed edges first reach the same layer share their passes (a pass computes from its rows' first)."""
-    first = graph.first_reached(weights)  # (C,)
-    found = torch.empty(len(weights), device=weights.device)
-    for layer in first.unique():
-        rows = (first == layer).nonzero().squeeze(1)
-        found[rows] = torch.cat([variant_lds(graph, runs, weights[some]) for some in rows.split(pass_rows(graph, runs))])
-    return found
-
-
-def variant_lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor) -> torch.Tensor:
+def variant_lds(
+    graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor, memo: dict | None = None
+) -> torch.Tensor:
     """(C,) the mean LD of the clean problems under each row of edge weights (C, n_edges), in one pass: the
     layers no changed edge reaches are the clean run's, and only the studied digit's position is computed (the
     inputs end at its query)."""
-    logits = graph.run(runs.pairs.inputs, weights, runs.corrupted_outs, runs.clean_outs, last_only=True)[0]
+    logits = graph.run(runs.pairs.inputs, weights, runs.corrupted_outs, runs.clean_outs, True, memo)[0]
     return torch.stack([runs.pairs.digit_logit_diff(variant[:, -1]).mean() for variant in logits])  # (C, n, 1, V)
 
 
@@ -197,12 +183,13 @@ def edge_attribution(graph: ComponentGraph, runs: PairRuns, steps: int = 8) -> t
 
 
 @torch.no_grad()
-def faithfulness(graph: ComponentGraph, runs: PairRuns, keeps: list[set]) -> list[float]:
+def faithfulness(graph: ComponentGraph, runs: PairRuns, keeps: list[set], memo: dict | None = None) -> list[float]:
     """The share of the gap each set of edges recovers on its own: the clean problems, with every edge outside
-    the set reading its sender from the corrupted run. 1 = the whole model's behaviour, 0 = none of it."""
+    the set reading its sender from the corrupted run. 1 = the whole model's behaviour, 0 = none of it.
+    ``memo``: a search's own (ComponentGraph.run), so sets that share their first layers' edges share them."""
     device = runs.pairs.clean.device
     weights = torch.stack([graph.weights(keep, device) for keep in keeps])
-    return ((lds(graph, runs, weights) - runs.corrupted_ld) / runs.gap).tolist()
+    return ((lds(graph, runs, weights, memo) - runs.corrupted_ld) / runs.gap).tolist()
 
 
 def pearson(x: torch.Tensor, y: torch.Tensor) -> float:

@@ -26,7 +26,6 @@ from model.hooks import head_label
 
 THRESHOLD = 0.9  # the share of the metric gap a circuit must recover
 N_RANDOM = 30  # random edge sets per circuit, for the baseline
-CHUNK = 16  # edge sets measured in one batched pass
 
 
 @dataclass
@@ -52,18 +51,18 @@ def find_circuit(
 ) -> Circuit:
     """The circuit of one set of pairs, from each edge's exact effect (n_edges,)."""
     order = [graph.edges[i] for i in effects.abs().argsort(descending=True).tolist()]
-    size = len(order)
-    for first in range(0, len(order), CHUNK):  # the shortest prefix of the ranking that is faithful enough
-        sizes = range(first + 1, min(first + CHUNK, len(order)) + 1)
-        scores = faithfulness(graph, runs, [set(order[:n]) for n in sizes])
-        good = [n for n, score in zip(sizes, scores, strict=True) if score >= threshold]
-        if good:
-            size = good[0]
-            break
+    memo: dict = {}  # the first layers' outputs, shared by the sets below that agree on the edges into them
+
+    def faithful(edges: list[Edge]) -> float:
+        return faithfulness(graph, runs, [set(edges)], memo)[0]
+
+    size = next(  # the shortest prefix of the ranking that is faithful enough (all of it when none is)
+        (n for n in range(1, len(order)) if faithful(order[:n]) >= threshold), len(order)
+    )
     kept = order[:size]
     for edge in reversed(order[:size]):  # weakest first
         rest = [e for e in kept if e != edge]
-        if faithfulness(graph, runs, [set(rest)])[0] >= threshold:
+        if faithful(rest) >= threshold:
             kept = rest
     rng = random.Random(seed)
     baseline = torch.tensor(
@@ -71,7 +70,7 @@ def find_circuit(
     )
     return Circuit(
         edges=kept,
-        faithfulness=faithfulness(graph, runs, [set(kept)])[0],
+        faithfulness=faithful(kept),
         random_mean=float(baseline.mean()),
         random_std=float(baseline.std()),
         n_edges=len(graph),
