@@ -156,7 +156,8 @@ def test_the_patching_shortcuts_change_no_number(scheme):
     """Patching runs each variant with three shortcuts (analysis/engine/graph.py): the layers before the first one a
     changed edge reaches come from the clean run (``own``), the last layer computes the last position alone
     (``last_only``), and a search's variants that agree on the edges into the first layers take those layers from
-    a memo. Their logits and their edge gradients are the whole graph's, for an edge into every layer."""
+    a memo; and without gradients the receivers that weigh every sender alike share one read. Their logits and
+    their edge gradients are the whole graph's, for an edge into every layer."""
     from model.checkpoint import network_for
 
     torch.manual_seed(0)
@@ -179,6 +180,9 @@ def test_the_patching_shortcuts_change_no_number(scheme):
         # one variant a pass, so each starts at its own edge's layer
         fast = torch.cat([graph.run(x, w, reference, own, last_only=True)[0] for w in weights.split(1)])
     assert fast.shape == whole.shape and torch.allclose(fast, whole, atol=1e-5)
+    with torch.enable_grad():  # with gradients every receiver reads on its own: no reads shared
+        each_its_own = graph.run(x, weights, reference)[0][:, :, -1:].detach()
+    assert torch.allclose(whole, each_its_own, atol=1e-5)
 
     # variants of the random set that differ only in edges into the logits: after the first, every one finds the
     # layers below the last in the memo, and gets the same bits as computing them

@@ -15,12 +15,12 @@ DRAWS = {"circuit.png": ["analysis/plots.py", "analysis/metrics/circuit.py"]}
 
 def circuits_of(scratch: Path, run_dir: Path) -> dict:
     """python analyse.py RUN: the run's circuits per digit, the roles they give, attribution against exact patching,
-    and the seconds of its analysis and of the whole analyse.py command (``analyse_seconds``)."""
+    and the seconds of its analysis and of the whole analyse.py command (``analyse_seconds``), with its peak memory."""
     ran = run([str(ROOT / "analyse.py"), str(run_dir)], scratch)
     r = results(run_dir)
     keep = ("circuits", "circuit_roles", "attribution_correlation_heads", "attribution_correlation_edges")
     keep += ("n_heads", "analysis_seconds")
-    return {key: r[key] for key in keep} | {"analyse_seconds": ran.seconds}
+    return {key: r[key] for key in keep} | {"analyse_seconds": ran.seconds, "analyse_peak_gb": ran.peak_gb}
 
 
 def measure(scratch: Path) -> dict:
@@ -68,7 +68,8 @@ def block_circuits(m: dict) -> str:
         f"Attribution patching (integrated gradients, 8 steps) against exact patching, Pearson r: heads "
         f"{c['attribution_correlation_heads']:.2f}, edges {c['attribution_correlation_edges']:.2f}. "
         f"Roles from the circuits: {circuit_roles(c)}; the other heads are in no circuit. The whole analysis took "
-        f"{c['analysis_seconds']:.0f} s ({secs(c['analyse_seconds'])} for the command).",
+        f"{c['analysis_seconds']:.0f} s ({secs(c['analyse_seconds'])} for the command"
+        + (f", at most {c['analyse_peak_gb']:.2f} GB of memory)." if "analyse_peak_gb" in c else ")."),
     ]
     return "\n".join(lines)
 
