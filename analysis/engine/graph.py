@@ -164,9 +164,11 @@ class ComponentGraph:
             return 0.0 if reference is None else reference[:n, :, at].sum(0)
 
         begin, known = 0, None  # the first layer computed; the outputs of the senders before it, every variant's
+        from_own = None
         if own is not None and changes is not None and w is not None:
             begin = min(int(self.first_reached(w).min()), self.n_layers)
             known = own[: self._senders_below(begin)].unsqueeze(1).expand(-1, C, B, T, x.shape[-1])
+            from_own = begin  # the layer whose inputs are all the clean run's, if any: its unchanged heads are too
         remember = memo is not None and changes is not None and w is not None
         raw: list[torch.Tensor] = []  # with a memo: the senders' outputs as sent, (n, C, B, T, d) each
         if remember:
@@ -175,7 +177,7 @@ class ComponentGraph:
                 if all(key in memo for key in keys):
                     for key in keys:  # the latest used last: the first to go is the one used longest ago
                         memo[key] = memo.pop(key)
-                    begin, known = layer, torch.stack([memo[key] for key in keys], 1)
+                    begin, known, from_own = layer, torch.stack([memo[key] for key in keys], 1), None
                     break
         if begin == 0:
             sent(x.expand(1, C, B, T, x.shape[-1]))
@@ -187,27 +189,18 @@ class ComponentGraph:
         for layer, block in enumerate(net.blocks):
             if layer < begin:
                 continue
-            attn = block.attn
-            H, G, hd = attn.n_heads, attn.n_kv_heads, attn.head_dim
-            heads = [head_label(layer, h) for h in range(H)]
-            kv_heads = heads[:: self.group]
-            queries, keys_values = [(h, "q") for h in heads], [(h, i) for i in "kv" for h in kv_heads]
+            attn, H = block.attn, block.attn.n_heads
+            # the heads to compute: in the first layer after the clean run's, those with a changed edge (the others
+            # write their clean output); every head from there on
+            todo = self._changed_heads(w, layer) if layer == from_own else list(range(H))
             at = last if last_only and layer == self.n_layers - 1 else slice(None)  # where this layer computes
-            if at == last:  # queries at the last position, keys and values at every one
-                q_streams, kv_streams = read(queries, at, block.ln_attn), read(keys_values, norm=block.ln_attn)
-                layer_scores, layer_scale = last_scores[layer], last_scale
-            else:
-                streams = read(queries + keys_values, norm=block.ln_attn)
-                q_streams, kv_streams = streams[:H], streams[H:]
-                layer_scores, layer_scale = scores[layer], scale
-            q = self._project(attn.W_q, q_streams, H, hd)  # (C*B, H, T_q, hd)
-            k = self._project(attn.W_k, kv_streams[:G], G, hd).repeat_interleave(self.group, dim=1)
-            v = self._project(attn.W_v, kv_streams[G:], G, hd).repeat_interleave(self.group, dim=1)
-            if layer_scale is not None:
-                q = q * layer_scale.to(q.dtype)
-            z = attn.fused_attention(q, k, v, True, None, layer_scores)  # (C*B, H, T_q, hd): the weights never kept
-            writes = torch.einsum("nhte,dhe->hntd", z, attn.W_o.weight.view(attn.d_model, H, hd))
-            sent(writes.unflatten(1, (C, B)), at)  # head h's write, (C, B, T_q, d)
+            terms = (last_scores[layer], last_scale) if at == last else (scores[layer], scale)
+            writes = self._attend(block, layer, todo, read, at, terms, (C, B))
+            if len(todo) < H:  # the others' clean outputs around them
+                first_head = self._senders_below(layer)
+                clean = own[first_head : first_head + H, :, at].unsqueeze(1).expand(-1, C, -1, -1, -1)
+                writes = clean if writes is None else clean.clone().index_copy_(0, self._ids(todo, idx), writes)
+            sent(writes, at)
             if attn.W_o.bias is not None:
                 bias = bias + attn.W_o.bias
             mlp_out = block.mlp(read([(f"mlp{layer}", "in")], at, block.ln_mlp)[0])
@@ -234,8 +227,55 @@ class ComponentGraph:
         layers = torch.where(w != 1, self._receiver_layers.to(w.device), self.n_layers + 1)  # (C, n_edges)
         return layers.min(1).values
 
+    def _attend(self, block, layer: int, todo: list[int], read, at: slice, terms: tuple, variants: tuple[int, int]):
+        """The writes (n_todo, C, B, T_q, d) of the heads ``todo`` of ``block`` (None for none): each one's query,
+        key and value read their own streams (``read``), queries at positions ``at`` (keys at every one), with the
+        position schemes' ``terms`` (score bias, query scale) for those queries; ``variants``: (C, B)."""
+        if not todo:
+            return None
+        attn = block.attn
+        H, hd = attn.n_heads, attn.head_dim
+        heads = [head_label(layer, h) for h in range(H)]
+        groups = sorted({h // self.group for h in todo})  # their key/value heads, named by each group's first head
+        queries = [(heads[h], "q") for h in todo]
+        keys_values = [(heads[g * self.group], i) for i in "kv" for g in groups]
+        if at != slice(None):  # queries at the last position, keys and values at every one
+            q_streams, kv_streams = read(queries, at, block.ln_attn), read(keys_values, norm=block.ln_attn)
+        else:
+            streams = read(queries + keys_values, norm=block.ln_attn)
+            q_streams, kv_streams = streams[: len(todo)], streams[len(todo) :]
+        layer_scores, layer_scale = terms
+        group_of = self._ids([groups.index(h // self.group) for h in todo], q_streams)
+        q = self._project(attn.W_q, q_streams, todo, hd)  # (C*B, n_todo, T_q, hd)
+        k = self._project(attn.W_k, kv_streams[: len(groups)], groups, hd).index_select(1, group_of)
+        v = self._project(attn.W_v, kv_streams[len(groups) :], groups, hd).index_select(1, group_of)
+        if layer_scale is not None:
+            q = q * layer_scale.to(q.dtype)
+        if layer_scores is not None:
+            layer_scores = layer_scores[:, todo]
+        z = attn.fused_attention(q, k, v, True, None, layer_scores)  # (C*B, n_todo, T_q, hd): no weights kept
+        W_o = attn.W_o.weight.view(attn.d_model, H, hd)[:, todo]
+        return torch.einsum("nhte,dhe->hntd", z, W_o).unflatten(1, variants)  # head h's write, (C, B, T_q, d)
+
     @staticmethod
-    def _project(linear, streams: torch.Tensor, n: int, hd: int) -> torch.Tensor:
-        """Each head's own stream (n, N, T, d_model) through its rows of W_q, W_k or W_v -> (N, n, T, head_dim)."""
-        out = torch.einsum("hntd,hed->nhte", streams, linear.weight.view(n, hd, -1))
-        return out if linear.bias is None else out + linear.bias.view(n, 1, hd)
+    def _ids(indices: list[int], like: torch.Tensor) -> torch.Tensor:
+        return torch.tensor(indices, dtype=torch.long, device=like.device)
+
+    def _changed_heads(self, w: torch.Tensor | None, layer: int) -> list[int]:
+        """The heads of ``layer`` whose query, key or value reads an edge weighted below 1 in some variant."""
+        if w is None:
+            return []
+        kv_heads = [head_label(layer, h - h % self.group) for h in range(self.n_heads)]
+        reads = [
+            [(head_label(layer, h), "q"), (kv_heads[h], "k"), (kv_heads[h], "v")] for h in range(self.n_heads)
+        ]
+        n = self._senders_below(layer)
+        return [h for h, r in enumerate(reads) if bool((w[:, self._edge_table(r, n).to(w.device)] != 1).any())]
+
+    @staticmethod
+    def _project(linear, streams: torch.Tensor, heads: list[int], hd: int) -> torch.Tensor:
+        """Each head's own stream (n, N, T, d_model) through its rows of W_q, W_k or W_v (``heads`` of them, in
+        order) -> (N, n, T, head_dim)."""
+        weight = linear.weight.view(-1, hd, linear.weight.shape[-1])[heads]
+        out = torch.einsum("hntd,hed->nhte", streams, weight)
+        return out if linear.bias is None else out + linear.bias.view(-1, 1, hd)[heads]
