@@ -140,24 +140,24 @@ class ComponentGraph:
                 torch.sub(outputs, base, out=changes[start : start + n, :, :, at])
             first.extend(outputs[:, 0])
 
-        def read(receivers: list[tuple[str, str]], at: slice = slice(None), norm=None) -> torch.Tensor:
+        def read(receivers: list[tuple[str, str]], at: slice = slice(None), norm=None) -> list[torch.Tensor]:
             """What each receiver reads at positions ``at``, through ``norm`` (its block's LayerNorm; None: none):
             every earlier sender's write, each edge weighted between this run (w) and the reference (1 - w).
-            (n_receivers, C * B, T or 1, d_model)."""
+            One (C * B, T or 1, d_model) per receiver; receivers that read the same share one tensor."""
             n, norm = len(first), norm or (lambda x: x)
             S = torch.stack([d[:, :, at] for d in deltas]) if changes is None else changes[:n, :, :, at]
             if w is None:  # every receiver reads the whole run
-                return norm(S.sum(0) + reference_sum(n, at) + bias).flatten(0, 1).expand(len(receivers), -1, -1, -1)
+                return [norm(S.sum(0) + reference_sum(n, at) + bias).flatten(0, 1)] * len(receivers)
             W = w[:, self._edge_table(receivers, n).to(w.device)]  # (C, n_r, n_s)
             if changes is None:  # with gradients: each receiver its own read, so each weight's gradient is its own
                 total = torch.einsum("crs,scbtd->rcbtd", W, S)  # (n_r, C, B, T, d)
-                return norm(total + reference_sum(n, at) + bias).flatten(1, 2)
-            reads = []
+                return list(norm(total + reference_sum(n, at) + bias).flatten(1, 2))
+            reads = []  # per variant, per receiver
             for c in range(C):  # the receivers of a variant that weigh every sender alike share one read
                 mixes, which = torch.unique(W[c], dim=0, return_inverse=True)  # (U, n_s), (n_r,)
-                streams = torch.einsum("us,sbtd->ubtd", mixes, S[:, c]).add_(reference_sum(n, at)).add_(bias)
-                reads.append(norm(streams).index_select(0, which))  # (n_r, B, T, d)
-            return (reads[0] if C == 1 else torch.stack(reads, 1).flatten(1, 2))  # (n_r, C * B, T, d)
+                streams = norm(torch.einsum("us,sbtd->ubtd", mixes, S[:, c]).add_(reference_sum(n, at)).add_(bias))
+                reads.append([streams[u] for u in which.tolist()])  # views: no copy per receiver
+            return reads[0] if C == 1 else [torch.cat(one) for one in zip(*reads, strict=True)]
 
         def reference_sum(n: int, at: slice) -> torch.Tensor:
             """The reference run's stream before sender n, (B, T or 1, d): what a receiver reads with weights 0."""
@@ -203,7 +203,7 @@ class ComponentGraph:
             sent(writes, at)
             if attn.W_o.bias is not None:
                 bias = bias + attn.W_o.bias
-            mlp_out = block.mlp(read([(f"mlp{layer}", "in")], at, block.ln_mlp)[0])
+            mlp_out = block.mlp(read([(f"mlp{layer}", "in")], at, block.ln_mlp)[0])  # (C*B, T_q, d)
             sent(mlp_out.unflatten(0, (C, B)).unsqueeze(0), at)
             if remember and layer + 1 < self.n_layers:  # each variant's outputs below the next layer
                 for c, row in enumerate(w):
@@ -245,7 +245,7 @@ class ComponentGraph:
             streams = read(queries + keys_values, norm=block.ln_attn)
             q_streams, kv_streams = streams[: len(todo)], streams[len(todo) :]
         layer_scores, layer_scale = terms
-        group_of = self._ids([groups.index(h // self.group) for h in todo], q_streams)
+        group_of = self._ids([groups.index(h // self.group) for h in todo], q_streams[0])
         q = self._project(attn.W_q, q_streams, todo, hd)  # (C*B, n_todo, T_q, hd)
         k = self._project(attn.W_k, kv_streams[: len(groups)], groups, hd).index_select(1, group_of)
         v = self._project(attn.W_v, kv_streams[len(groups) :], groups, hd).index_select(1, group_of)
@@ -273,9 +273,9 @@ class ComponentGraph:
         return [h for h, r in enumerate(reads) if bool((w[:, self._edge_table(r, n).to(w.device)] != 1).any())]
 
     @staticmethod
-    def _project(linear, streams: torch.Tensor, heads: list[int], hd: int) -> torch.Tensor:
-        """Each head's own stream (n, N, T, d_model) through its rows of W_q, W_k or W_v (``heads`` of them, in
-        order) -> (N, n, T, head_dim)."""
-        weight = linear.weight.view(-1, hd, linear.weight.shape[-1])[heads]
-        out = torch.einsum("hntd,hed->nhte", streams, weight)
+    def _project(linear, streams: list[torch.Tensor], heads: list[int], hd: int) -> torch.Tensor:
+        """Each head's own stream (N, T, d_model), one per head of ``heads``, through its rows of W_q, W_k or W_v
+        -> (N, n_heads, T, head_dim)."""
+        weight = linear.weight.view(-1, hd, linear.weight.shape[-1])[heads]  # (n, hd, d)
+        out = torch.stack([stream @ w.T for stream, w in zip(streams, weight, strict=True)], 1)
         return out if linear.bias is None else out + linear.bias.view(-1, 1, hd)[heads]
