@@ -37,9 +37,7 @@ class Evaluator:
     stream entering the first replaced layer, read from the activation cache of ``seqs``.
     """
 
-    def __init__(
-        self, module: TrainedModel, seqs: torch.Tensor, cache: ActivationCache | None = None, batch_size=5000
-    ):
+    def __init__(self, module: TrainedModel, seqs: torch.Tensor, cache: ActivationCache | None = None, batch_size=5000):
         self.net, self.fmt, self.seqs, self.batch_size = module.net, module.fmt, seqs, batch_size
         if cache is None:
             names = [hook_name(i, "hook_resid_pre") for i in range(len(module.net.blocks))]

@@ -20,7 +20,6 @@ import torch
 
 from model.hooks import head_label
 
-
 MEMO_ENTRIES = 4  # outputs run(memo=) keeps: the circuit search's next variants mostly share one of its last few
 
 
@@ -94,16 +93,18 @@ class ComponentGraph:
         0 = ``reference``'s (another run's sender outputs, as this returns them), in between = a mix;
         None = all 1 (the model's own forward). Logits are (B, T, vocab), or (C, B, T, vocab) for C variants.
 
-        Two shortcuts for patching, where each variant changes a few edges and the metric reads one position:
+        Shortcuts for patching, where each variant changes a few edges and the metric reads one position; none
+        changes a number (tests/test_circuits.py holds them to the whole graph), and all but last_only work without
+        gradients only (with them, every weight needs its own path):
         own, this run's sender outputs unpatched (as ``run(idx)`` returns them): the layers before the first one
         whose receivers a weight below 1 reaches are the same in every variant, taken from ``own`` and not run
-        again (without gradients only: with them, every weight needs its path). last_only: logits at the last
+        again, and in that layer the heads with no such edge write their own output. last_only: logits at the last
         position alone, ((C,) B, 1, vocab) -- causal attention lets no later position matter, so the last layer
         computes its queries, attention and MLP there only; the sender outputs are then not returned (None).
         memo: a dict this fills with each variant's outputs of the layers below each layer, by the weights of the
         edges into them, and takes them from when every variant's are there (a search whose variants mostly share
-        their first layers' edges, as the circuit search's do, computes those layers once); without gradients only,
-        :data:`MEMO_ENTRIES` kept, the latest used."""
+        their first layers' edges, as the circuit search's do, computes those layers once); :data:`MEMO_ENTRIES`
+        kept, the latest used. And the receivers of a variant that weigh every sender alike share one read."""
         net = self.net
         if net.training:
             raise ValueError("the component graph runs a model in eval mode (no dropout)")
@@ -266,9 +267,7 @@ class ComponentGraph:
         if w is None:
             return []
         kv_heads = [head_label(layer, h - h % self.group) for h in range(self.n_heads)]
-        reads = [
-            [(head_label(layer, h), "q"), (kv_heads[h], "k"), (kv_heads[h], "v")] for h in range(self.n_heads)
-        ]
+        reads = [[(head_label(layer, h), "q"), (kv_heads[h], "k"), (kv_heads[h], "v")] for h in range(self.n_heads)]
         n = self._senders_below(layer)
         return [h for h, r in enumerate(reads) if bool((w[:, self._edge_table(r, n).to(w.device)] != 1).any())]
 

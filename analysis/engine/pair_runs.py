@@ -154,9 +154,7 @@ def lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor, memo: dict
     return torch.cat([variant_lds(graph, runs, row, memo) for row in weights.split(1)])
 
 
-def variant_lds(
-    graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor, memo: dict | None = None
-) -> torch.Tensor:
+def variant_lds(graph: ComponentGraph, runs: PairRuns, weights: torch.Tensor, memo: dict | None = None) -> torch.Tensor:
     """(C,) the mean LD of the clean problems under each row of edge weights (C, n_edges), in one pass: the
     layers no changed edge reaches are the clean run's, and only the studied digit's position is computed (the
     inputs end at its query)."""
