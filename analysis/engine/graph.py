@@ -167,7 +167,7 @@ class ComponentGraph:
         begin, known = 0, None  # the first layer computed; the outputs of the senders before it, every variant's
         from_own = None
         if own is not None and changes is not None and w is not None:
-            begin = min(int(self.first_reached(w).min()), self.n_layers)
+            begin = self._first_reached(w)
             known = own[: self._senders_below(begin)].unsqueeze(1).expand(-1, C, B, T, x.shape[-1])
             from_own = begin  # the layer whose inputs are all the clean run's, if any: its unchanged heads are too
         remember = memo is not None and changes is not None and w is not None
@@ -222,11 +222,11 @@ class ComponentGraph:
         """A memo's key for one variant's layers below ``layer``: the weights (n_edges,) of the edges into them."""
         return layer, row[self._receiver_layers.to(row.device) < layer].cpu().numpy().tobytes()
 
-    def first_reached(self, w: torch.Tensor) -> torch.Tensor:
-        """(C,): for each row of edge weights (C, n_edges), the first layer whose receivers a weight below 1 reaches
-        (n_layers: only the logits'; n_layers + 1: none, the model's own run)."""
-        layers = torch.where(w != 1, self._receiver_layers.to(w.device), self.n_layers + 1)  # (C, n_edges)
-        return layers.min(1).values
+    def _first_reached(self, w: torch.Tensor) -> int:
+        """The first layer whose receivers a weight below 1 reaches in any row of ``w`` (C, n_edges) (n_layers:
+        only the logits'; also when none does, the model's own run)."""
+        reached = self._receiver_layers.to(w.device)[(w != 1).any(0)]
+        return int(reached.min()) if len(reached) else self.n_layers
 
     def _attend(self, block, layer: int, todo: list[int], read, at: slice, terms: tuple, variants: tuple[int, int]):
         """The writes (n_todo, C, B, T_q, d) of the heads ``todo`` of ``block`` (None for none): each one's query,
