@@ -147,22 +147,20 @@ class ComponentGraph:
             One (C * B, T or 1, d_model) per receiver; receivers that read the same share one tensor."""
             n, norm = len(first), norm or (lambda x: x)
             S = torch.stack([d[:, :, at] for d in deltas]) if changes is None else changes[:n, :, :, at]
+            # the reference run's stream before sender n, (B, T or 1, d): what a receiver reads with weights 0
+            base = (0.0 if reference is None else reference[:n, :, at].sum(0)) + bias
             if w is None:  # every receiver reads the whole run
-                return [norm(S.sum(0) + reference_sum(n, at) + bias).flatten(0, 1)] * len(receivers)
+                return [norm(S.sum(0) + base).flatten(0, 1)] * len(receivers)
             W = w[:, self._edge_table(receivers, n).to(w.device)]  # (C, n_r, n_s)
             if changes is None:  # with gradients: each receiver its own read, so each weight's gradient is its own
                 total = torch.einsum("crs,scbtd->rcbtd", W, S)  # (n_r, C, B, T, d)
-                return list(norm(total + reference_sum(n, at) + bias).flatten(1, 2))
+                return list(norm(total + base).flatten(1, 2))
             reads = []  # per variant, per receiver
             for c in range(C):  # the receivers of a variant that weigh every sender alike share one read
                 mixes, which = torch.unique(W[c], dim=0, return_inverse=True)  # (U, n_s), (n_r,)
-                streams = norm(torch.einsum("us,sbtd->ubtd", mixes, S[:, c]).add_(reference_sum(n, at)).add_(bias))
+                streams = norm(torch.einsum("us,sbtd->ubtd", mixes, S[:, c]).add_(base))
                 reads.append([streams[u] for u in which.tolist()])  # views: no copy per receiver
             return reads[0] if C == 1 else [torch.cat(one) for one in zip(*reads, strict=True)]
-
-        def reference_sum(n: int, at: slice) -> torch.Tensor:
-            """The reference run's stream before sender n, (B, T or 1, d): what a receiver reads with weights 0."""
-            return 0.0 if reference is None else reference[:n, :, at].sum(0)
 
         begin, known = 0, None  # the first layer computed; the outputs of the senders before it, every variant's
         from_own = None
@@ -236,10 +234,9 @@ class ComponentGraph:
             return None
         attn = block.attn
         H, hd = attn.n_heads, attn.head_dim
-        heads = [head_label(layer, h) for h in range(H)]
-        groups = sorted({h // self.group for h in todo})  # their key/value heads, named by each group's first head
-        queries = [(heads[h], "q") for h in todo]
-        keys_values = [(heads[g * self.group], i) for i in "kv" for g in groups]
+        groups = sorted({h // self.group for h in todo})  # their key/value heads
+        queries = [(head_label(layer, h), "q") for h in todo]
+        keys_values = [(self._kv_name(layer, g * self.group), i) for i in "kv" for g in groups]
         if at != slice(None):  # queries at the last position, keys and values at every one
             q_streams, kv_streams = read(queries, at, block.ln_attn), read(keys_values, norm=block.ln_attn)
         else:
@@ -262,12 +259,16 @@ class ComponentGraph:
     def _ids(indices: list[int], like: torch.Tensor) -> torch.Tensor:
         return torch.tensor(indices, dtype=torch.long, device=like.device)
 
-    def _changed_heads(self, w: torch.Tensor | None, layer: int) -> list[int]:
+    def _kv_name(self, layer: int, head: int) -> str:
+        """The name of the key/value receivers ``head`` reads: its group's first head's (grouped queries)."""
+        return head_label(layer, head - head % self.group)
+
+    def _changed_heads(self, w: torch.Tensor, layer: int) -> list[int]:
         """The heads of ``layer`` whose query, key or value reads an edge weighted below 1 in some variant."""
-        if w is None:
-            return []
-        kv_heads = [head_label(layer, h - h % self.group) for h in range(self.n_heads)]
-        reads = [[(head_label(layer, h), "q"), (kv_heads[h], "k"), (kv_heads[h], "v")] for h in range(self.n_heads)]
+        reads = [
+            [(head_label(layer, h), "q"), (self._kv_name(layer, h), "k"), (self._kv_name(layer, h), "v")]
+            for h in range(self.n_heads)
+        ]
         n = self._senders_below(layer)
         return [h for h, r in enumerate(reads) if bool((w[:, self._edge_table(r, n).to(w.device)] != 1).any())]
 
