@@ -23,8 +23,10 @@ def learners_path() -> list[str]:
 
 
 def code_files():
-    """The project's own Python, tests and docs' generators excepted."""
-    skip = {"tests", ".venv", "runs", "multirun", "outputs", "notebooks", "docs"}
+    """The project's own Python, tests and docs' generators excepted (and every virtual environment: .venv,
+    .ci/other-python's .venv-3.12, ...)."""
+    venvs = {p.parent.name for p in ROOT.glob("*/pyvenv.cfg")}
+    skip = {"tests", "runs", "multirun", "outputs", "notebooks", "docs", *venvs}
     return [p for p in sorted(ROOT.rglob("*.py")) if not skip & set(p.relative_to(ROOT).parts)]
 
 
