@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from training.collector import exit_quickly
 from training.signals import guard_command
 
 HELP = __doc__.split("\n\n")[0]
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     from model.checkpoint import CheckpointError, load_calculator, newest_checkpoint
     from storage.rundir import RunDir, RunDirError
+    from training.collector import alive_frozen
     from training.threads import use_threads
 
     use_threads()  # one thread, or OMP_NUM_THREADS (training/threads.py)
@@ -98,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {run.config}: {e}", file=sys.stderr)
         return 2
     try:
-        found = analysis.run(calc, test_set, run)
-        run.write_results(results | found)
-        page = write_run_report(run.path)
+        with alive_frozen():  # training/collector.py: the collector's scans skip what the imports made
+            found = analysis.run(calc, test_set, run)
+            run.write_results(results | found)
+            page = write_run_report(run.path)
     except OSError as e:  # the disk filled up, or the directory became read-only, while the analysis wrote
         print(
             f"error: cannot write in {run.path} ({e.strerror or e}); free space or make it writable, and analyse again",
@@ -119,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     guard_command()  # Ctrl-C or SIGTERM from here on (main()'s imports too): one line, exit 130 / 143
     try:
-        sys.exit(main())
+        code = main()
     except KeyboardInterrupt:
         print(file=sys.stderr)
         sys.exit(130)
+    exit_quickly()
+    sys.exit(code)

@@ -1,4 +1,4 @@
-"""Speed benchmarks:  python bench.py [decode] [train] [converge] [analysis] [threads] [--device D] [options]
+"""Speed benchmarks:  python bench.py [decode] [train] [converge] [analysis] [threads] [collector] [--device D] [...]
 
 sections (with none named: decode and train; on CUDA decode, train and converge):
 decode    -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
@@ -29,6 +29,9 @@ threads   -- how many CPU threads a step wants (benchmarks/threads.py): a traini
 threads_runs -- the default ``python train.py`` (analysis=none logger=none) with torch's default of one thread per
              core against the project's default, quiet and under the same load: training seconds (minutes; with
              --steps N, each run trains exactly N steps).
+collector -- what Python's cycle collector costs over what train.py and analyse.py import (benchmarks/collector.py):
+             one full collection and the interpreter's exit, with those objects frozen as every command freezes
+             them (training/collector.py) and not, each in a fresh interpreter, taking turns (--repeat rounds).
 
 options:
 --device cpu|cuda|mps|auto   where every section runs (default cpu; auto: cuda, else mps, else cpu).
@@ -40,7 +43,7 @@ options:
                              --compile; default reduce-overhead on CUDA, default elsewhere).
 --steps N, --warmup N        train: timed and warm-up steps per round (default 60 + 10 on a CPU, 300 + 20 on a GPU);
                              threads: per thread count and round (default 30 + 5).
---repeat R                   decode: the fastest of R runs; train, threads: R rounds, taking turns, medians;
+--repeat R                   decode: the fastest of R runs; train, threads, collector: R rounds, taking turns, medians;
                              analysis: R runs of each kind (default 3).
 --digits D                   train: operand digits of the addition problems timed (default 3; 10 = add10's).
 --seeds 0,1,2,3,4            converge: seeds (default 0,1,2,3,4); --override KEY=VALUE
@@ -221,9 +224,16 @@ SECTIONS = {  # name -> (calculator, command-line args, device) -> figures
     "lab": lambda calc, args, device: bench_lab(calc, min(args.n, 200)),
     "threads": lambda calc, args, device: bench_thread_counts(args),
     "threads_runs": lambda calc, args, device: bench_threads_runs(args),
+    "collector": lambda calc, args, device: bench_collector(args.repeat),
 }
 # where a section's figures go in the results, when not under its own name ("threads" is the count the run used)
 RESULT_KEYS = {"threads": "step_time_by_threads"}
+
+
+def bench_collector(repeat: int) -> dict:
+    from benchmarks.collector import bench_collector as collector
+
+    return collector(repeat, say=progress)
 
 
 def bench_lab(calc: Calculator, n: int) -> dict:
@@ -459,6 +469,23 @@ def print_threads(r: dict, console) -> None:
     console.print(f"default: {r['default_threads']} thread ({r['rule']})")
 
 
+def print_collector(r: dict, console) -> None:
+    from rich.table import Table
+
+    table = Table(
+        title=f"collector: over what each command imports, medians of {r['repeat']} (frozen: training/collector.py)",
+        title_justify="left",
+    )
+    for name in ("command", "objects scanned", "a full collection, ms", "frozen, ms", "exit, ms", "frozen, ms"):
+        table.add_column(name, justify="left" if name == "command" else "right")
+    for row in r["rows"]:
+        table.add_row(
+            row["command"], f"{row['scanned']:,} -> {row['scanned_frozen']:,}", f"{row['collect_ms']:.1f}",
+            f"{row['collect_ms_frozen']:.1f}", f"{row['exit_ms']:,}", f"{row['exit_ms_frozen']:,}",
+        )  # fmt: skip
+    console.print(table)
+
+
 def print_threads_runs(r: dict, console) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -501,7 +528,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ckpt", help="checkpoint file or run directory (default: a freshly initialised model)")
     p.add_argument("--n", type=int, default=10_000, help="problems (default 10000)")
     p.add_argument(
-        "--repeat", type=int, default=3, help="decode: fastest of R runs; train: R rounds; analysis: R runs (default 3)"
+        "--repeat",
+        type=int,
+        default=3,
+        help="decode: fastest of R runs; train, collector: R rounds; analysis: R runs (default 3)",
     )
     p.add_argument(
         "--digits",
@@ -608,6 +638,8 @@ def main(argv: list[str] | None = None) -> int:
         print_threads(results["step_time_by_threads"], console)
     if "threads_runs" in results:
         print_threads_runs(results["threads_runs"], console)
+    if "collector" in results:
+        print_collector(results["collector"], console)
     return 1 if failed else 0
 
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from training.collector import exit_quickly
 from training.signals import guard_command
 
 HELP = __doc__.split("\n\n")[0]
@@ -496,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     except DeviceError as e:
         print(f"error: --device {args.device}: {e.why}; use --device cpu", file=sys.stderr)
         return 2
+    from training.collector import alive_frozen
     from training.threads import use_threads
 
     use_threads()  # one thread, or OMP_NUM_THREADS (training/threads.py)
@@ -506,27 +508,30 @@ def main(argv: list[str] | None = None) -> int:
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.export is not None:
-        from model.export import export_command
+    with alive_frozen():  # training/collector.py: the collector's scans skip what the imports made
+        if args.export is not None:
+            from model.export import export_command
 
-        # the export travels with its lab: the same weights, heads to switch off in a browser
-        return export_command(calc, *args.export, extras={"lab.html": lab_html(calc)})
-    if args.eval is not None:
-        return evaluate_file(calc, args.eval, args.show_mistakes, args.json)
-    if args.exprs:
-        return answer_lines(calc, args.exprs, args.check, args.attention)
-    if not sys.stdin.isatty():
-        return answer_stream(calc, getattr(sys.stdin, "buffer", sys.stdin), args.check, args.attention)
-    return interactive(calc, args.check, args.attention)
+            # the export travels with its lab: the same weights, heads to switch off in a browser
+            return export_command(calc, *args.export, extras={"lab.html": lab_html(calc)})
+        if args.eval is not None:
+            return evaluate_file(calc, args.eval, args.show_mistakes, args.json)
+        if args.exprs:
+            return answer_lines(calc, args.exprs, args.check, args.attention)
+        if not sys.stdin.isatty():
+            return answer_stream(calc, getattr(sys.stdin, "buffer", sys.stdin), args.check, args.attention)
+        return interactive(calc, args.check, args.attention)
 
 
 if __name__ == "__main__":
     guard_command()  # Ctrl-C or SIGTERM from here on (main()'s imports too): one line, exit 130 / 143
     try:
-        sys.exit(main())
+        code = main()
     except KeyboardInterrupt:
         print(file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:  # e.g. | head: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+    exit_quickly()
+    sys.exit(code)

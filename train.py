@@ -24,10 +24,11 @@ from analysis.record import Recorder
 from analysis.summary import print_summary
 from storage.rundir import RunDir
 from training.assemble import assemble
+from training.collector import exit_quickly
 from training.config import register_resolvers
 from training.loggers import quiet_known_noise
 from training.resume import effective_config
-from training.run import Run, exit_quickly, next_steps, run_command, run_job
+from training.run import Run, next_steps, run_command, run_job
 
 register_resolvers()
 

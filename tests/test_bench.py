@@ -434,3 +434,19 @@ def test_the_threads_runs_table_prints_each_run_against_its_quiet_time():
     ]  # fmt: skip
     text = render(bench.print_threads_runs, r)
     assert "150.0" in text and "15.00" in text and "1.5 -> 3.2" in text and "2 busy" in text
+
+
+def test_collector_section_measures_a_full_collection_and_the_exit_frozen_and_not(capsys, monkeypatch):
+    """python bench.py collector: over what a command imports (here torch alone: seconds, not the commands' 15 s), a
+    full collection scans the imports' objects unless they are frozen, and then takes a fraction of the time."""
+    from benchmarks import collector
+
+    monkeypatch.setattr(collector, "IMPORTS", {"torch alone": "torch"})
+    r = bench_json(capsys, "collector", "--repeat", "1")["collector"]
+    (row,) = r["rows"]
+    assert row["command"] == "torch alone" and r["repeat"] == 1
+    assert row["scanned"] > 50_000 and row["scanned_frozen"] < row["scanned"] // 10  # torch's objects, then none
+    assert row["collect_ms_frozen"] < row["collect_ms"] / 3
+    assert row["exit_ms"] > 0 and row["exit_ms_frozen"] > 0
+    text = render(bench.print_collector, r)
+    assert "torch alone" in text and f"{row['scanned']:,}" in text

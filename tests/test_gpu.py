@@ -154,8 +154,8 @@ def test_a_finished_run_exits_while_a_thread_pool_waits_for_work():
     """compile= leaves torch.compile's thread pool idle in the process: train.py's quick exit must still stop it as
     the interpreter does (threading's exit hooks, then the joins), not wait for it forever."""
     code = (
-        "import concurrent.futures, train, training.run; pool = concurrent.futures.ThreadPoolExecutor(2); "
-        "pool.submit(int).result(); print('written', flush=True); training.run.exit_quickly()"
+        "import concurrent.futures, train, training.collector; pool = concurrent.futures.ThreadPoolExecutor(2); "
+        "pool.submit(int).result(); print('written', flush=True); training.collector.exit_quickly()"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "written", done.stderr[-2000:]

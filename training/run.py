@@ -13,7 +13,6 @@ behind, and how the command ends.
 
 from __future__ import annotations
 
-import gc
 import signal
 import sys
 import time
@@ -23,6 +22,7 @@ from contextlib import contextmanager
 from omegaconf import OmegaConf
 
 from storage.rundir import RunDir, override
+from training.collector import alive_frozen, freeze_alive
 from training.failures import Interrupted, handle_failure
 from training.loggers import finish_wandb, wandb_run_id
 from training.phases import Phases
@@ -68,6 +68,7 @@ class Run:
                 self.dir.write_text(self.dir.config, OmegaConf.to_yaml(self.cfg, resolve=True))
             for logger in trainer.loggers:
                 logger.log_hyperparams(OmegaConf.to_container(self.cfg, resolve=True))
+        freeze_alive()  # what the build made (Lightning's imports among it) lives to the run's end: out of the scans
         self.phases.lap("build")
         self.fit_started = time.perf_counter()
 
@@ -203,7 +204,8 @@ def run_job(job: Callable[[], dict], run_dir: RunDir, in_sweep: bool, resuming: 
     line, a true status and an exit code (training/failures.py); wandb is closed and the directory released
     whatever happens. ``resuming`` (resume=): a signal before the run's phases began leaves the run as it was."""
     try:
-        return job()
+        with alive_frozen():  # training/collector.py: the collector's scans skip what the imports made
+            return job()
     except (Exception, KeyboardInterrupt, Signalled) as error:  # noqa: BLE001 -- handle_failure re-raises bugs
         if resuming and isinstance(error, (KeyboardInterrupt, Signalled)):
             run_dir.put_back()  # the record it replaced, if it had begun
@@ -232,14 +234,6 @@ def next_steps(results: dict) -> str:
     if "+" in str(fmt["operators"]) and digits >= 3:
         lines.append(f"  score    python calc.py --ckpt {run} --eval {SAMPLE_PROBLEMS}")
     return "\n".join(lines)
-
-
-def exit_quickly() -> None:
-    """A command's last line, once it ended well: skip the interpreter's last garbage collections over every object
-    torch and Lightning created at import (~0.5-1 s of a default run's whole command, measured), which free nothing
-    the operating system would not: ``gc.freeze()`` moves them out of the collector's sight. The exit is otherwise
-    normal: atexit handlers, threads' joins and the streams' flush all run."""
-    gc.freeze()
 
 
 def run_command(main: Callable[[], None]) -> None:

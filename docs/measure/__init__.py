@@ -30,5 +30,6 @@ SECTIONS = [
     "recipe_search",
     "arithmetic",
     "performance",
+    "collector",
     "gpu",  # only on a machine with an NVIDIA GPU
 ]
