@@ -1,15 +1,12 @@
 """Python's cycle collector and what a command imports: one rule, used by every command that runs a model
 (train.py through training/run.py, analyse.py, calc.py, verify.py).
 
-A command's imports (torch, Lightning, Hydra, matplotlib) make 200,000-250,000 objects that live until it exits.
-Python's cycle collector goes through every one of them at each full collection -- 0.05-0.17 s each, several while
+A command's imports (torch, Lightning, Hydra, matplotlib) make 180,000-380,000 objects that live until it exits.
+Python's cycle collector goes through every one of them at each full collection -- 0.09-0.17 s each, several while
 a command works -- and once more as the interpreter exits, and never finds one to free. ``gc.freeze()`` moves the
 objects alive at that moment out of its scans (reference counting still frees each one as usual); what the work
-makes is collected as before. Measured with ``gc.callbacks``, and the exit from ``main``'s return to the process's
-end (docs/performance.md):
-
-    python train.py                        full collections 1.19 s -> 0.23 s
-    python analyse.py <the default run>    full collections 0.38 s -> 0.16 s; the exit 0.72 s -> 0.17 s
+makes is collected as before. ``python bench.py collector`` measures a full collection and the exit over each
+command's imports, frozen and not (the table: docs/performance.md, "What is in the code for speed").
 """
 
 from __future__ import annotations
