@@ -42,13 +42,11 @@ print(json.dumps({{"scanned": tracked, "collect_ms": 1000 * min(times), "exit_at
 def one_interpreter(modules: str, frozen: bool) -> dict:
     """Objects a full collection scans, its milliseconds, and the milliseconds from the last line to the end."""
     code = CHILD.format(modules=modules, frozen=frozen)
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    proc.wait()
-    ended = time.time()
-    if proc.returncode != 0 or not line:
-        raise RuntimeError(f"the interpreter importing {modules} failed (exit status {proc.returncode})")
-    found = json.loads(line)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    ended = time.time()  # the process has exited: run() waits for it
+    if done.returncode != 0 or not done.stdout.strip():
+        raise RuntimeError(f"the interpreter importing {modules} failed: {done.stderr.strip()[-500:]}")
+    found = json.loads(done.stdout)
     exit_at = found.pop("exit_at")
     return found | {"exit_ms": 1000 * (ended - exit_at)}
 
