@@ -122,9 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     guard_command()  # Ctrl-C or SIGTERM from here on (main()'s imports too): one line, exit 130 / 143
     try:
-        code = main()
+        exit_quickly(main())
     except KeyboardInterrupt:
         print(file=sys.stderr)
         sys.exit(130)
-    exit_quickly()
-    sys.exit(code)

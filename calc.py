@@ -526,12 +526,10 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     guard_command()  # Ctrl-C or SIGTERM from here on (main()'s imports too): one line, exit 130 / 143
     try:
-        code = main()
+        exit_quickly(main())
     except KeyboardInterrupt:
         print(file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:  # e.g. | head: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
-    exit_quickly()
-    sys.exit(code)

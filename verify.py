@@ -108,6 +108,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     guard_command()  # Ctrl-C or SIGTERM from here on (main()'s imports too): one line, exit 130 / 143
-    code = main()
-    exit_quickly()
-    sys.exit(code)
+    exit_quickly(main())

@@ -12,8 +12,10 @@ command's imports, frozen and not (the table: docs/performance.md, "What is in t
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 
 def freeze_alive() -> None:
@@ -34,8 +36,9 @@ def alive_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-def exit_quickly() -> None:
+def exit_quickly(code: int = 0) -> NoReturn:
     """A command's last line: everything alive frozen, so the interpreter's last collections, which free nothing the
-    operating system would not, skip it. The exit is otherwise normal: atexit handlers, threads' joins and the
-    streams' flush all run."""
+    operating system would not, skip it; then ``sys.exit(code)``. The exit is otherwise normal: atexit handlers,
+    threads' joins and the streams' flush all run."""
     freeze_alive()
+    sys.exit(code)
