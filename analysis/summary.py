@@ -28,6 +28,7 @@ OPERATIONS = {"+": "addition", "-": "subtraction", "*": "multiplication"}
 OPERANDS = {"a and b": "both operands' digits", "a": "the first operand's digit", "b": "the second operand's digit"}
 ALIGNED = re.compile(r"answer digit 10\^k reads (a and b|a|b) digit 10\^k([+-]\d+)? \((.*)\)")
 LOCAL = {"current token": "its own token", "previous token": "the token before it"}
+FIGURES = ("ablation", "pruning")  # the analyses' figures the summary names, beside the attention maps
 
 
 def print_summary(results: dict, console: Console | None = None, verbose: bool = False) -> None:
@@ -70,10 +71,9 @@ def summary_lines(results: dict, width: int = WIDTH) -> list[str]:
         ),
         *head_rows(results),
     ]
-    if "images" in results:
-        images = results["images"]
-        figures = ", ".join(Path(path).name for name, path in images.items() if name != "attention")
-        rows.append(("images", f"{results['run_dir']}/attention/" + (f", {figures}" if figures else "")))
+    if "images" in results:  # the figures of the heads switched off; every figure is in report.html
+        figures = "".join(f", {Path(results['images'][name]).name}" for name in FIGURES if name in results["images"])
+        rows.append(("images", f"{results['run_dir']}/attention/{figures} (all of them: report.html)"))
     if "phases" in results:  # where the seconds went
         phases = results["phases"]
         seconds = ", ".join(f"{name} {s:.1f}" for name, s in phases.items() if name != "total")

@@ -102,6 +102,7 @@ def many_heads_results(n_layers: int, n_heads: int) -> dict:
         },
         "head_ablation": {name: {"zero": 1 - i / 100, "mean": 1.0} for i, name in enumerate(names)},
         "analysis_summary": [["activation patching", "L0h0 restores 76% of r0; attribution estimate r = 0.98"]],
+        "images": {"attention": [], "ablation": "a/ablation.png", "dla": "a/dla.png", "patching": "a/patching.png"},
         "run_dir": "runs/2026-01-01/12-00-00",
     }
 
@@ -125,6 +126,7 @@ def test_the_summary_fits_a_100_column_terminal_in_the_courses_words_whatever_th
     assert heads[1].endswith(" off: 99% right (-1 pts)")
     assert any(line.startswith("model     2 layers × 4 heads × head_dim 16 (d_model 64") for line in lines)
     assert any(line.startswith("pruning   2 of 8 heads can be removed together") for line in lines)
+    assert "images    runs/2026-01-01/12-00-00/attention/, ablation.png (all of them: report.html)" in lines
     many = summary_lines(many_heads_results(4, 16))
     assert sum(line[:1] == "L" for line in many) == 11 and "L3h15" in "\n".join(many)  # the costliest kept
     assert any("the other 53 heads cost less" in line for line in many)
