@@ -146,3 +146,25 @@ def test_verbose_true_prints_the_researchers_table_at_the_end_of_a_real_run(tmp_
     assert "┌" in table and "test exact-match" in table
     assert all(label in table for label, _ in results["analysis_summary"] if label)
     assert f"run directory: {tmp_path}" in done.stdout
+
+
+def test_analyse_wraps_each_row_to_the_terminal(run_add, tmp_path, monkeypatch, capsys):
+    """python analyse.py in a 100-column terminal: each analysis row (a head's story runs to 500 characters) is
+    wrapped under its label, nothing lost."""
+    import shutil
+
+    import analyse
+    from analysis.pipeline import HeadAnalysis
+
+    run = tmp_path / "run"
+    shutil.copytree(run_add, run)
+    (run / "results.json").write_text('{"status": "ok"}')
+    story = "L0h0 attends mostly to its own token, yet zeroing it costs 23.3 points; " * 7
+    rows = [["each head", story.strip()], ["", "L0h1 attends mostly to its own token"]]
+    monkeypatch.setattr(HeadAnalysis, "run", lambda *a: {"analysis_summary": rows, "analysis_seconds": 0.0})
+    monkeypatch.setenv("COLUMNS", "100")
+    assert analyse.main([str(run), "--no-circuits"]) == 0
+    shown = capsys.readouterr().out.splitlines()[:-1]  # the last line names the page's path
+    assert len(shown) > 5 and max(map(len, shown)) <= 100, shown
+    assert shown[0].startswith(f"{'each head':>24}  L0h0") and all(line.startswith(" " * 26) for line in shown[1:-1])
+    assert " ".join(line.strip() for line in shown[:-1]).removeprefix("each head").strip() == story.strip()
