@@ -117,10 +117,11 @@ def block_quick_sweep_summary(m: dict) -> str:
     parts = []
     for n, group in sorted(by_heads.items()):
         steps = [r["steps_to_99"] for r in group if r["steps_to_99"]]
-        reached = f"99% validation at step {span(steps, '{:,}'.format)}" if steps else "never 99% validation"
-        parts.append(f"{n} head{'s' * (n > 1)} {reached}, {span([r['test_exact_match'] for r in group], pct)} test")
+        reached = f"reached 99% on validation at step {span(steps, '{:,}'.format)}" if steps else "never reached 99%"
+        right = span([r["test_exact_match"] for r in group], pct)
+        parts.append(f"{n} head{'s' * (n > 1)} {reached} and got {right} of the test right")
     seeds = len({r["seed"] for r in q["rows"]})
-    return wrap(f"Over {seeds} seeds: " + "; ".join(parts) + " ([the table](docs/results.md#a-quick-sweep)).")
+    return wrap(f"Over {seeds} seeds, " + "; ".join(parts) + " ([the table](docs/results.md#a-quick-sweep)).")
 
 
 BLOCKS = {"quick_sweep": block_quick_sweep, "quick_sweep_summary": block_quick_sweep_summary}
