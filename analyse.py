@@ -12,7 +12,9 @@ read as data: its config.yaml gives values (the data split, the analysis setting
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 from training.collector import exit_quickly
@@ -113,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunDirError as e:  # a directory where the analysis writes a file (storage/rundir.py: write_atomically)
         print(f"error: {e}", file=sys.stderr)
         return 2
+    width = max(shutil.get_terminal_size().columns, 60)  # each row wrapped to the terminal, under its label
     for label, text in found["analysis_summary"]:
-        print(f"{label:>24}  {text}")
+        print(textwrap.fill(text, width, initial_indent=f"{label:>24}  ", subsequent_indent=" " * 26))
     print(f"analysed in {found['analysis_seconds']:.1f} s; tables and figures in {run.path}; page: {page}")
     return 0
 

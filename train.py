@@ -88,7 +88,7 @@ def main(cfg: DictConfig) -> None:
 
     results = run_job(job, run_dir, in_sweep, resuming=cfg.resume is not None)
     if results:
-        print_summary(results)
+        print_summary(results, verbose=bool(cfg.get("verbose")))  # verbose: the researcher's table
         if not in_sweep:  # a sweep ends with its own page (analysis/hydra_callbacks.py)
             print(next_steps(results))
 

@@ -1,18 +1,161 @@
-"""The end-of-run summary in the terminal: a rich table of what was learned and what the heads do."""
+"""The end-of-run summary in the terminal, in the course's words: the task, the model, training, the test, and one
+line per head saying where it attends and what switching it off costs. It fits a 100-column terminal.
+
+``verbose=true`` prints the researcher's view instead: a table with every registered analysis's rows verbatim
+(direct effects, patching, circuits, each head's reconciled story), the same rows results.json, report.html and
+wandb hold.
+"""
 
 from __future__ import annotations
 
+import re
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from analysis.metric import points
 from data.problems import ProblemFormat
 
+WIDTH = 100  # the summary's widest line, also when the terminal is wider (and the width assumed when piped)
+LABEL = 10  # the labels' column: "training  "
+MAX_HEADS = 12  # more heads than this: the costliest ones, then one line for the rest
+OPERATIONS = {"+": "addition", "-": "subtraction", "*": "multiplication"}
+OPERANDS = {"a and b": "both operands' digits", "a": "the first operand's digit", "b": "the second operand's digit"}
+ALIGNED = re.compile(r"answer digit 10\^k reads (a and b|a|b) digit 10\^k([+-]\d+)? \((.*)\)")
+LOCAL = {"current token": "its own token", "previous token": "the token before it"}
+FIGURES = ("ablation", "pruning")  # the analyses' figures the summary names, beside the attention maps
 
-def print_summary(results: dict, console: Console | None = None) -> None:
+
+def print_summary(results: dict, console: Console | None = None, verbose: bool = False) -> None:
+    if verbose:
+        researchers_table(results, console)
+    else:
+        console = console or Console(width=min(shutil.get_terminal_size((WIDTH, 24)).columns, WIDTH))
+        for line in summary_lines(results, console.width):
+            console.print(Text(line), soft_wrap=True)  # as Text: a '[...]' is the run's words, never rich markup
+    print(
+        f"test exact-match {results['test_exact_match']:.4%} on {results['n_test']} held-out problems, "
+        f"{results['steps']} steps in {results['train_seconds']:.1f}s"
+    )
+    print(f"run directory: {results['run_dir']}")
+
+
+def summary_lines(results: dict, width: int = WIDTH) -> list[str]:
+    """The learner's summary, one string per line, none wider than ``width`` (a path longer than that aside)."""
+    fmt = results["data"]
+    operation = " / ".join(OPERATIONS.get(op, f"'{op}'") for op in fmt["operators"])
+    order = "units digit first (reversed)" if fmt["reverse_answer"] else "most significant digit first"
+    work = ", with its working" if ProblemFormat(**fmt).work_len else ""
+    d_model = results.get("d_model", results["n_heads"] * results["head_dim"])
+    rows = [
+        ("task", f"{fmt['digits']}-digit {operation}, answer written {order}{work}"),
+        (
+            "model",
+            f"{results['n_layers']} layers × {results['n_heads']} heads × head_dim {results['head_dim']} "
+            f"(d_model {d_model}, {results['n_params']:,} parameters)",
+        ),
+        (
+            "training",
+            f"{results['steps']:,} steps in {results['train_seconds']:.1f} s "
+            f"({results['tokens_per_second']:,} tokens/s)",
+        ),
+        (
+            "test",
+            f"{results['test_exact_match']:.2%} right on {results['n_test']:,} problems it never saw "
+            f"(each digit: {results['test_digit_accuracy']:.2%})",
+        ),
+        *head_rows(results),
+    ]
+    if "images" in results:  # the figures of the heads switched off; every figure is in report.html
+        figures = "".join(f", {Path(results['images'][name]).name}" for name in FIGURES if name in results["images"])
+        rows.append(("images", f"{results['run_dir']}/attention/{figures} (all of them: report.html)"))
+    if "phases" in results:  # where the seconds went
+        phases = results["phases"]
+        seconds = ", ".join(f"{name} {s:.1f}" for name, s in phases.items() if name != "total")
+        rows.append(("seconds", f"{seconds} = {phases['total']:.1f}"))
+    lines = ["tinycalc run"]
+    for label, text in rows:
+        wrapped = textwrap.wrap(text, width - LABEL, break_long_words=False, break_on_hyphens=False)
+        lines += [f"{label if i == 0 else '':<{LABEL - 2}}  {part}" for i, part in enumerate(wrapped or [""])]
+    return lines
+
+
+def head_rows(results: dict) -> list[tuple[str, str]]:
+    """("L0h0", "both operands' digits at the same place; off: 0% right (-100 pts)") per head, after the heads'
+    header; then the pruning."""
+    if "head_roles" not in results:
+        return []  # analysis=none
+    if not results.get("learned", True):
+        return [("heads", f"not learned yet ({results.get('intact_exact_match', 0.0):.1%} right): no job is claimed")]
+    roles, off = results["head_roles"], results.get("head_ablation", {})
+    intact = results.get("intact_exact_match", results["test_exact_match"])
+    cost = {head: off[head]["zero"] - intact if head in off else 0.0 for head in roles}
+    shown = list(roles)
+    if len(shown) > MAX_HEADS:  # the costliest, in the model's order
+        kept = set(sorted(shown, key=lambda head: cost[head])[: MAX_HEADS - 1])
+        shown = [head for head in shown if head in kept]
+    rows = [("heads", "what each attends to while the answer is written; the test with it switched off:")]
+    wheres = {head: in_course_words(roles[head]) for head in shown}
+    offs = {
+        head: f"off: {_percent(off[head]['zero'])} right ({_points(cost[head])} pts)" for head in shown if head in off
+    }
+    room = WIDTH - LABEL - 2 - max(map(len, offs.values()), default=0)  # "; " then what switching it off costs
+    column = min(max(map(len, wheres.values())), room)  # the costs in one column
+    for head in shown:
+        where = wheres[head] if len(wheres[head]) <= room else wheres[head][: room - 1] + "…"
+        rows.append((head, f"{where + ';':<{column + 1}} {offs[head]}" if head in offs else where))
+    if len(shown) < len(roles):
+        rows.append(("", f"the other {len(roles) - len(shown)} heads cost less; report.html shows every head"))
+    if any(re.search(r"\b[abr]\d", roles[head]) for head in shown):
+        rows.append(("", "rK<-aJ+bJ: the answer's digit 10^K attends to both operands' digits 10^J"))
+    if "prunable_fraction" in results:
+        n = len(roles)
+        removable = round(results["prunable_fraction"] * n)
+        rows.append(
+            (
+                "pruning",
+                f"{removable} of {n} heads can be removed together, losing at most "
+                f"{points(results.get('tolerance', 0.01))} of the test",
+            )
+        )
+    return rows
+
+
+def in_course_words(role: str) -> str:
+    """What a head attends to, from its mean pattern (analysis/metrics/roles.py), as the course would say it."""
+    if role in LOCAL:
+        return LOCAL[role]
+    aligned = ALIGNED.fullmatch(role)
+    if aligned:
+        reads, offset, what = aligned.groups()
+        n = int(offset or 0)
+        place = "at the same place" if n == 0 else f"{'one' if abs(n) == 1 else abs(n)} place{'s' * (abs(n) > 1)} "
+        place += "" if n == 0 else "lower" if n < 0 else "higher"
+        why = f" ({what})" if what not in ("the same place", "another place") else ""
+        return f"{OPERANDS[reads]} {place}{why}"
+    if role.startswith("reads "):
+        return "by place: " + role.removeprefix("reads ")
+    return role.removeprefix("attends to ")
+
+
+def _percent(x: float) -> str:
+    return f"{x:.0%}" if round(100 * x, 1) == round(100 * x) else f"{x:.1%}"
+
+
+def _points(delta: float) -> str:
+    value = round(100 * delta, 1) + 0.0  # no "-0.0"
+    if value == 0:
+        return "±0"
+    return f"{value:+.0f}" if value == round(value) else f"{value:+.1f}"
+
+
+def researchers_table(results: dict, console: Console | None = None) -> None:
+    """The researcher's view (verbose=true): every registered analysis's rows, verbatim, in a table."""
     # piped or redirected, rich would assume 80 columns and wrap (cutting the run directory in two)
     console = console or Console(width=None if sys.stdout.isatty() else 160)
     table = Table(title="tinycalc run", show_header=False, title_justify="left")
@@ -52,8 +195,3 @@ def print_summary(results: dict, console: Console | None = None) -> None:
         )
     table.add_row("run directory", results["run_dir"])
     console.print(table)
-    print(
-        f"test exact-match {results['test_exact_match']:.4%} on {results['n_test']} held-out problems, "
-        f"{results['steps']} steps in {results['train_seconds']:.1f}s"
-    )
-    print(f"run directory: {results['run_dir']}")

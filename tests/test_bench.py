@@ -24,7 +24,7 @@ from tests.conftest import ROOT, SMALL_TASK, compose_config
 from training import TARGET_ACCURACY
 from training.module import CalculatorModule
 
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 TINY = ["--repeat", "1", "--steps", "4", "--warmup", "2"]  # a few steps a variant: the figures, not their values
 
 

@@ -368,8 +368,8 @@ def test_the_newest_checkpoint_is_found(capsys, monkeypatch, tmp_path, run_add):
 
 
 # ---- devices ----------------------------------------------------------------------------------------------
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
-needs_mps = pytest.mark.skipif(not torch.backends.mps.is_available(), reason="no Apple GPU here")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+needs_mps = pytest.mark.skipif(not torch.backends.mps.is_available(), reason="needs an Apple GPU (MPS)")
 ALL_ADDITIONS = [Problem(a, "+", b) for a in range(100) for b in range(100)]  # every 2-digit problem
 
 

@@ -414,7 +414,8 @@ def notebook_cells(stem: str) -> list[dict] | None:
 def test_course_md_notebook_cells_and_their_solutions_are_real():
     """Every `notebooks/X.ipynb#cell-id` on the page is a cell of that notebook; one ending in -solution is a
     "Solution" heading followed by the collapsed code cell that holds the worked answer; and a line that names
-    an exercise (a cell with a solution) names its solution too."""
+    an exercise (a cell with a solution) names its solution too (a list item wrapped onto indented lines counts as
+    one line)."""
     text = COURSE_MD.read_text()
     refs = re.findall(r"`notebooks/(\w+)\.ipynb#([\w-]+)`", text)
     assert len({r for r in refs if r[1].endswith("-solution")}) >= 16, refs
@@ -428,7 +429,7 @@ def test_course_md_notebook_cells_and_their_solutions_are_real():
             assert "".join(heading["source"]).startswith("#### Solution"), f"{stem}#{cell_id} is no Solution heading"
             assert solution["cell_type"] == "code", f"{stem}#{cell_id} is followed by no code"
             assert solution["metadata"].get("jupyter", {}).get("source_hidden"), f"{stem}#{cell_id}: not collapsed"
-    for line in text.splitlines():
+    for line in re.sub(r"\n {4}(?=\S)", " ", text).splitlines():  # a sub-item's continuation joins its line
         named = set(re.findall(r"`notebooks/(\w+)\.ipynb#([\w-]+)`", line))
         for stem, cell_id in named:
             if f"{cell_id}-solution" in {c["id"] for c in notebook_cells(stem)}:

@@ -35,7 +35,9 @@ def test_every_block_has_a_renderer_and_the_readme_quotes_the_main_ones():
     names = {name for doc in REGEN.DOCS for name in REGEN.blocks_in(doc.read_text())}
     assert names <= set(REGEN.BLOCKS), names - set(REGEN.BLOCKS)
     assert {"machine", "summary", "results", "ablation", "quick_sweep", "patching"} <= names
-    assert {"summary", "ablation", "quick_sweep"} <= set(REGEN.blocks_in((ROOT / "README.md").read_text()))
+    assert {"summary", "ablation_sentence", "quick_sweep_summary"} <= set(
+        REGEN.blocks_in((ROOT / "README.md").read_text())
+    )
 
 
 README_SECTIONS = [
@@ -60,6 +62,22 @@ def test_the_readme_is_the_learners_front_page():
         assert command in text and command in ci, command
     assert "python -m pytest\n" in text and "python -m pytest " in ci
     assert '-e ".[notebooks]"' in text and '-e ".[notebooks]"' in ci
+
+
+def test_the_readme_and_the_course_page_read_on_a_screen():
+    """The front page is short (at most 250 lines and 12 KB) and neither it nor docs/course.md, the learner's own
+    page, has a line over 120 characters, measured blocks, tables and code included; the README says no where and
+    when of a measurement (docs/results.md does, beside the tables), and the summary it shows speaks the course's
+    words."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250 and len(readme.encode()) <= 12_000, (len(readme.splitlines()), len(readme))
+    for doc in ("README.md", "docs/course.md"):
+        wide = [line for line in (ROOT / doc).read_text().splitlines() if len(line) > 120]
+        assert wide == [], f"{doc}: {len(wide)} lines over 120 characters, the first: {wide[:1]}"
+    for provenance in ("load ", "at commit", "regenerate.py last measured", "upper bounds"):
+        assert provenance not in readme, provenance
+    summary = REGEN.BLOCKS["summary"](MEASURED).lower()  # the default run's summary, in the course's words
+    assert not any(word in summary for word in ("logit", "attribution", "patching")), summary
 
 
 def test_where_and_when_is_said_beside_every_measured_table_in_docs():

@@ -24,7 +24,7 @@ SMALL = [
     "trainer.val_check_interval=50",
     "logger=none",
 ]
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
 def test_bf16_mixed_precision_with_gradient_clipping_trains_on_cpu(tmp_path):

@@ -229,8 +229,9 @@ def test_the_run_page_carries_its_model_in_the_lab(browser, run_dir):
 
 
 def test_each_heads_story_is_one_sentence_the_same_in_results_the_terminal_and_the_page(browser, run_dir):
-    """results.json's head_stories (analysis/metrics/head_story.py builds them) is what the terminal summary prints
-    and what the page shows: beside a head's map when it is clicked, on its lab switch and in the section's table."""
+    """results.json's head_stories (analysis/metrics/head_story.py builds them) is what the terminal's researcher's
+    view prints (verbose=true) and what the page shows: beside a head's map when it is clicked, on its lab switch
+    and in the section's table."""
     import io
 
     from rich.console import Console
@@ -244,7 +245,7 @@ def test_each_heads_story_is_one_sentence_the_same_in_results_the_terminal_and_t
     assert len(set(stories.values())) == len(names)  # each its own
 
     console = Console(width=100_000, file=io.StringIO(), record=True)  # wide: no line is wrapped
-    print_summary(results, console)
+    print_summary(results, console, verbose=True)
     terminal = console.export_text()
     if results["learned"]:  # a model that learned nothing gets one "not learned" line instead
         assert [text for _, text in results["analysis_summary"] if text in stories.values()] == list(stories.values())

@@ -233,12 +233,18 @@ def sections(text: str) -> dict[str, str]:
 
 
 def table_rows(section: str) -> dict[str, str]:
-    """A markdown table's rows as {first cell: the rest of the row}, header and rule left out."""
-    rows = [line for line in section.splitlines() if line.startswith("|")]
-    out = {}
-    for line in rows[2:]:
-        first, rest = line.strip("|").split("|", 1)
-        out[first.strip()] = rest
+    """A section's list as {an entry's first line: its sub-items}: each row of what would be a table, as a
+    '- name' line with its cells below it, indented ('  - where it lives: ...')."""
+    out: dict[str, str] = {}
+    name = None
+    for line in section.splitlines():
+        if line.startswith("- "):
+            name = line.removeprefix("- ").strip()
+            out[name] = ""
+        elif name is not None and line.startswith("  "):
+            out[name] += line + "\n"
+        else:
+            name = None
     return out
 
 

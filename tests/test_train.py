@@ -23,7 +23,8 @@ SMALL = [
 ]
 
 
-def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path):
+def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")  # a 100-column terminal
     started = time.perf_counter()
     done = run_train(
         tmp_path,
@@ -49,6 +50,12 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
     tokens = results["steps"] * 256 * (module.fmt.seq_len - 1)
     assert results["tokens_per_second"] == pytest.approx(tokens / results["train_seconds"], rel=0.01)
     assert f"run directory: {tmp_path}" in done.stdout
+    # the summary a learner reads (analysis/summary.py): at most 30 lines of at most 100 characters, in the
+    # course's words, each head on its own line
+    summary = done.stdout[done.stdout.index("tinycalc run") :].splitlines()
+    assert len(summary) <= 30 and max(len(line) for line in summary if "tmp" not in line) <= 100, summary
+    assert not any(word in "\n".join(summary).lower() for word in ("logit", "attribution", "patching")), summary
+    assert [line[:4] for line in summary if line[:1] == "L"] == [f"L{i}h{j}" for i in range(2) for j in range(4)]
     # every key is the schema's (storage/results.py), with its type, or one a registered analysis says it wrote
     from storage.results import SCHEMA, Results, wrong_types
 
@@ -90,7 +97,7 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path)
             break
         kept = fraction
     assert results["prunable_fraction"] == kept
-    assert "most important heads" in done.stdout  # the end-of-run summary
+    assert f"{kept * 8:.0f} of 8 heads can be removed together" in done.stdout  # the end-of-run summary says so
     # the offline wandb run holds the images and tables
     (run,) = (tmp_path / "wandb").glob("offline-run-*")
     media = {p.relative_to(run / "files" / "media").parts[:2] for p in (run / "files" / "media").rglob("*.*")}

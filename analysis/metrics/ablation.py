@@ -90,11 +90,15 @@ class Ablation(HeadMetric):
         return sorted(zero, key=lambda r: (r.delta_exact_match, -r.delta_loss))[:n]
 
     def results(self, rows: list[AblationRow], ctx: Context) -> dict:
+        switched_off: dict[str, dict[str, float]] = {}  # {"L0h0": {"zero": 0.0, "mean": 0.01}}: exact-match
+        for r in rows:
+            switched_off.setdefault(head_label(r.layer, r.head), {})[r.ablation] = r.exact_match
         return {
             "most_important_heads": [
                 {"layer": r.layer, "head": r.head, "delta_exact_match": r.delta_exact_match, "role": r.role}
                 for r in self.most_important(rows)
             ],
+            "head_ablation": switched_off,  # each head's exact-match with it alone switched off, per kind
         }
 
     def summary(self, rows: list[AblationRow], ctx: Context) -> list[tuple[str, str]]:

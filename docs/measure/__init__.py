@@ -31,5 +31,6 @@ SECTIONS = [
     "arithmetic",
     "performance",
     "collector",
+    "tests",
     "gpu",  # only on a machine with an NVIDIA GPU
 ]

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from dataclasses import dataclass
@@ -276,6 +277,16 @@ def pct(x: float | None, digits: int = 2) -> str:
 def secs(x: float) -> str:
     x = round(x)
     return f"{x} s" if x < 60 else f"{x // 60} min {x % 60} s"
+
+
+def wrap(text: str, width: int = 120, subsequent_indent: str = "") -> str:
+    """A paragraph on lines of at most ``width`` characters (a block on lines of its own), never breaking within
+    a `code span`."""
+    text = re.sub(r"`[^`]*`", lambda span: span[0].replace(" ", "\0"), text)
+    lines = textwrap.wrap(
+        text, width, subsequent_indent=subsequent_indent, break_long_words=False, break_on_hyphens=False
+    )
+    return "\n".join(line.replace("\0", " ") for line in lines)
 
 
 def not_measured(section: str) -> str:

@@ -7,7 +7,7 @@ import csv
 import json
 from pathlib import Path
 
-from .common import IMAGES, RUN, code_hash, hide_scratch, image, not_measured, pct, results, screenshot, train
+from .common import IMAGES, RUN, code_hash, hide_scratch, image, not_measured, pct, results, screenshot, train, wrap
 from .seeds import seeds_row
 
 COMMAND = "python train.py"
@@ -119,6 +119,15 @@ def block_ablation(m: dict) -> str:
     )
 
 
+def block_ablation_sentence(m: dict) -> str:
+    """The README's sentence: what switching each head of the default run off costs, on lines of their own."""
+    d = m.get("default")
+    if not d:
+        return not_measured("default")
+    cost = ", ".join(f"{head} {points:+.1f}" for head, points in d["ablation_zero"].items())
+    return wrap(f"Switching each head of the default run off (zeroed) changes its exact-match by (points): {cost}.")
+
+
 def block_dla(m: dict) -> str:
     d = m.get("default")
     if not d:
@@ -136,6 +145,7 @@ BLOCKS = {
     "summary": block_summary,
     "results": block_results,
     "ablation": block_ablation,
+    "ablation_sentence": block_ablation_sentence,
     "dla": block_dla,
     "report_kb": block_report_kb,
 }

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from .common import ROOT, not_measured, secs
+from .common import ROOT, not_measured, secs, wrap
 
 COMMAND = "jupyter nbconvert --to notebook --execute notebooks/*.ipynb (nbclient, one fresh kernel per notebook)"
 COST = "~10 min"
@@ -58,19 +58,15 @@ def block_notebooks(m: dict) -> str:
 
 
 def block_notebooks_summary(m: dict) -> str:
-    """The README's one line: how long the notebooks took on the docs' machine, under what load, where the table is."""
+    """The README's sentence: how long each notebook takes run top to bottom (where and when: docs/notebooks.md)."""
     x = m.get("notebooks")
     if not x:
         return not_measured("notebooks")
-    runs = x["notebooks"]
-    steps = [s for run in runs.values() for s in run["trained"].values()]
-    when = (m.get("machine") or {}).get("sections", {}).get("notebooks", {})
-    load = " / ".join(f"{v:.1f}" for v in when.get("load", [])) or "—"
-    return (
-        f"Run top to bottom on the docs' machine they took {', '.join(secs(r['seconds']) for r in runs.values())} "
-        f"(01 to 04; {len(steps)} trainings of {min(steps):,} to {max(steps):,} steps; load {load} at the start / "
-        "end, above the cores' count the seconds are upper bounds): "
-        "[docs/notebooks.md](docs/notebooks.md#how-long-they-take)."
+    took = [secs(r["seconds"]) for r in x["notebooks"].values()]
+    cores = (m.get("machine") or {}).get("machine", {}).get("cores", "?")
+    return wrap(
+        f"Run top to bottom on a {cores}-core CPU they take {', '.join(took[:-1])} and {took[-1]} (01 to 04): "
+        "[how long they take](docs/notebooks.md#how-long-they-take)."
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import IMAGES, code_hash, finished_jobs, image, not_measured, pct, results, screenshot, secs, train
+from .common import IMAGES, code_hash, finished_jobs, image, not_measured, pct, results, screenshot, secs, train, wrap
 
 COMMAND = "python train.py -m experiment=quick_sweep"
 COST = "~5 min quiet (12 runs: its CPU time at 1 thread; 26 min measured at a load of 13)"
@@ -94,11 +94,34 @@ def block_quick_sweep(m: dict) -> str:
             "",
             *(f"- {line}" for line in q.get("conclusion", [])),
             "",
-            "![the quick sweep: learning curves and final accuracy](docs/images/quick_sweep.png)",
+            "![the quick sweep: learning curves and final accuracy](images/quick_sweep.png)",
             "",
-            "![the quick sweep's page, sweep_report.html](docs/images/sweep_report.png)",
+            "![the quick sweep's page, sweep_report.html](images/sweep_report.png)",
         ]
     )
 
 
-BLOCKS = {"quick_sweep": block_quick_sweep}
+def block_quick_sweep_summary(m: dict) -> str:
+    """The README's sentences: per head count, the steps to 99% validation and the test exact-match over seeds."""
+    q = m.get("quick_sweep")
+    if not q:
+        return not_measured("quick_sweep")
+    by_heads: dict[int, list[dict]] = {}
+    for row in q["rows"]:
+        by_heads.setdefault(row["n_heads"], []).append(row)
+
+    def span(values: list, show) -> str:
+        low, high = min(values), max(values)
+        return show(low) if low == high else f"{show(low)} to {show(high)}"
+
+    parts = []
+    for n, group in sorted(by_heads.items()):
+        steps = [r["steps_to_99"] for r in group if r["steps_to_99"]]
+        reached = f"reached 99% on validation at step {span(steps, '{:,}'.format)}" if steps else "never reached 99%"
+        right = span([r["test_exact_match"] for r in group], pct)
+        parts.append(f"{n} head{'s' * (n > 1)} {reached} and got {right} of the test right")
+    seeds = len({r["seed"] for r in q["rows"]})
+    return wrap(f"Over {seeds} seeds, " + "; ".join(parts) + " ([the table](docs/results.md#a-quick-sweep)).")
+
+
+BLOCKS = {"quick_sweep": block_quick_sweep, "quick_sweep_summary": block_quick_sweep_summary}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import image, not_measured, train
+from .common import image, not_measured, train, wrap
 
 COMMAND = "python train.py -m experiment=why_multi_head"
 COST = "~2 min"
@@ -34,7 +34,8 @@ def block_why_multi_head_verdict(m: dict) -> str:
     w = m.get("why_multi_head")
     if not w:
         return not_measured("why_multi_head")
-    return "\n".join(f"- {line}" for line in w["verdict"] if not line.startswith("sweep "))
+    items = [wrap(f"- {line}", subsequent_indent="  ") for line in w["verdict"] if not line.startswith("sweep ")]
+    return "\n".join(items)
 
 
 BLOCKS = {"why_multi_head": block_why_multi_head, "why_multi_head_verdict": block_why_multi_head_verdict}
