@@ -5,6 +5,26 @@
 "use strict";
 
 const TinycalcLab = (() => {
+  // What the lab takes from outside: a problem typed or in the URL, an export's files dropped on it. Every size
+  // they declare is held to these before any work is done; a larger one is one line, and the page keeps its model.
+  const LIMITS = Object.freeze({
+    problemChars: 64,  // a problem, typed or in the URL
+    linkChars: 4096,  // the URL's fragment: the experiment a link carries
+    configBytes: 1 << 16,  // config.json
+    fileBytes: 256 << 20,  // model.safetensors
+    headerBytes: 1 << 20,  // its JSON header
+    tensors: 1024,  // tensors in it
+    rank: 4,  // dimensions of one tensor
+    layers: 48,
+    heads: 64,  // per layer
+    maps: 128,  // layers x heads: the maps and switches the lab draws
+    width: 2048,  // d_model
+    hidden: 8192,  // the MLP's width
+    digits: 64,  // an operand's digits
+    sequence: 512,  // prompt + answer tokens
+    work: 2e9,  // multiply-adds to write one answer: answer tokens x sequence x parameters
+  });
+
   function unpack(p) {  // {shape, data: base64 float32 LE} -> {shape, v: Float32Array}
     const bytes = Uint8Array.from(atob(p.data), (c) => c.charCodeAt(0));
     return { shape: p.shape, v: new Float32Array(bytes.buffer) };
@@ -158,7 +178,11 @@ const TinycalcLab = (() => {
   // ---- problems: written as data/problems.py writes them ------------------------------------------------
   function encodeProblem(m, text) {  // -> {ids, a, op, b} or {error}
     const f = m.fmt;
-    const match = /^\s*(\d+)\s*([+\-*])\s*(\d+)\s*=?\s*$/.exec(text);
+    if (text.length > LIMITS.problemChars) {  // first: nothing below reads a text longer than this
+      return { error: `the problem is ${text.length.toLocaleString("en-US")} characters long; write one of at most ` +
+        `${LIMITS.problemChars}, as a+b, a-b or a*b` };
+    }
+    const match = /^(\d+)\s*([+\-*])\s*(\d+)\s*=?$/.exec(text.trim());  // one \s* between tokens: linear
     if (!match) return { error: "write a problem as a+b, a-b or a*b (whole numbers)" };
     const [, a, op, b] = match;
     const known = [...f.operators].map((o) => `'${o}'`).join(" ");
@@ -211,29 +235,62 @@ const TinycalcLab = (() => {
   // model.safetensors, our model under GPT-2's names (model/export.py); read back here into the lab's own model.
 
   // safetensors: 8 bytes, the header's length N (little-endian); N bytes of JSON {name: {dtype, shape,
-  // data_offsets: [begin, end]}}, offsets into the data that follows; the data, little-endian.
-  function readSafetensors(buffer) {  // ArrayBuffer -> {name: {shape, v: Float32Array}}; an Error of one line
-    const bytes = new DataView(buffer);
-    const n = buffer.byteLength >= 8 ? Number(bytes.getBigUint64(0, true)) : Infinity;
-    need(8 + n <= buffer.byteLength, "model.safetensors is not a safetensors file (its header is cut)");
+  // data_offsets: [begin, end]}}, offsets into the data that follows; the data, little-endian. The tensors' bytes
+  // tile the data exactly: each inside it, one after another, none overlapping, none left over.
+  const cut = (text) => (text.length > 60 ? `${text.slice(0, 60)}...` : text);
+  const named = (name) => (/^[\w.\-]{1,60}$/.test(name) ? name  // a name as data: quoted when odd, and short
+    : JSON.stringify(name.length > 60 ? `${name.slice(0, 60)}...` : name));
+
+  function readSafetensors(buffer) {  // ArrayBuffer -> Map name -> {shape, v: Float32Array}; an Error of one line
+    const bytes = new DataView(buffer), size = buffer.byteLength;
+    need(size >= 8, "model.safetensors is not a safetensors file (its header is cut)");
+    const declared = bytes.getBigUint64(0, true);
+    need(declared <= BigInt(LIMITS.headerBytes), `model.safetensors declares a ${declared}-byte header; the lab reads ` +
+      `headers of at most ${LIMITS.headerBytes} bytes`);
+    const n = Number(declared), start = 8 + n, dataBytes = size - start;
+    need(start <= size, "model.safetensors is not a safetensors file (its header is cut)");
     let header;
     try { header = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 8, n))); } catch (e) {
       throw new Error("model.safetensors is not a safetensors file (its header is not JSON)");
     }
-    need(header && typeof header === "object", "model.safetensors is not a safetensors file (its header is no table)");
-    const tensors = {};
-    for (const [name, t] of Object.entries(header)) {
-      if (name === "__metadata__") continue;
-      need(t && Array.isArray(t.shape) && Array.isArray(t.data_offsets),
-        `model.safetensors is damaged: ${name} has no shape`);
-      need(t.dtype === "F32", `model.safetensors holds ${name} as ${t.dtype}; the lab reads float32 (F32) weights ` +
-        "only, as python calc.py --export hf writes them");
-      const count = t.shape.reduce((a, b) => a * b, 1), [begin, end] = t.data_offsets;
-      need(end - begin === 4 * count && 8 + n + end <= buffer.byteLength,
-        `model.safetensors is damaged: ${name}'s data does not fill its shape ${t.shape.join("x")}`);
+    need(header && typeof header === "object" && !Array.isArray(header),
+      "model.safetensors is not a safetensors file (its header is no table)");
+    const entries = Object.entries(header).filter(([name]) => name !== "__metadata__");  // own keys, names as data
+    need(entries.length <= LIMITS.tensors,
+      `model.safetensors holds ${entries.length} tensors; the lab reads at most ${LIMITS.tensors}`);
+    const spans = [];  // [begin, end, name, shape, count], checked whole before a value is read
+    for (const [name, t] of entries) {
+      need(t && typeof t === "object" && Array.isArray(t.shape) && Array.isArray(t.data_offsets) &&
+        t.data_offsets.length === 2, `model.safetensors is damaged: ${named(name)} has no shape or data_offsets`);
+      need(t.dtype === "F32", `model.safetensors holds ${named(name)} as ${named(String(t.dtype))}; the lab reads ` +
+        "float32 (F32) weights only, as python calc.py --export hf writes them");
+      need(t.shape.length <= LIMITS.rank, `model.safetensors is damaged: ${named(name)} has ${t.shape.length} ` +
+        `dimensions; the lab reads at most ${LIMITS.rank}`);
+      need(t.shape.every((x) => Number.isSafeInteger(x) && x >= 0),
+        `model.safetensors is damaged: ${named(name)}'s shape ${cut(JSON.stringify(t.shape))} is not a list of sizes`);
+      const [begin, end] = t.data_offsets, count = t.shape.reduce((x, y) => x * y, 1);
+      need(Number.isSafeInteger(begin) && Number.isSafeInteger(end) && begin >= 0 && begin <= end && end <= dataBytes,
+        `model.safetensors is damaged: ${named(name)}'s data_offsets ${JSON.stringify(t.data_offsets)} are not ` +
+        `inside its data (0 to ${dataBytes})`);
+      need(end - begin === 4 * count,
+        `model.safetensors is damaged: ${named(name)}'s data does not fill its shape ${t.shape.join("x")}`);
+      spans.push([begin, end, name, t.shape, count]);
+    }
+    spans.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+    let at = 0, before = null;
+    for (const [begin, end, name] of spans) {
+      need(begin >= at, `model.safetensors is damaged: ${named(name)}'s bytes overlap ${named(before)}'s`);
+      need(begin === at, `model.safetensors is damaged: ${at === 0 ? "its data does not start" : "a gap comes"} ` +
+        `before ${named(name)}`);
+      at = end;
+      before = name;
+    }
+    need(at === dataBytes, `model.safetensors is damaged: ${dataBytes - at} bytes after its last tensor`);
+    const tensors = new Map();
+    for (const [begin, , name, shape, count] of spans) {
       const v = new Float32Array(count);  // read value by value: the data need not be 4-byte aligned
-      for (let i = 0; i < count; i++) v[i] = bytes.getFloat32(8 + n + begin + 4 * i, true);
-      tensors[name] = { shape: t.shape, v };
+      for (let i = 0; i < count; i++) v[i] = bytes.getFloat32(start + begin + 4 * i, true);
+      tensors.set(name, { shape, v });
     }
     return tensors;
   }
@@ -285,47 +342,74 @@ const TinycalcLab = (() => {
 
   function need(ok, message) { if (!ok) throw new Error(message); }
 
-  // config.json + the tensors -> the lab's model (as load() makes one), for problems written with `vocab`: the
-  // vocabulary is fixed (data/tokenizer.py), so the page's own, checked against the export's special tokens.
-  function fromExport(config, tensors, vocab) {
+  function within(value, most, what) {  // a declared size: a whole number from 1 to `most`
+    need(Number.isSafeInteger(value) && value >= 1,
+      `config.json: ${what} is ${cut(JSON.stringify(value) ?? "missing")}, not a size`);
+    need(value <= most, `config.json: ${what} is ${value}; the lab runs at most ${most}`);
+    return value;
+  }
+
+  // config.json -> the model it declares (sizes, format, tensors expected), every size held to LIMITS: nothing is
+  // built and no tensor read before this has passed. The vocabulary is fixed (data/tokenizer.py): the page's own,
+  // checked against the export's special tokens.
+  function exportShape(config, vocab) {
     const t = config.tinycalc;
     need(t && typeof t === "object",
       "config.json has no tinycalc block: not a model written by python calc.py --export hf");
     for (const [key, want] of Object.entries(GPT2_SETTINGS)) {
-      need(config[key] === want,
-        `config.json: ${key} is ${JSON.stringify(config[key])}; the lab runs ${JSON.stringify(want)} only`);
+      need(config[key] === want, `config.json: ${key} is ${cut(JSON.stringify(config[key]) ?? "missing")}; ` +
+        `the lab runs ${JSON.stringify(want)} only`);
     }
     need(!config.scale_attn_by_inverse_layer_idx,
       "config.json: scale_attn_by_inverse_layer_idx; the lab runs GPT-2's plain scale only");
-    const d = config.n_embd, H = config.n_head, hidden = config.n_inner || 4 * d;
-    need([d, H, config.n_layer, hidden].every((x) => Number.isInteger(x) && x > 0) && d % H === 0,
-      `config.json: n_embd=${d}, n_head=${H}, n_layer=${config.n_layer}: not a model's sizes`);
+    const layers = within(config.n_layer, LIMITS.layers, "n_layer"), H = within(config.n_head, LIMITS.heads, "n_head");
+    const d = within(config.n_embd, LIMITS.width, "n_embd");
+    const hidden = within(config.n_inner ?? 4 * d, LIMITS.hidden, "n_inner");
+    need(d % H === 0, `config.json: n_embd=${d} is not a multiple of n_head=${H}`);
+    need(layers * H <= LIMITS.maps, `config.json: ${layers} layers x ${H} heads; the lab draws at most ` +
+      `${LIMITS.maps} heads`);
     const special = ["bos_token_id", "eos_token_id", "pad_token_id"].map((k) => config[k]);
     need(config.vocab_size === Object.keys(vocab).length &&
       special.join() === ["[BOS]", "[EOS]", "[PAD]"].map((k) => vocab[k]).join(),
     "config.json: its vocabulary is not tinycalc's (vocab_size or the [BOS] [EOS] [PAD] ids differ)");
     // the format: as data/problems.py's ProblemFormat derives it from what the export records
-    const ops = typeof t.operators === "string" ? t.operators : "";
-    need(Number.isInteger(t.digits) && t.digits > 0 && /^[+\-*]+$/.test(ops),
-      "config.json: the tinycalc block's digits or operators are not a format");
-    const widths = { "+": t.digits + 1, "-": t.digits, "*": 2 * t.digits }, signed = ops.includes("-");
-    const fmt = { digits: t.digits, operators: ops, reverse_answer: !!t.reverse_answer, signed,
+    const ops = typeof t.operators === "string" && t.operators.length <= 3 ? t.operators : "";
+    need(/^[+\-*]+$/.test(ops), "config.json: the tinycalc block's operators are not a format");
+    const digits = within(t.digits, LIMITS.digits, "tinycalc.digits");
+    within(t.prompt_len, LIMITS.sequence, "tinycalc.prompt_len");
+    within(t.answer_len, LIMITS.sequence, "tinycalc.answer_len");
+    const widths = { "+": digits + 1, "-": digits, "*": 2 * digits }, signed = ops.includes("-");
+    const fmt = { digits, operators: ops, reverse_answer: !!t.reverse_answer, signed,
       answer_len: t.answer_len, result_len: Math.max(...[...ops].map((op) => widths[op])) + (signed ? 1 : 0),
       prompt_len: t.prompt_len, larger_first: t.larger_first === true, vocab };  // an older export: any a - b
-    need(fmt.prompt_len === 2 * t.digits + 3 && fmt.answer_len >= fmt.result_len &&
+    need(fmt.prompt_len === 2 * digits + 3 && fmt.answer_len >= fmt.result_len &&
       (t.show_work || fmt.answer_len === fmt.result_len),
     "config.json: the tinycalc block's lengths do not fit its format");
-    const cfg = { d_model: d, n_heads: H, n_kv_heads: H, n_layers: config.n_layer, head_dim: d / H,
+    const T = fmt.prompt_len + fmt.answer_len;
+    need(T <= LIMITS.sequence, `config.json: a problem and its answer are ${T} tokens; the lab runs at most ` +
+      `${LIMITS.sequence}`);
+    const cfg = { d_model: d, n_heads: H, n_kv_heads: H, n_layers: layers, head_dim: d / H,
       vocab_size: config.vocab_size, bias: true, tied: config.tie_word_embeddings !== false };  // zero biases are exact
+    const perLayer = 4 * d + 4 * d * d + 4 * d + 2 * d * hidden + hidden + d;
+    const params = (cfg.tied ? 1 : 2) * cfg.vocab_size * d + T * d + layers * perLayer + 2 * d;
+    need(fmt.answer_len * T * params <= LIMITS.work, `config.json: writing one answer would take ` +
+      `${(fmt.answer_len * T * params).toExponential(1)} multiply-adds; the lab runs at most ${LIMITS.work.toExponential(0)}`);
+    return { cfg, fmt, hidden, T };
+  }
+
+  // config.json + the tensors (a Map, as readSafetensors reads them) -> the lab's model (as load() makes one).
+  function fromExport(config, tensors, vocab) {
+    const { cfg, fmt, hidden, T } = exportShape(config, vocab), d = cfg.d_model;
     const w = {}, rows = gpt2Names(cfg, hidden);
     for (const row of rows) {
-      need(tensors[row.theirs], `model.safetensors has no ${row.theirs}: not the export config.json describes`);
-      w[row.ours] = ours(tensors[row.theirs], row);
+      need(tensors.has(row.theirs), `model.safetensors has no ${row.theirs}: not the export config.json describes`);
+      w[row.ours] = ours(tensors.get(row.theirs), row);
     }
     const placed = new Set([...rows.map((r) => r.theirs), "transformer.wpe.weight", "lm_head.weight"]);  // tied: a copy
-    const left = Object.keys(tensors).filter((name) => !placed.has(name));
-    need(!left.length, `model.safetensors holds ${left[0]}, which the model config.json describes has no place for`);
-    const T = fmt.prompt_len + fmt.answer_len, wpe = tensors["transformer.wpe.weight"];  // every input position
+    const left = [...tensors.keys()].filter((name) => !placed.has(name));
+    need(!left.length, `model.safetensors holds ${named(left[0] ?? "")}, which the model config.json describes ` +
+      "has no place for");
+    const wpe = tensors.get("transformer.wpe.weight");  // every input position
     need(wpe, "model.safetensors has no transformer.wpe.weight: not the export config.json describes");
     need(wpe.shape.length === 2 && wpe.shape[0] >= T && wpe.shape[1] === d,
       `model.safetensors: transformer.wpe.weight is ${wpe.shape.join("x")}, the format needs at least ${T}x${d}`);
@@ -334,17 +418,24 @@ const TinycalcLab = (() => {
       means: null };  // an export carries no heads' means: "mean" is not offered
   }
 
-  // Files chosen or dropped -> the lab's model; an Error of one line for a wrong or partial set.
+  // Files chosen or dropped -> the lab's model; an Error of one line for a wrong, partial or oversized set. The
+  // config is read and bounded first; model.safetensors is read only if its size is within LIMITS.
   async function openExport(files, vocab) {
-    const byName = Object.fromEntries([...files].map((f) => [f.name, f]));
-    need(byName["config.json"] && byName["model.safetensors"],
+    const list = [...files], file = (name) => list.find((f) => f.name === name);
+    const configFile = file("config.json"), weights = file("model.safetensors");
+    need(configFile && weights,
       "open an export's config.json and model.safetensors together (python calc.py --export hf OUT writes both)");
+    need(configFile.size <= LIMITS.configBytes,
+      `config.json is ${configFile.size} bytes; an export's is at most ${LIMITS.configBytes}`);
     let config;
-    try { config = JSON.parse(await byName["config.json"].text()); } catch (e) {
+    try { config = JSON.parse(await configFile.text()); } catch (e) {
       throw new Error("config.json is not JSON");
     }
-    need(config && typeof config === "object", "config.json is not a model's config");
-    return fromExport(config, readSafetensors(await byName["model.safetensors"].arrayBuffer()), vocab);
+    need(config && typeof config === "object" && !Array.isArray(config), "config.json is not a model's config");
+    exportShape(config, vocab);  // every declared size bounded before the tensors are read
+    need(weights.size <= LIMITS.fileBytes,
+      `model.safetensors is ${weights.size} bytes; the lab reads at most ${LIMITS.fileBytes}`);
+    return fromExport(config, readSafetensors(await weights.arrayBuffer()), vocab);
   }
 
   // ---- the lab section: a problem, its answer token by token, a switch per head, maps, patching --------
@@ -372,9 +463,15 @@ const TinycalcLab = (() => {
   }
 
   function readState(m, fromUrl) {
-    const state = { problem: defaultProblem(m), corrupted: "", switches: {} };
+    const state = { problem: defaultProblem(m), corrupted: "", switches: {}, notice: "" };
+    if (!fromUrl) return state;
+    if (location.hash.length > LIMITS.linkChars) {  // before it is parsed: a link is read only when it is short
+      state.notice = `this link's experiment is ${location.hash.length.toLocaleString("en-US")} characters long; ` +
+        `the lab reads links of at most ${LIMITS.linkChars.toLocaleString("en-US")}, so it starts from its own problem`;
+      return state;
+    }
     const hash = new URLSearchParams(location.hash.slice(1));  // "#attention" and the like are the page's anchors
-    if (!fromUrl || !hash.has("problem")) return state;
+    if (!hash.has("problem")) return state;
     state.problem = hash.get("problem");
     if (hash.has("corrupted")) state.corrupted = hash.get("corrupted");
     for (const pair of (hash.get("heads") || "").split(",").filter(Boolean)) {
@@ -418,7 +515,16 @@ const TinycalcLab = (() => {
   // The lab in `container`, running `m`. opened: how an export dropped on the page was read (then the URL's
   // experiment, made for the page's own model, is not restored), or absent for the page's own model.
   function render(container, m, opened = null) {
+    const started = performance.now();
+    container.replaceChildren(labBody(container, m, opened));
     shown.set(container, m);
+    container.dataset.renderMs = (performance.now() - started).toFixed(1);  // the link read, the first answer drawn
+  }
+
+  // The lab's whole body for `m`, its first answer computed: an opened export's failure throws (the caller keeps
+  // the lab it has); the page's own model shows what went wrong in one line.
+  function labBody(container, m, opened) {
+    const body = el("div", { class: "lab-body" });
     const state = readState(m, !opened);
     const input = el("input", { type: "text", class: "lab-problem", value: state.problem, "aria-label": "problem" });
     const other = el("input", { type: "text", class: "lab-corrupted", value: state.corrupted,
@@ -426,10 +532,20 @@ const TinycalcLab = (() => {
     const reset = el("button", { type: "button", class: "lab-reset" }, "reset");
     const answer = el("div", { class: "lab-answer" }), heads = el("div", { class: "lab-heads" });
     const maps = el("div", { class: "lab-maps" }), patched = el("div", { class: "lab-patching" });
-    container.append(openRow(container, m, opened), el("div", { class: "lab-inputs" }, input, other, reset), answer,
+    body.append(openRow(container, m, opened), el("div", { class: "lab-inputs" }, input, other, reset), answer,
       heads, maps, patched);
+    if (state.notice) answer.append(el("p", { class: "lab-error" }, `error: ${state.notice}`));
 
     function update(byUser = true) {  // the state goes into the URL once the learner changes something
+      try { draw(byUser); } catch (e) {  // a model that cannot run this problem: one line, the lab stays
+        maps.replaceChildren();
+        patched.replaceChildren();
+        answer.replaceChildren(el("p", { class: "lab-error" }, `error: ${oneLine(e)}`));
+        if (opened && !byUser && !body.isConnected) throw e;  // an export's first answer: the open fails
+      }
+    }
+
+    function draw(byUser) {
       const started = performance.now();
       state.problem = input.value;
       state.corrupted = other.value;
@@ -466,7 +582,7 @@ const TinycalcLab = (() => {
           patched.append(table);
         }
       }
-      container.dataset.ms = (performance.now() - started).toFixed(1);
+      body.dataset.ms = (performance.now() - started).toFixed(1);
     }
 
     for (let L = 0; L < m.cfg.n_layers; L++) {
@@ -498,8 +614,16 @@ const TinycalcLab = (() => {
       heads.querySelectorAll(".lab-switch").forEach((b) => { b.dataset.state = "on"; b.textContent = `${b.dataset.head} on`; });
       update();
     });
+    const notice = [...answer.childNodes];
     update(false);
+    answer.prepend(...notice);
+    return body;
   }
+
+  const oneLine = (e) => {  // an Error as one short line
+    const line = String((e && e.message) || e).split("\n")[0];
+    return line.length > 300 ? `${line.slice(0, 300)}...` : line;
+  };
 
   // Another model in the lab: the files of a Hugging Face export, chosen or dropped on the lab. The one it runs
   // stays until a whole export has been read; a wrong or partial set is one line.
@@ -515,10 +639,11 @@ const TinycalcLab = (() => {
       try {
         const next = await openExport(files, m.fmt.vocab);
         const f = next.fmt, c = next.cfg, what = `${f.digits}-digit ${f.operators}, ${c.n_layers} layers x ${c.n_heads} heads`;
-        container.replaceChildren();
-        render(container, next, `Opened ${[...files].map((x) => x.name).join(" + ")}: ${what}.`);
+        const body = labBody(container, next, `Opened config.json + model.safetensors: ${what}.`);  // built whole ...
+        container.replaceChildren(body);  // ... before it replaces the lab that runs now
+        shown.set(container, next);
       } catch (e) {
-        said.replaceChildren(el("span", { class: "lab-error" }, `error: ${e.message}`));
+        said.replaceChildren(el("span", { class: "lab-error" }, `error: ${oneLine(e)}`));
       }
     }
     choose.addEventListener("change", () => open(choose.files));
@@ -529,6 +654,6 @@ const TinycalcLab = (() => {
         "(python calc.py --export hf OUT) on the lab, or choose them ", choose), said);
   }
 
-  return { load, forward, encodeProblem, decode, answerOf, softmax, render, readSafetensors, fromExport, openExport,
-    modelIn };
+  return { LIMITS, load, forward, encodeProblem, decode, answerOf, softmax, render, readSafetensors, fromExport,
+    openExport, modelIn };
 })();
