@@ -39,6 +39,7 @@ const TinycalcLab = (() => {
       scores: payload.scores.map((s) => (s ? unpack(s) : null)),
       queryScale: payload.query_scale ? unpack(payload.query_scale) : null,
       means: unpack(payload.means),
+      experiments: payload.experiments || [],  // the run's guided experiments (analysis/lab.py), data
     };
   }
 
@@ -438,9 +439,10 @@ const TinycalcLab = (() => {
     return fromExport(config, readSafetensors(await weights.arrayBuffer()), vocab);
   }
 
-  // ---- the lab section: a problem, its answer token by token, a switch per head, maps, patching --------
+  // ---- the lab section: a problem, its answer digit by digit, a switch per head, maps, patching, experiments ----
   const STATES = ["on", "off", "mean"];
   const statesOf = (m) => (m.means ? STATES : ["on", "off"]);  // "mean" needs the heads' means (an export has none)
+  const STATE_WORDS = { off: "off: its output zeroed", mean: "at its mean: its output replaced by its average" };
 
   function el(tag, attrs = {}, ...children) {  // DOM from data: text only, never HTML
     const node = document.createElement(tag);
@@ -449,17 +451,84 @@ const TinycalcLab = (() => {
     return node;
   }
 
-  function heatmap(pattern, size = 120) {  // one head's T x T attention as a canvas
-    const T = pattern.length, canvas = el("canvas", { width: size, height: size, class: "lab-map" });
-    const ctx = canvas.getContext("2d"), cell = size / T;
+  const pct = (x, d = 1) => `${(100 * x).toFixed(d)}%`;
+  const points = (x) => `${(100 * Math.abs(x)).toFixed(1)} points`;
+
+  // Places, as data/positions.py names them: r0 is the result's units, r1 its tens, ...; a2 is a's hundreds.
+  const PLACE_NAMES = ["units", "tens", "hundreds", "thousands", "ten thousands", "hundred thousands", "millions"];
+  const placeName = (k) => PLACE_NAMES[k] ?? `10^${k}`;
+
+  // Every input position's short name (data/positions.py's Position.short), [BOS] to the answer's last token.
+  function positionsOf(fmt) {
+    const d = fmt.digits, digits = fmt.result_len - (fmt.signed ? 1 : 0);
+    const operand = (kind) => Array.from({ length: d }, (_, i) => `${kind}${d - 1 - i}`);
+    const places = Array.from({ length: digits }, (_, k) => k);
+    if (!fmt.reverse_answer) places.reverse();  // in the order they are written
+    const answer = places.map((k) => `r${k}`);
+    if (fmt.signed) { if (fmt.reverse_answer) answer.push("±"); else answer.unshift("±"); }
+    const work = [], lines = (fmt.answer_len - fmt.result_len) / (digits + 1);
+    for (let line = 0; line < lines; line++) work.push(...places.map((k) => `w${line}.${k}`), "|");
+    return ["^", ...operand("a"), "op", ...operand("b"), "=", ...work, ...answer];
+  }
+
+  function describe(short) {  // "r1" -> "tens digit (r1)", "a0" -> "a's units (a0)"
+    const digit = /^([abr])(\d+)$/.exec(short);
+    if (!digit) return { "^": "[BOS]", op: "the operator", "=": "=", "±": "the sign", "|": "a working separator" }[short]
+      ?? `working digit ${short}`;
+    const name = placeName(Number(digit[2]));
+    return digit[1] === "r" ? `the ${name} digit (${short})` : `${digit[1]}'s ${name} (${short})`;
+  }
+
+  function orderLine(fmt) {  // one line: the order the model writes in, and why
+    const written = positionsOf(fmt).slice(-fmt.result_len).filter((s) => s !== "±");
+    if (!fmt.reverse_answer) return `The model writes the answer as you read it, ${describe(written[0])} first.`;
+    return `The model writes the units first (${written[0]}${written.length > 1 ? `, then ${written.slice(1).join(", ")}` : ""}` +
+      "), and the page shows the answer as you read it: a carry moves up from the units, so the model writes each " +
+      "digit after the ones below it, whose carries it needs.";
+  }
+
+  const SCALE = (a) => [255 - 200 * a, 255 - 170 * a, 255 - 60 * a];  // weight 0 white, 1 deep blue
+
+  function colourScale() {
+    const canvas = el("canvas", { width: 160, height: 10, class: "lab-scale" });
+    const ctx = canvas.getContext("2d");
+    for (let x = 0; x < 160; x++) { ctx.fillStyle = `rgb(${SCALE(x / 159).join(",")})`; ctx.fillRect(x, 0, 1, 10); }
+    return el("span", { class: "lab-scale-key" }, "attention weight 0 ", canvas, " 1");
+  }
+
+  // One head's T x T attention: the tokens on both axes (rows read, columns are read from), the weight under the
+  // pointer in `readout`, and a head that is off or at its mean marked.
+  function attentionMap(pattern, tokens, names, label, how, readout) {
+    const T = pattern.length, cell = Math.max(6, Math.min(18, Math.floor(220 / T)));
+    const canvas = el("canvas", { width: T * cell, height: T * cell, class: "lab-map", "data-head": label });
+    const ctx = canvas.getContext("2d");
     for (let i = 0; i < T; i++) {
       for (let j = 0; j < T; j++) {
-        const a = pattern[i][j];
-        ctx.fillStyle = `rgb(${255 - 200 * a}, ${255 - 170 * a}, ${255 - 60 * a})`;
-        ctx.fillRect(j * cell, i * cell, Math.ceil(cell), Math.ceil(cell));
+        ctx.fillStyle = j > i ? "#f1f2f5" : `rgb(${SCALE(pattern[i][j]).join(",")})`;  // above: a key not yet written
+        ctx.fillRect(j * cell, i * cell, cell, cell);
       }
     }
-    return canvas;
+    if (how !== "on") {  // hatched across: this head's output does not reach the model as it is
+      ctx.strokeStyle = how === "off" ? "rgba(179, 38, 30, 0.55)" : "rgba(176, 120, 0, 0.55)";
+      for (let x = -T * cell; x < T * cell; x += 8) {
+        ctx.beginPath(); ctx.moveTo(x, T * cell); ctx.lineTo(x + T * cell, 0); ctx.stroke();
+      }
+    }
+    const say = (ev) => {
+      const box = canvas.getBoundingClientRect();
+      const i = Math.floor((ev.clientY - box.top) / (box.height / T)), j = Math.floor((ev.clientX - box.left) / (box.width / T));
+      if (i < 0 || j < 0 || i >= T || j >= T || j > i) { readout.textContent = ""; return; }
+      readout.textContent = `${label}${how === "on" ? "" : ` (${how})`}: query ${tokens[i]} (${names[i]}) reads key ` +
+        `${tokens[j]} (${names[j]}) with weight ${pattern[i][j].toFixed(4)}`;
+    };
+    canvas.addEventListener("mousemove", say);
+    canvas.addEventListener("mouseleave", () => { readout.textContent = ""; });
+    const axis = (cls, size) => el("div", { class: cls }, ...tokens.map((t) => el("span",
+      { style: `${size}:${cell}px`, title: "" }, t)));
+    const caption = el("figcaption", {}, el("b", {}, label), how === "on" ? "" : ` ${STATE_WORDS[how]}`);
+    return el("figure", { class: `lab-figure lab-${how}`, "data-head": label, "data-state": how },
+      el("div", { class: "lab-map-grid" }, axis("lab-rows", "height"), canvas, el("span"), axis("lab-cols", "width")),
+      caption);
   }
 
   function readState(m, fromUrl) {
@@ -492,7 +561,8 @@ const TinycalcLab = (() => {
     return op === "+" ? `1${nines}+1` : `1${nines}${op}1`;
   }
 
-  // The logit difference of the first answer token where the clean and corrupted answers differ.
+  // The logit difference at the first answer token where the clean and corrupted answers differ, and each head's
+  // share of it restored when its clean output is patched into the corrupted run.
   function patching(m, clean, corrupted, switches) {
     const a = decode(m, clean.ids, switches), b = decode(m, corrupted.ids, switches);
     const at = a.ids.findIndex((id, i) => i >= clean.ids.length && id !== b.ids[i]);
@@ -509,7 +579,82 @@ const TinycalcLab = (() => {
         rows.push([label, (ld(patched.logits) - ldCorrupted) / (ldClean - ldCorrupted)]);
       }
     }
-    return { position: at - clean.ids.length + 1, ldClean, ldCorrupted, rows };
+    const names = Object.fromEntries(Object.entries(m.fmt.vocab).map(([t, i]) => [i, t]));
+    return { place: positionsOf(m.fmt)[at], right: names[right], wrong: names[wrong], ldClean, ldCorrupted, rows };
+  }
+
+  function truthOf(p) { return p.op === "+" ? p.a + p.b : p.op === "-" ? p.a - p.b : p.a * p.b; }
+
+  // The answer as read: the result's digits most significant first, each named by its place, with its probability;
+  // runs: [[title, decode], ...] (the clean answer, then the one with heads switched), a digit that changed marked.
+  function answerTable(m, runs) {
+    const f = m.fmt, names = positionsOf(f).slice(f.prompt_len), start = f.answer_len - f.result_len;
+    const order = Array.from({ length: f.result_len }, (_, i) => start + i);  // the result, as written
+    if (f.reverse_answer) order.reverse();  // as read: the sign, then the most significant digit first
+    const head = el("tr", {}, el("th", {}, ""), ...order.map((i) => el("th", { class: "lab-place", "data-place": names[i] },
+      names[i] === "±" ? "sign" : placeName(Number(names[i].slice(1))), el("br"), el("span", { class: "muted" }, names[i]))));
+    const rows = runs.map(([title, run], n) => el("tr", { class: n ? "lab-changed-run" : "lab-clean-run" },
+      el("th", {}, title), ...order.map((i) => {
+        const s = run.steps[i], changed = n && s.token !== runs[0][1].steps[i].token;
+        return el("td", { class: changed ? "lab-digit lab-changed" : "lab-digit", "data-place": names[i],
+          title: `runner-up ${s.second}: ${pct(s.p2)}` }, el("b", {}, s.token), el("br"), pct(s.p));
+      })));
+    const table = el("table", { class: "lab-digits" }, el("thead", {}, head), el("tbody", {}, ...rows));
+    if (!start) return [table];
+    const work = runs.map(([title, run]) => `${title}: ${run.steps.slice(0, start).map((s) => s.token).join("")}`);
+    return [table, el("p", { class: "muted" }, `the working it writes first: ${work.join("; ")}`)];
+  }
+
+  // ---- guided experiments: the run's own choices (analysis/lab.py's guided_experiments), told in the page's
+  // words with the numbers the model computes here and the test set's from the run's results -----------------
+  function verdict(m, problem, run) { return run.answer === truthOf(problem) ? "right" : "wrong"; }
+
+  function experimentSays(m, x, choice) {
+    const p = encodeProblem(m, x.problem), t = x.test;
+    const clean = decode(m, p.ids), cleanRight = verdict(m, p, clean) === "right";
+    const said = (run) => `${run.answer ?? "?"} (${verdict(m, p, run)})`;
+    const changedDigits = (run) => positionsOf(m.fmt).slice(m.fmt.prompt_len)
+      .map((short, i) => [short, clean.steps[i].token, run.steps[i].token]).filter(([, a, b]) => a !== b)
+      .map(([short, a, b]) => `${describe(short)} ${a} to ${b}`);
+    const against = (em) => (!cleanRight ? "the model gets this problem wrong even with every head on"
+      : em.right ? `this problem is among the ${pct(em.share)} still right`
+        : `this problem is one of those it breaks (${points(t.intact - em.share)} of the test set)`);
+    if (x.kind === "off" || x.kind === "carry") {
+      const run = decode(m, p.ids, x.heads), right = verdict(m, p, run) === "right";
+      const digits = changedDigits(run);
+      let text = `With ${x.head} off the model answers ${x.problem} with ${said(run)}; with every head on, ` +
+        `${said(clean)}. ${digits.length ? `Changed: ${digits.join(", ")}.` : "No digit changed."} You said ` +
+        `${choice}: ${choice === (right ? "right" : "wrong") ? "so it was" : "not this time"}. On the test set ` +
+        `(${t.n.toLocaleString("en-US")} problems, this run's results), zeroing ${x.head} leaves ${pct(t.zero)} right ` +
+        `against ${pct(t.intact)} (${points(t.intact - t.zero)}): ${against({ right, share: t.zero })}.`;
+      if (x.kind === "carry") {
+        text += ` On the run's patching pairs, ${x.head} restores ` + Object.entries(t.restored)
+          .map(([digit, share]) => `${pct(share, 0)} of ${digit}`).join(", ") + ".";
+      }
+      return text;
+    }
+    if (x.kind === "mean") {
+      const zero = decode(m, p.ids, { [x.head]: "off" }), mean = decode(m, p.ids, { [x.head]: "mean" });
+      const zr = verdict(m, p, zero) === "right", mr = verdict(m, p, mean) === "right";
+      const actual = !zr && !mr ? "both" : !zr ? "zero breaks it" : !mr ? "its mean breaks it" : "neither";
+      return `Zeroed, ${x.head} makes ${x.problem} ${said(zero)}; at its mean, ${said(mean)}; with every head on, ` +
+        `${said(clean)}. You said ${choice}: ${choice === actual ? "so it was" : `it was ${actual}`}. On the test set ` +
+        `(${t.n.toLocaleString("en-US")} problems), zeroing it leaves ${pct(t.zero)} right (${points(t.intact - t.zero)} ` +
+        `lost) and its mean ${pct(t.mean)} (${points(t.intact - t.mean)} lost): zeroed, ${against({ right: zr,
+          share: t.zero })}; at its mean, ${against({ right: mr, share: t.mean })}.`;
+    }
+    const q = encodeProblem(m, x.corrupted), result = patching(m, p, q, {});  // x.kind === "patch"
+    if (!result) return `The model gives ${x.problem} and ${x.corrupted} the same answer: nothing to patch.`;
+    const best = result.rows.reduce((u, v) => (v[1] > u[1] ? v : u)), mine = result.rows.find(([h]) => h === choice);
+    const average = t.restored[result.place] || {}, top = Object.entries(average).reduce((u, v) => (v[1] > u[1] ? v : u),
+      ["", -Infinity]);
+    return `At ${describe(result.place)} the first problem writes ${result.right}, the second ${result.wrong}; this ` +
+      "pair differs by its carry alone, while the run's pairs mix carries with changes to a digit's own sum. " +
+      `Patching ${best[0]} restores ${pct(best[1])} of the logit difference, the most of any head` +
+      (mine && mine[0] !== best[0] ? `; ${mine[0]}, your pick, ${pct(mine[1])}.` : `: your pick.`) +
+      (top[0] ? ` On the run's patching pairs for ${result.place} (the test set), ${top[0]} restores the most on ` +
+        `average, ${pct(top[1])}${top[0] === best[0] ? ", as here" : `; ${best[0]} restores ${pct(average[best[0]] ?? 0)}`}.`
+        : "");
   }
 
   // The lab in `container`, running `m`. opened: how an export dropped on the page was read (then the URL's
@@ -526,14 +671,25 @@ const TinycalcLab = (() => {
   function labBody(container, m, opened) {
     const body = el("div", { class: "lab-body" });
     const state = readState(m, !opened);
-    const input = el("input", { type: "text", class: "lab-problem", value: state.problem, "aria-label": "problem" });
+    const input = el("input", { type: "text", class: "lab-problem", value: state.problem, "aria-label": "problem",
+      maxlength: String(LIMITS.problemChars) });
     const other = el("input", { type: "text", class: "lab-corrupted", value: state.corrupted,
-      placeholder: "a second problem, to patch heads from the first", "aria-label": "corrupted problem" });
+      "aria-label": "second problem", maxlength: String(LIMITS.problemChars) });
     const reset = el("button", { type: "button", class: "lab-reset" }, "reset");
     const answer = el("div", { class: "lab-answer" }), heads = el("div", { class: "lab-heads" });
+    const readout = el("p", { class: "lab-readout", "aria-live": "polite" });
     const maps = el("div", { class: "lab-maps" }), patched = el("div", { class: "lab-patching" });
-    body.append(openRow(container, m, opened), el("div", { class: "lab-inputs" }, input, other, reset), answer,
-      heads, maps, patched);
+    const guided = el("div", { class: "lab-guided" });
+    body.append(
+      el("div", { class: "lab-inputs" }, el("label", {}, "Problem ", input), " ", reset),
+      guided, answer,
+      el("h3", {}, "Heads"), el("p", { class: "muted" }, "Click a head to switch it " +
+        `${statesOf(m).slice(1).join(", then ")}, then on again.`), heads,
+      el("h3", {}, "What each head reads"), el("p", { class: "muted lab-maps-key" }, "Rows: the token reading (query); " +
+        "columns: the token read (key). Point at a square for its weight. ", colourScale()), readout, maps,
+      el("h3", {}, "Patching"), el("div", { class: "lab-inputs" }, el("label", {},
+        "Second problem, to patch each head from the first into it ", other)), patched,
+      openRow(container, m, opened));
     if (state.notice) answer.append(el("p", { class: "lab-error" }, `error: ${state.notice}`));
 
     function update(byUser = true) {  // the state goes into the URL once the learner changes something
@@ -553,38 +709,33 @@ const TinycalcLab = (() => {
       answer.replaceChildren();
       maps.replaceChildren();
       patched.replaceChildren();
+      readout.textContent = "";
       const clean = encodeProblem(m, state.problem);
       if (clean.error) { answer.append(el("p", { class: "lab-error" }, `error: ${clean.error}`)); return; }
-      const run = decode(m, clean.ids, state.switches);
-      const truth = clean.op === "+" ? clean.a + clean.b : clean.op === "-" ? clean.a - clean.b : clean.a * clean.b;
-      const verdict = run.answer === truth ? "right" : `wrong: ${truth}`;
-      answer.append(el("p", {}, el("b", { class: "lab-result" }, `${run.answer ?? "?"}`), ` (${verdict})`));
-      const tokens = el("p", { class: "lab-tokens" });
-      for (const s of run.steps) {
-        tokens.append(el("span", { class: "lab-token", title: `runner-up ${s.second}: ${(100 * s.p2).toFixed(1)}%` },
-          `${s.token} ${(100 * s.p).toFixed(1)}%`), " ");
-      }
-      answer.append(tokens);
+      const truth = truthOf(clean), switched = Object.entries(state.switches).filter(([, v]) => v !== "on");
+      const intact = decode(m, clean.ids), run = switched.length ? decode(m, clean.ids, state.switches) : intact;
+      const mark = (r) => (r.answer === truth ? "right" : `wrong: ${truth}`);
+      const title = switched.map(([k, v]) => `${k} ${v}`).join(", ");
+      answer.append(el("p", {}, el("b", { class: "lab-result" }, `${run.answer ?? "?"}`), ` (${mark(run)})`,
+        switched.length ? el("span", { class: "lab-clean" }, ` with ${title}; with every head on: `,
+          el("b", { class: "lab-clean-result" }, `${intact.answer ?? "?"}`), ` (${mark(intact)})`) : ""));
+      answer.append(...answerTable(m, switched.length ? [["every head on", intact], [title, run]] : [["answer", intact]]),
+        el("p", { class: "muted lab-order" }, orderLine(m.fmt) + " Under each digit: the model's probability for it " +
+          "(point at it for the runner-up)."));
+      const tokens = run.ids.slice(0, -1).map((id) => tokenText(m, id)), names = positionsOf(m.fmt);
       run.patterns.forEach((layer, L) => layer.forEach((pattern, h) => {
-        maps.append(el("figure", {}, heatmap(pattern), el("figcaption", {}, `L${L}h${h}`)));
+        const label = `L${L}h${h}`;
+        maps.append(attentionMap(pattern, tokens, names, label, state.switches[label] || "on", readout));
       }));
       const corrupted = state.corrupted ? encodeProblem(m, state.corrupted) : null;
       if (corrupted && corrupted.error) patched.append(el("p", { class: "lab-error" }, `error: ${corrupted.error}`));
-      else if (corrupted) {
-        const p = patching(m, clean, corrupted, state.switches);
-        if (!p) patched.append(el("p", {}, "the two problems get the same answer: nothing to patch"));
-        else {
-          patched.append(el("p", {}, `answer token ${p.position}: logit difference ${p.ldClean.toFixed(2)} (first) ` +
-            `against ${p.ldCorrupted.toFixed(2)} (second); each head's first-problem output patched into the second ` +
-            "restores this share of it:"));
-          const table = el("table", { class: "lab-patch-table" });
-          for (const [label, share] of p.rows) table.append(el("tr", {}, el("td", {}, label), el("td", {}, share.toFixed(3))));
-          patched.append(table);
-        }
-      }
+      else if (corrupted) patchingView(patched, patching(m, clean, corrupted, state.switches));
+      else patched.append(el("p", { class: "muted" }, "Type a second problem: each head's output on the first is " +
+        "put into the model's run on the second, one head at a time, to see which heads carry the difference."));
       body.dataset.ms = (performance.now() - started).toFixed(1);
     }
 
+    const switches = [];
     for (let L = 0; L < m.cfg.n_layers; L++) {
       const row = el("div", { class: "lab-layer" }, `layer ${L}: `);
       for (let h = 0; h < m.cfg.n_heads; h++) {
@@ -601,34 +752,83 @@ const TinycalcLab = (() => {
           update();
         });
         show();
+        switches.push(show);
         row.append(button, " ");
       }
       heads.append(row);
     }
+    function set(problem, corrupted, heads) {  // what reset and an experiment do
+      state.switches = { ...heads };
+      input.value = problem;
+      other.value = corrupted;
+      switches.forEach((show) => show());
+      update();
+    }
     input.addEventListener("input", update);
     other.addEventListener("input", update);
-    reset.addEventListener("click", () => {
-      state.switches = {};
-      input.value = defaultProblem(m);
-      other.value = "";
-      heads.querySelectorAll(".lab-switch").forEach((b) => { b.dataset.state = "on"; b.textContent = `${b.dataset.head} on`; });
-      update();
-    });
+    reset.addEventListener("click", () => set(defaultProblem(m), "", {}));
+    guidedView(guided, m, set);
     const notice = [...answer.childNodes];
     update(false);
     answer.prepend(...notice);
     return body;
   }
 
-  const oneLine = (e) => {  // an Error as one short line
-    const line = String((e && e.message) || e).split("\n")[0];
-    return line.length > 300 ? `${line.slice(0, 300)}...` : line;
-  };
+  function tokenText(m, id) {
+    const t = Object.keys(m.fmt.vocab).find((k) => m.fmt.vocab[k] === id);
+    return t === "[BOS]" ? "^" : t;
+  }
+
+  function patchingView(box, p) {
+    if (!p) { box.append(el("p", {}, "the two problems get the same answer: nothing to patch")); return; }
+    box.append(
+      el("p", {}, `The answers first differ at ${describe(p.place)}: the first problem writes ${p.right}, the second ` +
+        `${p.wrong}.`),
+      el("p", {}, `Logit difference: the model's score for ${p.right} minus its score for ${p.wrong} at that digit ` +
+        `(above 0 it prefers ${p.right}). It is ${p.ldClean.toFixed(2)} on the first problem and ` +
+        `${p.ldCorrupted.toFixed(2)} on the second.`),
+      el("p", {}, "Each head's output on the first problem, put into the run on the second, restores this share of " +
+        "the gap between them (100%: all of it):"));
+    const table = el("table", { class: "lab-patch-table" });
+    for (const [label, share] of p.rows) {
+      const width = Math.max(0, Math.min(1, Math.abs(share))) * 100;
+      table.append(el("tr", { "data-head": label }, el("td", {}, label), el("td", { class: "num" }, pct(share)),
+        el("td", { class: "lab-bar-cell" }, el("span", { class: share < 0 ? "lab-bar lab-bar-negative" : "lab-bar",
+          style: `width:${width.toFixed(1)}%` }))));
+    }
+    box.append(table);
+  }
+
+  function guidedView(box, m, set) {
+    const experiments = m.experiments || [];
+    if (!experiments.length) return;
+    const question = el("div", { class: "lab-question" });
+    const buttons = experiments.map((x) => {
+      const button = el("button", { type: "button", class: "lab-experiment", "data-kind": x.kind }, x.title);
+      button.addEventListener("click", () => {
+        set(x.problem, x.corrupted || "", x.heads);
+        const said = el("p", { class: "lab-said" });
+        const choices = x.choices.map((c) => {
+          const pick = el("button", { type: "button", class: "lab-choice" }, c);
+          pick.addEventListener("click", () => { said.textContent = experimentSays(m, x, c); });
+          return pick;
+        });
+        question.replaceChildren(el("p", { class: "lab-ask" }, x.question), el("div", {}, ...choices), said);
+      });
+      return button;
+    });
+    box.append(el("h3", {}, "Guided experiments"), el("div", { class: "lab-experiments" }, ...buttons), question);
+  }
 
   // Another model in the lab: the files of a Hugging Face export, chosen or dropped on the lab. The one it runs
   // stays until a whole export has been read; a wrong or partial set is one line.
   const shown = new WeakMap();  // container -> the model its lab runs
   const modelIn = (container) => shown.get(container);
+
+  const oneLine = (e) => {  // an Error as one short line
+    const line = String((e && e.message) || e).split("\n")[0];
+    return line.length > 300 ? `${line.slice(0, 300)}...` : line;
+  };
 
   function openRow(container, m, opened) {
     const choose = el("input", { type: "file", multiple: "", accept: ".json,.safetensors", class: "lab-open",
@@ -649,11 +849,11 @@ const TinycalcLab = (() => {
     choose.addEventListener("change", () => open(choose.files));
     container.ondragover = (e) => e.preventDefault();  // one handler each, however often the lab is drawn again
     container.ondrop = (e) => { e.preventDefault(); open(e.dataTransfer.files); };
-    return el("div", { class: "lab-open-row" },
-      el("label", {}, "Another model: drop a Hugging Face export's config.json and model.safetensors " +
-        "(python calc.py --export hf OUT) on the lab, or choose them ", choose), said);
+    return el("div", { class: "lab-open-row" }, el("h3", {}, "Another model"),
+      el("label", {}, "Drop a Hugging Face export's config.json and model.safetensors (python calc.py --export hf " +
+        "OUT) on the lab, or choose them: ", choose), said);
   }
 
   return { LIMITS, load, forward, encodeProblem, decode, answerOf, softmax, render, readSafetensors, fromExport,
-    openExport, modelIn };
+    openExport, modelIn, positionsOf, placeName, patching };
 })();
