@@ -524,7 +524,7 @@ const TinycalcLab = (() => {
     canvas.addEventListener("mousemove", say);
     canvas.addEventListener("mouseleave", () => { readout.textContent = ""; });
     const axis = (cls, size) => el("div", { class: cls }, ...tokens.map((t) => el("span",
-      { style: `${size}:${cell}px`, title: "" }, t)));
+      { style: `${size}:${cell}px` }, t)));
     const caption = el("figcaption", {}, el("b", {}, label), how === "on" ? "" : ` ${STATE_WORDS[how]}`);
     return el("figure", { class: `lab-figure lab-${how}`, "data-head": label, "data-state": how },
       el("div", { class: "lab-map-grid" }, axis("lab-rows", "height"), canvas, el("span"), axis("lab-cols", "width")),
@@ -607,12 +607,12 @@ const TinycalcLab = (() => {
 
   // ---- guided experiments: the run's own choices (analysis/lab.py's guided_experiments), told in the page's
   // words with the numbers the model computes here and the test set's from the run's results -----------------
-  function verdict(m, problem, run) { return run.answer === truthOf(problem) ? "right" : "wrong"; }
+  const verdict = (problem, run) => (run.answer === truthOf(problem) ? "right" : "wrong");
 
   function experimentSays(m, x, choice) {
     const p = encodeProblem(m, x.problem), t = x.test;
-    const clean = decode(m, p.ids), cleanRight = verdict(m, p, clean) === "right";
-    const said = (run) => `${run.answer ?? "?"} (${verdict(m, p, run)})`;
+    const clean = decode(m, p.ids), cleanRight = verdict(p, clean) === "right";
+    const said = (run) => `${run.answer ?? "?"} (${verdict(p, run)})`;
     const changedDigits = (run) => positionsOf(m.fmt).slice(m.fmt.prompt_len)
       .map((short, i) => [short, clean.steps[i].token, run.steps[i].token]).filter(([, a, b]) => a !== b)
       .map(([short, a, b]) => `${describe(short)} ${a} to ${b}`);
@@ -620,7 +620,7 @@ const TinycalcLab = (() => {
       : em.right ? `this problem is among the ${pct(em.share)} still right`
         : `this problem is one of those it breaks (${points(t.intact - em.share)} of the test set)`);
     if (x.kind === "off" || x.kind === "carry") {
-      const run = decode(m, p.ids, x.heads), right = verdict(m, p, run) === "right";
+      const run = decode(m, p.ids, x.heads), right = verdict(p, run) === "right";
       const digits = changedDigits(run);
       let text = `With ${x.head} off the model answers ${x.problem} with ${said(run)}; with every head on, ` +
         `${said(clean)}. ${digits.length ? `Changed: ${digits.join(", ")}.` : "No digit changed."} You said ` +
@@ -635,7 +635,7 @@ const TinycalcLab = (() => {
     }
     if (x.kind === "mean") {
       const zero = decode(m, p.ids, { [x.head]: "off" }), mean = decode(m, p.ids, { [x.head]: "mean" });
-      const zr = verdict(m, p, zero) === "right", mr = verdict(m, p, mean) === "right";
+      const zr = verdict(p, zero) === "right", mr = verdict(p, mean) === "right";
       const actual = !zr && !mr ? "both" : !zr ? "zero breaks it" : !mr ? "its mean breaks it" : "neither";
       return `Zeroed, ${x.head} makes ${x.problem} ${said(zero)}; at its mean, ${said(mean)}; with every head on, ` +
         `${said(clean)}. You said ${choice}: ${choice === actual ? "so it was" : `it was ${actual}`}. On the test set ` +
