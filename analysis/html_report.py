@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from analysis.conclusion import conclude
-from analysis.lab import LAB_JS, lab_for_run
+from analysis.lab import LAB_JS, guided_experiments, lab_for_run
 from analysis.metric import MILESTONE
 from analysis.sweep import grouped_over_seeds, summarise
 from storage.rundir import RunDir, RunFileError, SweepDir
@@ -233,6 +233,13 @@ def run_data(run_dir: Path, facts: dict | None = None, damage: Damage | None = N
         damage.note(run.history, "its 'val' is not a list")
         history = []
     _config(run, damage)  # a damaged config.yaml is named; the page still shows its text
+    tables = [a | {"rows": _csv(run, run.table(a["name"]), damage)} for a in analyses]
+    lab = lab_for_run(run.path) if results.get("status") == "ok" else None  # the model, run in the page
+    if lab and "format" in lab:  # the course's experiments, chosen from this run's own numbers
+        try:
+            lab["experiments"] = guided_experiments(lab["format"], results, {a["name"]: a["rows"] for a in tables})
+        except (KeyError, TypeError, ValueError) as e:  # a damaged table: the lab without its experiments
+            damage.add(f"the lab's guided experiments are left out ({one_line(e)})")
     return {
         "kind": "run",
         "name": run.path.name,
@@ -241,9 +248,9 @@ def run_data(run_dir: Path, facts: dict | None = None, damage: Damage | None = N
         "history": history,
         "mistakes": _mistakes(run, results.get("data"), damage),
         "attention": _snapshots(run, damage),
-        "lab": lab_for_run(run.path) if results.get("status") == "ok" else None,  # the model, run in the page
+        "lab": lab,
         **{k: v for k, v in facts.items() if k != "analyses"},
-        "analyses": [a | {"rows": _csv(run, run.table(a["name"]), damage)} for a in analyses],
+        "analyses": tables,
     }
 
 

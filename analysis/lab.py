@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from pathlib import Path
 
 import torch
 
 from data.problems import ProblemFormat
-from model.hooks import hook_name
+from model.hooks import head_label, hook_name
 from model.transformer import Transformer
 
 N_MEANS = 1000  # problems the heads' means are taken over
@@ -53,6 +54,21 @@ def head_means(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int], n: i
     return means_of(run_with_cache(net, seqs[:, :-1], names))
 
 
+def format_of(fmt: ProblemFormat, vocab: dict[str, int]) -> dict:
+    """How a problem is written, as the page reads it (analysis/lab.js names its positions from this)."""
+    return {
+        "digits": fmt.digits,
+        "operators": fmt.operators,
+        "reverse_answer": fmt.reverse_answer,
+        "signed": fmt.signed,
+        "answer_len": fmt.answer_len,
+        "result_len": fmt.result_len,
+        "prompt_len": fmt.prompt_len,
+        "larger_first": fmt.larger_first,
+        "vocab": vocab,
+    }
+
+
 @torch.no_grad()
 def lab_payload(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int]) -> dict:
     """What the page's lab needs to run ``net`` on problems written as ``fmt`` with ``vocab``."""
@@ -70,23 +86,80 @@ def lab_payload(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int]) -> 
             "vocab_size": cfg.vocab_size,
             "bias": cfg.bias,
         },  # fmt: skip
-        "format": {
-            "digits": fmt.digits,
-            "operators": fmt.operators,
-            "reverse_answer": fmt.reverse_answer,
-            "signed": fmt.signed,
-            "answer_len": fmt.answer_len,
-            "result_len": fmt.result_len,
-            "prompt_len": fmt.prompt_len,
-            "larger_first": fmt.larger_first,
-            "vocab": vocab,
-        },  # fmt: skip
+        "format": format_of(fmt, vocab),
         "weights": {name: packed(p) for name, p in net.state_dict().items() if p.is_floating_point()},
         "positions": packed(net.added_positions(0, T)),
         "scores": [None if b is None else packed(b.reshape(cfg.n_heads, T, T)) for b in biases],
         "query_scale": None if scale is None else packed(scale.reshape(T)),
         "means": packed(head_means(net, fmt, vocab)),
     }
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def guided_experiments(fmt: dict, results: dict, tables: dict[str, list[dict] | None]) -> list[dict]:
+    """The course's experiments, as the lab offers them on a run's page: each the problem and heads it sets, its
+    question, and the test set's numbers from this run's results (``tables``: ablation.csv's and patching.csv's
+    rows by name), which the page sets beside what its model does. Chosen from the run's own numbers: the head
+    whose zeroing costs the most, the other head that restores the most of the digits a carry reaches, the head
+    whose mean and zero differ the most, a carry patched; [] when the run has no usable ablation table."""
+    digits, ops = fmt["digits"], fmt["operators"]
+    intact, n = results.get("intact_exact_match"), results.get("analysis_problems")
+    rows = [r for r in tables.get("ablation") or [] if _number(r.get("exact_match"))]
+    zero = {head_label(r["layer"], r["head"]): r["exact_match"] for r in rows if r.get("ablation") == "zero"}
+    mean = {head_label(r["layer"], r["head"]): r["exact_match"] for r in rows if r.get("ablation") == "mean"}
+    if not zero or not _number(intact) or not _number(n):
+        return []
+    op = "+" if "+" in ops else ops[0]
+    problem = f"1{'9' * (digits - 1)}{op}1"  # 199+1: a carry through every place (the lab's first problem)
+    test = {"n": n, "intact": intact}
+    restored: dict[str, dict[str, float]] = {}  # digit -> head -> share restored (patching.csv)
+    for r in tables.get("patching") or []:
+        if _number(r.get("restored")) and isinstance(r.get("digit"), str):
+            restored.setdefault(r["digit"], {})[head_label(r["layer"], r["head"])] = r["restored"]
+    worst = min(zero, key=zero.get)
+    experiments = [{
+        "kind": "off", "title": "One head off", "problem": problem, "heads": {worst: "off"}, "head": worst,
+        "question": f"{worst} is the head whose loss costs this model the most on the test set, and it is now off. "
+                    f"Will the model still answer {problem} right?",
+        "choices": ["right", "wrong"], "test": test | {"zero": zero[worst]},
+    }]  # fmt: skip
+    carried = [d for d in restored if d[:1] == "r" and d[1:].isdigit() and d != "r0"]  # digits a carry reaches
+    if op == "+" and carried:
+        others = [h for h in zero if h != worst] or [worst]  # the head every digit needs is the first experiment's
+        share = {h: sum(restored[d].get(h, 0.0) for d in carried) / len(carried) for h in others}
+        carrier = max(share, key=share.get)
+        experiments.append({
+            "kind": "carry", "title": "The head that carries", "problem": problem, "heads": {carrier: "off"},
+            "head": carrier,
+            "question": f"Besides {worst}, {carrier} is the head that restores the most of the digits a carry "
+                        f"reaches ({', '.join(sorted(carried))}) when patched, and it is now off. {problem} carries "
+                        "through every place: will the model still answer it right?",
+            "choices": ["right", "wrong"],
+            "test": test | {"zero": zero[carrier], "restored": {d: restored[d][carrier] for d in sorted(carried)
+                                                                if carrier in restored[d]}},
+        })  # fmt: skip
+    if mean.keys() == zero.keys():
+        gap = max(zero, key=lambda h: mean[h] - zero[h])
+        experiments.append({
+            "kind": "mean", "title": "Mean against zero", "problem": problem, "heads": {gap: "off"}, "head": gap,
+            "question": f"{gap} is off (its output zeroed). Click it once more to set it to its mean output instead. "
+                        f"For {problem}, which breaks the answer?",
+            "choices": ["zero breaks it", "its mean breaks it", "both", "neither"],
+            "test": test | {"zero": zero[gap], "mean": mean[gap]},
+        })  # fmt: skip
+    if op == "+" and "r1" in restored:
+        ones = "1" * (digits - 1)  # 115+5 against 110+0: the units agree (0), only the carry into the tens differs
+        experiments.append({
+            "kind": "patch", "title": "Patching a carry", "problem": f"{ones}5+5", "corrupted": f"{ones}0+0",
+            "heads": {},
+            "question": f"{ones}5+5 carries into the tens and {ones}0+0 does not; their units agree. Which head, "
+                        "its output on the first put into the run on the second, restores the most of the tens digit?",
+            "choices": sorted(zero), "test": {"restored": restored},
+        })  # fmt: skip
+    return experiments
 
 
 def lab_for_run(run_dir) -> dict:

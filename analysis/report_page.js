@@ -523,10 +523,10 @@
 
   function labSection(d) {  // the model itself, run by analysis/lab.js in this page
     const s = section("lab", "Lab: ask the model, switch its heads",
-      "Type a problem: the model answers here, token by token, with each token's probability (hover for the " +
-      "runner-up). Click a head to switch it off (its output zeroed) or to its mean output, and watch the answer " +
-      "and the maps change. A second problem patches each head's output from the first into it. The URL keeps " +
-      "the experiment: send it to show someone the same thing. Nothing leaves this page.");
+      "Type a problem: the model answers it here, digit by digit, with its probability for each. Click a head to " +
+      "switch it off (its output zeroed) or to its mean output, and compare the answer and the maps with the clean " +
+      "ones; a guided experiment sets them up for you. The URL keeps the experiment: send it to show someone the " +
+      "same thing. Nothing leaves this page.");
     if (!d.lab || d.lab.error) {
       s.append(el("p", { class: "muted", text: d.lab ? d.lab.error : "No model recorded for this run." }));
       return;
@@ -537,6 +537,12 @@
     const stories = d.results.head_stories || {};  // hover a switch: that head's one sentence (analysis/metrics/head_story.py)
     box.querySelectorAll(".lab-switch").forEach((b) => { if (typeof stories[b.dataset.head] === "string") b.title = stories[b.dataset.head]; });
   }
+
+  // A place as the whole page names it: r0 (units), r1 (tens), ... (the lab's own names, analysis/lab.js)
+  const placeText = (short) => {
+    const digit = /^r(\d+)$/.exec(String(short));
+    return digit ? `${short} (${TinycalcLab.placeName(Number(digit[1]))})` : String(short);
+  };
 
   function mistakesSection(d) {
     const s = section("mistakes", "Test mistakes");
@@ -550,7 +556,7 @@
       s.append(el("h3", { text: `wrong answer digits by place, among the ${num(m.n_recorded)} recorded mistakes (in the order the model writes them)` }),
         table([{ label: "place", get: (p) => p.place }, { label: "wrong", num: true, get: (p) => p.n },
                { label: "", get: (p) => el("span", { class: "bar", style: { width: `${(120 * p.n) / most}px` } }) }],
-              m.wrong_digits_by_place.map((n, i) => ({ place: d.answer_places[i], n }))));
+              m.wrong_digits_by_place.map((n, i) => ({ place: placeText(d.answer_places[i]), n }))));
     }
     s.append(el("h3", { text: m.mistakes.length < m.n_mistakes ? `the first ${m.mistakes.length} of ${num(m.n_mistakes)}` : "all of them" }),
       table([
