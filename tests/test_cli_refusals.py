@@ -183,31 +183,46 @@ def test_through_train_py_a_multirun_of_resumes_is_refused_whole(world):
     assert snapshot(root) == before
 
 
-def test_a_refused_value_leaves_a_folder_the_user_made_where_it_was(tmp_path):
-    """hydra.run.dir= naming an empty folder of the user's, and a value an object refuses as the run is built
-    (after Hydra has written .hydra/ there): the folder stays, empty, as it was -- it used to be deleted."""
+@pytest.mark.parametrize("value", ["model.n_heads=3", "data.digits=0", "logger.wandb.project=a/b"])
+def test_a_value_an_object_refuses_is_refused_before_anything_is_written(value, tmp_path, capsys):
+    """The objects' own rules (the model's heads, the data's digits, wandb's names) are asked before Hydra starts:
+    a folder of the user's given as hydra.run.dir stays exactly as it was, mtime and all."""
     mine = tmp_path / "mine"
     mine.mkdir()
-    done = train_py(tmp_path, f"hydra.run.dir={mine}", "model.n_heads=3")
-    assert done.returncode == 2 and "model.n_heads=3" in done.stderr, done.stderr
+    before = snapshot(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        check_command_line([f"hydra.run.dir={mine}", value], claim=True)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 2 and len(lines) == 1 and value.split("=")[0] in lines[0], lines
+    assert snapshot(tmp_path) == before
+
+
+def test_a_value_only_the_trainer_refuses_leaves_a_folder_the_user_made_where_it_was(tmp_path):
+    """A value refused only as the trainer is built, in the run (after Hydra has written .hydra/ there): what the
+    command made is taken away, and a folder the user made stays, with nothing in it -- it used to be deleted."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    done = train_py(tmp_path, f"hydra.run.dir={mine}", "+trainer.enable_progress_bar=false", "logger=none")
+    assert done.returncode == 2 and "enable_progress_bar=False" in done.stderr, done.stderr
     assert mine.is_dir() and list(mine.iterdir()) == []
     made = tmp_path / "made" / "by" / "the run"
-    done = train_py(tmp_path, f"hydra.run.dir={made}", "model.n_heads=3")
+    done = train_py(tmp_path, f"hydra.run.dir={made}", "+trainer.enable_progress_bar=false", "logger=none")
     assert done.returncode == 2 and not (tmp_path / "made").exists()  # what the claim made, it takes away
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
 
 
-def test_every_value_a_multirun_sweeps_is_checked_before_any_job_runs(tmp_path, capsys):
-    """A bad value in the second place of a sweep refuses the sweep before anything runs (it used to be one job's
-    failure, after the jobs before it had trained)."""
+def test_every_value_a_multirun_sweeps_is_composed_before_any_job_runs(tmp_path, capsys):
+    """An option or interpolation that cannot compose, in a later place of a sweep, refuses the sweep before
+    anything runs (Hydra stopped the sweep there, after the jobs before it had trained); a value out of range is its
+    own job's to refuse, and fails alone (tests/test_sweep.py)."""
     sweep = tmp_path / "sweep"
-    with pytest.raises(SystemExit) as stopped:
-        check_command_line(["-m", f"hydra.sweep.dir={sweep}", "seed=1,2,-3", "model=calculator"], claim=True)
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert stopped.value.code == 2 and len(lines) == 1 and "seed=-3 is not allowed" in lines[0], lines
+    for swept, needle in (("model=calculator,calcuator", "did you mean calculator"), ("seed=1,${nope}", "seed")):
+        with pytest.raises(SystemExit) as stopped:
+            check_command_line(["-m", f"hydra.sweep.dir={sweep}", swept], claim=True)
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert stopped.value.code == 2 and len(lines) == 1 and needle in lines[0], lines
     assert not sweep.exists()
-    with pytest.raises(SystemExit):
-        check_command_line(["-m", f"hydra.sweep.dir={sweep}", "model=calculator,calcuator"], claim=True)
-    assert "did you mean calculator" in capsys.readouterr().err and not sweep.exists()
+    assert check_command_line(["-m", f"hydra.sweep.dir={sweep}", "model.n_heads=3,2"]) is None  # each job's own
 
 
 # ---- a newcomer's mistakes ---------------------------------------------------------------------------------
@@ -270,12 +285,12 @@ def test_a_sweep_exits_3_when_none_of_its_jobs_ended_ok_and_0_when_one_did(tmp_p
 
 
 def test_through_train_py_a_sweep_whose_jobs_are_all_refused_says_so(tmp_path):
-    """Both values pass the command line's check and are refused as the model is built: each job is counted as
-    failed, and the command exits 3 (it used to end "(0 runs, 0 failed)", exit 0, for resume= in a sweep)."""
+    """Both jobs pass the command line's check and are refused as the trainer is built: each is counted as failed,
+    and the command exits 3 (a sweep of resume= used to end "(0 runs, 0 failed)", exit 0)."""
     from tests.conftest import run_sweep
 
-    done = run_sweep(tmp_path, "model.n_heads=3,5")
+    done = run_sweep(tmp_path, "seed=1,2", "+trainer.enable_progress_bar=false")
     assert done.returncode == 3, done.stderr[-2000:]
     assert "(2 runs, 2 failed)" in done.stdout and "Traceback" not in done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 2 and "model.n_heads=3" in errors[0] and "model.n_heads=5" in errors[1]
+    assert len(errors) == 2 and all("enable_progress_bar=False" in line for line in errors), errors

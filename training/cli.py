@@ -19,7 +19,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from storage.rundir import RunDir, RunDirError, SweepDir, hydra_override
+from training.assemble import build_objects
 from training.config import ConfigError, check
+from training.loggers import check_wandb
 from training.resume import compose_train_config, effective_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -157,8 +159,8 @@ def _one_job(overrides, picked: dict[int, str]) -> list[str]:
 
 
 def _every_swept_value(overrides) -> list[list[str]]:
-    """One job per value of each sweep override after its first (the others at their first): so every value a
-    multirun sweeps is composed and checked before any job runs -- a bad one refuses the sweep, not one job of it."""
+    """One job per value of each sweep override after its first (the others at their first): so every option and
+    interpolation a multirun sweeps is composed before any job runs (Hydra would stop the sweep at that job)."""
     return [
         _one_job(overrides, {i: value})
         for i, o in enumerate(overrides)
@@ -259,6 +261,20 @@ def _composed(overrides, job: list[str]) -> DictConfig:
     return cfg
 
 
+def _check_values(cfg: DictConfig) -> None:
+    """The values: the rules of the keys no object owns (training/config.py: ranges, devices, sizes), then each
+    object's own, by building the data, the model, the analysis and the callbacks as the run will (they write
+    nothing), and wandb's names by wandb's rules. The trainer and the loggers themselves are built in the run (one
+    value only they refuse comes after Hydra has written .hydra/; the run then takes it away). A resumed run's
+    config is the run's own, checked by :func:`_check_resume`."""
+    check(cfg)
+    if cfg.resume is None:
+        build_objects(with_run_dir(cfg, cfg.hydra.run.dir))  # ${hydra:runtime.output_dir}: where its files will go
+        wandb = (cfg.get("logger") or {}).get("wandb")
+        if wandb is not None:
+            check_wandb(OmegaConf.to_container(wandb, resolve=True))
+
+
 def _check_resume(cfg: DictConfig, overrides, multirun: bool) -> None:
     """resume= names a run that can be continued, with the run's own config: checked in full here, before Hydra is
     given its directory (Hydra writes .hydra-resume/ into whatever folder resume= names, and the run's lock would
@@ -289,9 +305,10 @@ def check_command_line(argv: list[str], claim: bool = False) -> RunDir | SweepDi
         cfg = _composed(overrides, _first_values(overrides))
         if cfg.resume is not None:  # before any directory is claimed: a refused resume= writes nothing anywhere
             _check_resume(cfg, overrides, multirun)
-        check(cfg)  # the values of the keys no object owns (training/config.py: rules, devices, sizes)
-        for job in _every_swept_value(overrides):
-            check(_composed(overrides, job))
+        if not multirun:
+            _check_values(cfg)
+        for job in _every_swept_value(overrides):  # a sweep's values are each its job's to check: one fails alone
+            _composed(overrides, job)
         if not claim:
             if not multirun and cfg.resume is None:
                 RunDir(cfg.hydra.run.dir).refuse_if_used()
