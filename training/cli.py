@@ -8,6 +8,7 @@ model.n_heads?``. Value checks come later, with the objects that own them (train
 
 from __future__ import annotations
 
+import copy
 import difflib
 import inspect
 import os
@@ -269,7 +270,8 @@ def _check_values(cfg: DictConfig) -> None:
     config is the run's own, checked by :func:`_check_resume`."""
     check(cfg)
     if cfg.resume is None:
-        build_objects(with_run_dir(cfg, cfg.hydra.run.dir))  # ${hydra:runtime.output_dir}: where its files will go
+        job = with_run_dir(copy.deepcopy(cfg), cfg.hydra.run.dir)  # ${hydra:runtime.output_dir}: where it writes
+        build_objects(job)
         wandb = (cfg.get("logger") or {}).get("wandb")
         if wandb is not None:
             check_wandb(OmegaConf.to_container(wandb, resolve=True))
