@@ -623,8 +623,9 @@ class RunDir:
     def discard_if_unused(self) -> None:
         """A run that never began (nothing written but Hydra's files and the lock): undo what this process did to the
         directory. The folders its claim made go; in a folder that was there already, only the Hydra files that were
-        not. A directory this process did not claim is never touched, nor is one found holding a run's files."""
-        found = _FOUND.get(os.path.realpath(self.path))
+        not. A directory this process did not claim is never touched, nor is one found holding a run's files; what
+        the claim found is forgotten (a folder made again later is someone else's)."""
+        found = _FOUND.pop(os.path.realpath(self.path), None)
         if found is None or not self.path.is_dir() or self.used() or self.owner():
             return
         names, made = found

@@ -294,3 +294,30 @@ def test_through_train_py_a_sweep_whose_jobs_are_all_refused_says_so(tmp_path):
     assert "(2 runs, 2 failed)" in done.stdout and "Traceback" not in done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 2 and all("enable_progress_bar=False" in line for line in errors), errors
+
+
+def test_a_run_that_never_began_takes_away_only_what_its_claim_made(tmp_path):
+    """In-process, the rule behind the commands above (storage/rundir.py: discard_if_unused)."""
+    from storage.rundir import RunDir
+
+    users = RunDir(tmp_path / "users")  # a folder of the user's, with a file and Hydra's folder of an earlier try
+    (users.path / ".hydra").mkdir(parents=True)
+    (users.path / ".hydra" / "config.yaml").write_text("seed: 0\n")
+    users.claim(resuming=False)
+    (users.path / ".hydra-resume").mkdir()  # what Hydra wrote after the claim
+    users.release()
+    users.discard_if_unused()
+    assert sorted(p.name for p in users.path.iterdir()) == [".hydra"]  # the earlier one is not this command's
+    assert (users.path / ".hydra" / "config.yaml").read_text() == "seed: 0\n"
+
+    made = RunDir(tmp_path / "a" / "b" / "run")  # the claim makes all three
+    made.claim(resuming=False)
+    (made.path / ".hydra").mkdir()
+    made.release()
+    made.discard_if_unused()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["users"]
+
+    never = RunDir(tmp_path / "never")  # not claimed by this process: never touched
+    (never.path / ".hydra").mkdir(parents=True)
+    never.discard_if_unused()
+    assert (never.path / ".hydra").is_dir()

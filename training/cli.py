@@ -1,9 +1,11 @@
-"""The command line, checked before Hydra starts: a typo or a used run directory is one line, and Hydra
-writes nothing (no .hydra/ into someone else's run, no empty run directory left behind).
+"""The command line, checked before Hydra starts: a typo, a value out of range, a ``resume=`` that is not a run to
+continue or a used run directory is one line, and neither the project nor Hydra writes anything (no .hydra/ into
+someone else's run, no .hydra-resume/ into a folder that is not a run, no empty run directory left behind).
 
 Hydra's own errors for these are several lines of advice that does not fit this project (``+model.n_head=8``
 "appends" a key that nothing reads); here they become ``error: model.n_head is not a setting; did you mean
-model.n_heads?``. Value checks come later, with the objects that own them (training/config.py).
+model.n_heads?``. The values are checked by the rules of training/config.py and by the objects that own them,
+built here once as the run will build them (training/assemble.py: build_objects).
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def _parse(texts: list[str]) -> list:
             parser.parse_overrides([text])
         except Exception as e:  # noqa: BLE001 -- Hydra's parse errors
             lines = [line for line in str(e).strip().splitlines() if not line.startswith(("Error parsing", "See "))]
-            why = re.sub(r" expecting (\{[^}]*\}|\S+)", "", (lines or [type(e).__name__])[0].strip())  # the grammar's
+            # the grammar's own token list ("expecting {':', BRACKET_OPEN, ...}") says nothing to a user
+            why = re.sub(r" expecting (\{[^}]*\}|\S+)", "", (lines or [type(e).__name__])[0].strip())
             raise ConfigError(_unreadable(texts, i, why)) from None
     return parser.parse_overrides(texts)
 
@@ -265,9 +268,9 @@ def _composed(overrides, job: list[str]) -> DictConfig:
 def _check_values(cfg: DictConfig) -> None:
     """The values: the rules of the keys no object owns (training/config.py: ranges, devices, sizes), then each
     object's own, by building the data, the model, the analysis and the callbacks as the run will (they write
-    nothing), and wandb's names by wandb's rules. The trainer and the loggers themselves are built in the run (one
-    value only they refuse comes after Hydra has written .hydra/; the run then takes it away). A resumed run's
-    config is the run's own, checked by :func:`_check_resume`."""
+    nothing), and wandb's names by wandb's rules. The trainer and the loggers are built in the run only: what the
+    trainer alone refuses comes after Hydra has written .hydra/, and the run takes away what it made. A resumed
+    run's config is the run's own, checked by :func:`_check_resume`."""
     check(cfg)
     if cfg.resume is None:
         job = with_run_dir(copy.deepcopy(cfg), cfg.hydra.run.dir)  # ${hydra:runtime.output_dir}: where it writes
@@ -288,7 +291,8 @@ def _check_resume(cfg: DictConfig, overrides, multirun: bool) -> None:
 
 
 def check_command_line(argv: list[str], claim: bool = False) -> RunDir | SweepDir | None:
-    """Exit 2 with one line for an override Hydra cannot apply or a run directory already used.
+    """Exit 2 with one line for an override Hydra cannot read or apply, a value a check refuses, a ``resume=`` that
+    is not a run to continue, or a run directory already used.
 
     With ``claim`` (train.py), also a run or sweep directory in use by another process, or a sweep directory used
     already; else the directory is claimed for this process -- before Hydra writes its files there, so a refused
