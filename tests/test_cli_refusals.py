@@ -135,12 +135,13 @@ def test_a_refused_resume_leaves_every_folder_as_it_was(target, needle, world, m
     assert snapshot(root) == before
 
 
-def test_resume_is_refused_in_a_multirun_before_anything_is_written(world, monkeypatch, capsys):
+@pytest.mark.parametrize("first", ["empty", "null"])
+def test_resume_is_refused_in_a_multirun_before_anything_is_written(first, world, monkeypatch, capsys):
     root, targets = world
     monkeypatch.chdir(root / "cwd")
     before = snapshot(root)
     with pytest.raises(SystemExit) as stopped:
-        check_command_line(["-m", f"resume={targets['empty']},{targets['damaged_run']}"], claim=True)
+        check_command_line(["-m", f"resume={targets.get(first, first)},{targets['damaged_run']}"], claim=True)
     lines = capsys.readouterr().err.strip().splitlines()
     assert stopped.value.code == 2 and lines == [
         "error: resume= continues one run; it cannot be part of a multirun (drop -m)"

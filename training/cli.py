@@ -314,7 +314,8 @@ def check_command_line(argv: list[str], claim: bool = False) -> RunDir | SweepDi
         if not multirun:
             _check_values(cfg)
         for job in _every_swept_value(overrides):  # a sweep's values are each its job's to check: one fails alone
-            _composed(overrides, job)
+            if _composed(overrides, job).resume is not None:  # -m resume=null,<run>: no job of a sweep resumes
+                _check_resume(cfg, overrides, multirun)
         if not claim:
             if not multirun and cfg.resume is None:
                 RunDir(cfg.hydra.run.dir).refuse_if_used()
