@@ -14,6 +14,8 @@ from training.signals import guard_command  # first: Ctrl-C while the imports be
 if __name__ == "__main__":  # the command, not an import of it: an importer's own signal handlers stay as they were
     guard_command(" before the run began: nothing written")
 
+import sys
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -24,6 +26,7 @@ from analysis.record import Recorder
 from analysis.summary import print_summary
 from storage.rundir import RunDir
 from training.assemble import assemble
+from training.cli import exit_status
 from training.collector import exit_quickly
 from training.config import register_resolvers
 from training.loggers import quiet_known_noise
@@ -95,4 +98,4 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     run_command(main)
-    exit_quickly()  # only a command that ended well; every other exit is a normal one
+    exit_quickly(exit_status(sys.argv[1:]))  # a sweep none of whose jobs ended ok exits 3 (training/cli.py)

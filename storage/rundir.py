@@ -21,6 +21,7 @@ Every other file asks a :class:`RunDir` or :class:`SweepDir` for these paths.
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import re
@@ -366,6 +367,20 @@ def _refuse_if_no_lock_file(lock: Path) -> None:
         raise RunDirError(f"{lock} is {what}, not the lock file a run writes; remove it and start again")
 
 
+# What this process found where it claimed a run directory (its real path -> the names the folder held, or None
+# where the claim made the folder; and the folders the claim made, innermost first): a refused run undoes only that.
+_FOUND: dict[str, tuple[frozenset[str] | None, tuple[Path, ...]]] = {}
+
+
+def _note_found(path: Path) -> None:
+    """Before the first claim of ``path`` in this process: what is there, and which folders a mkdir would make."""
+    key = os.path.realpath(path)
+    if key in _FOUND:
+        return
+    made = tuple(itertools.takewhile(lambda folder: not os.path.lexists(folder), (path, *path.parents)))
+    _FOUND[key] = (None if made or not path.is_dir() else frozenset(os.listdir(path)), made)
+
+
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -558,6 +573,7 @@ class RunDir:
             ) from None
 
     def _claim(self, resuming: bool) -> None:
+        _note_found(self.path)  # what a refused run then leaves as it was (discard_if_unused)
         self.path.mkdir(parents=True, exist_ok=True)
         self._refuse_if_owned()
         if not resuming:
@@ -605,9 +621,28 @@ class RunDir:
         self._locked = False
 
     def discard_if_unused(self) -> None:
-        """Remove a directory in which this invocation wrote nothing but Hydra's files (a run that never began)."""
-        if self.path.is_dir() and not self.used() and not self.owner():
+        """A run that never began (nothing written but Hydra's files and the lock): undo what this process did to the
+        directory. The folders its claim made go; in a folder that was there already, only the Hydra files that were
+        not. A directory this process did not claim is never touched, nor is one found holding a run's files; what
+        the claim found is forgotten (a folder made again later is someone else's)."""
+        found = _FOUND.pop(os.path.realpath(self.path), None)
+        if found is None or not self.path.is_dir() or self.used() or self.owner():
+            return
+        names, made = found
+        if names is None:
             shutil.rmtree(self.path, ignore_errors=True)
+            for folder in made[1:]:  # the parents the claim made, while nothing else has been put there
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+        else:
+            for name in set(HYDRA_FILES) - names:
+                written = self.path / name
+                if written.is_symlink() or written.is_file():
+                    written.unlink(missing_ok=True)
+                elif written.is_dir():
+                    shutil.rmtree(written, ignore_errors=True)
 
     # ---- writing -------------------------------------------------------------------------------------------
     def check_writable(self) -> None:

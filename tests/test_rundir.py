@@ -169,6 +169,7 @@ def test_resume_says_what_would_work(tmp_path, status, expected):
 
 def test_a_directory_only_hydra_wrote_to_is_removed(tmp_path):
     run = RunDir(tmp_path / "run")
+    run.claim(resuming=False)  # this process made the directory: a run that never began takes it away again
     (run.path / ".hydra").mkdir(parents=True)
     run.discard_if_unused()
     assert not run.path.exists()

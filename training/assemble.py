@@ -13,17 +13,12 @@ from training.loggers import build_loggers
 from training.threads import use_threads
 
 
-def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resume_id: str | None = None):
-    """Every object of the run, each checking its own settings: a mistake is a ConfigError before any training."""
-    check(cfg)  # the keys no object owns; each object checks its own arguments as it is built
-    import lightning as L
-    import torch
-
-    from training.callbacks import AtomicCheckpointIO
+def build_objects(cfg: DictConfig) -> tuple:
+    """The run's data, model, analysis and callbacks, each checking its own settings (a ConfigError). Built once
+    more by train.py's command-line check before Hydra starts (training/cli.py), so a value one of them refuses is
+    refused before anything is written: they write nothing as they are built."""
     from training.module import CalculatorModule
 
-    use_threads(cfg.threads)  # training/threads.py: the project's rule, threads= its override
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, "data")
     # the longest problems the model can be asked: its trained width, plus place_offset digits for a place model
     longest = datamodule.fmt.at_width(datamodule.fmt.digits + cfg.model.get("place_offset", 0))
@@ -46,6 +41,20 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
             probes_for(module)  # a bad probe is a config mistake, found before training
         except ValueError as e:
             raise ConfigError(f"{key}.{e}") from None
+    return datamodule, module, analysis, callbacks
+
+
+def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resume_id: str | None = None):
+    """Every object of the run, each checking its own settings: a mistake is a ConfigError before any training."""
+    check(cfg)  # the keys no object owns; each object checks its own arguments as it is built
+    import lightning as L
+    import torch
+
+    from training.callbacks import AtomicCheckpointIO
+
+    use_threads(cfg.threads)  # training/threads.py: the project's rule, threads= its override
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule, module, analysis, callbacks = build_objects(cfg)
     # a run shorter than the validation interval still validates (and checkpoints) once, at its end
     cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
     loggers = build_loggers(cfg, run_name, group, resume_id)

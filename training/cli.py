@@ -1,13 +1,16 @@
-"""The command line, checked before Hydra starts: a typo or a used run directory is one line, and Hydra
-writes nothing (no .hydra/ into someone else's run, no empty run directory left behind).
+"""The command line, checked before Hydra starts: a typo, a value out of range, a ``resume=`` that is not a run to
+continue or a used run directory is one line, and neither the project nor Hydra writes anything (no .hydra/ into
+someone else's run, no .hydra-resume/ into a folder that is not a run, no empty run directory left behind).
 
 Hydra's own errors for these are several lines of advice that does not fit this project (``+model.n_head=8``
 "appends" a key that nothing reads); here they become ``error: model.n_head is not a setting; did you mean
-model.n_heads?``. Value checks come later, with the objects that own them (training/config.py).
+model.n_heads?``. The values are checked by the rules of training/config.py and by the objects that own them,
+built here once as the run will build them (training/assemble.py: build_objects).
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import inspect
 import os
@@ -15,12 +18,14 @@ import re
 import sys
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from storage.rundir import RunDir, RunDirError, SweepDir, hydra_override
-from training.config import ConfigError, register_resolvers
+from training.assemble import build_objects
+from training.config import ConfigError, check
+from training.loggers import check_wandb
+from training.resume import compose_train_config, effective_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 HYDRA_FLAGS_WE_CHECK = ("-m", "--multirun")
@@ -29,13 +34,6 @@ OPTIONAL_GROUPS = ("analysis", "logger", "callbacks", "position", "experiment") 
 OFF_BY_DEFAULT = ("position", "experiment")  # none unless chosen (configs/train.yaml)
 CODE_KEYS = ("_target_", "_args_", "_partial_", "_recursive_", "_convert_")  # what Hydra instantiates
 PLACEMENT_KEYS = ("run_dir", "save_dir", "default_root_dir")  # where the run's files go: its run directory
-
-
-def compose_train_config(overrides: list[str]) -> DictConfig:
-    """configs/train.yaml with these overrides, composed as train.py composes it (tests use this too)."""
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose(config_name="train", overrides=overrides, return_hydra_config=True)
 
 
 def with_run_dir(cfg: DictConfig, run_dir) -> DictConfig:
@@ -47,6 +45,49 @@ def with_run_dir(cfg: DictConfig, run_dir) -> DictConfig:
         cfg.hydra.runtime.output_dir = str(run_dir)
     HydraConfig.instance().set_config(cfg)
     return cfg
+
+
+def _parse(texts: list[str]) -> list:
+    """Hydra's overrides, or one line naming the argument its grammar cannot read and how to write it."""
+    parser = OverridesParser.create()
+    for i, text in enumerate(texts):
+        try:
+            parser.parse_overrides([text])
+        except Exception as e:  # noqa: BLE001 -- Hydra's parse errors
+            lines = [line for line in str(e).strip().splitlines() if not line.startswith(("Error parsing", "See "))]
+            # the grammar's own token list ("expecting {':', BRACKET_OPEN, ...}") says nothing to a user
+            why = re.sub(r" expecting (\{[^}]*\}|\S+)", "", (lines or [type(e).__name__])[0].strip())
+            raise ConfigError(_unreadable(texts, i, why)) from None
+    return parser.parse_overrides(texts)
+
+
+def _unreadable(texts: list[str], i: int, why: str) -> str:
+    """A space inside an override (``model.n_heads=1, 2``, ``seed= 3``) splits it into arguments that each fail:
+    the pieces joined again, when that reads, are the way to write it."""
+    start = i
+    while start > 0 and "=" not in texts[start]:  # back to the piece holding the key
+        start -= 1
+    end = i + 1
+    while end < len(texts) and "=" not in texts[end]:  # on over the pieces that hold no key of their own
+        end += 1
+    pieces = texts[start:end]
+    joined = "".join(pieces)
+    if len(pieces) > 1:
+        try:
+            OverridesParser.create().parse_overrides([joined])
+        except Exception:  # noqa: BLE001 -- not a split override after all
+            pass
+        else:
+            return (
+                f"{' '.join(pieces)}: a space splits one override into {len(pieces)} arguments; write {joined} "
+                "(no spaces; quote a value that holds one: key='a b')"
+            )
+    if "=" not in texts[i]:
+        return f"{texts[i]}: not an override; write key=value (see the keys with  python train.py --cfg job)"
+    return (
+        f"{texts[i]}: Hydra cannot read this override ({why}); write key=value, a sweep as key=a,b with no "
+        "spaces, and quote a value holding spaces or ${[](),:} (key='a b')"
+    )
 
 
 def _did_you_mean(word: str, options, prefix: str = "") -> str:
@@ -67,6 +108,7 @@ def _explain(message: str, base: DictConfig) -> str:
         node = OmegaConf.select(base, parent) if parent else base
         if isinstance(node, DictConfig):
             known = _did_you_mean(leaf, node.keys(), f"{parent}." if parent else "")
+            known = (_with_its_group(key, base) or known) if not parent else known
             return f"{key} is not a setting{known}; see them all with  python train.py --cfg job"
         groups = [p.name for p in CONFIGS.iterdir() if p.is_dir()]
         return f"{key} is not a setting or config group{_did_you_mean(key, list(base.keys()) + groups)}"
@@ -90,16 +132,45 @@ def _explain(message: str, base: DictConfig) -> str:
     return message.strip().splitlines()[0]
 
 
+def _with_its_group(key: str, base: DictConfig) -> str:
+    """A setting given without its group (``n_heads=8``): the full keys whose last part is it, or is nearest to it
+    (``model.n_heads``), when at most three do; else ""."""
+    full = {}  # last part -> the keys ending in it
+    for dotted in _all_keys(base):
+        if "." in dotted:
+            full.setdefault(dotted.rpartition(".")[2], []).append(dotted)
+    names = [key] if key in full else difflib.get_close_matches(key, list(full) + list(base.keys()), n=1, cutoff=0.6)
+    keys = ([names[0]] if names[0] in base else []) + full.get(names[0], []) if names else []
+    return f" (did you mean {' or '.join(keys)}?)" if 0 < len(keys) <= 3 else ""
+
+
 def _first_values(overrides) -> list[str]:
     """Sweep overrides (a=1,2) -> their first value, so one composition checks every key of a multirun."""
+    return _one_job(overrides, {})
+
+
+def _one_job(overrides, picked: dict[int, str]) -> list[str]:
+    """The overrides of one job of a multirun: the value ``picked`` for a sweep override (by its index), else its
+    first."""
     single = []
-    for o in overrides:
+    for i, o in enumerate(overrides):
         if o.is_sweep_override():
-            value = next(iter(o.sweep_string_iterator()))
+            value = picked.get(i, next(iter(o.sweep_string_iterator())))
             single.append(f"{o.get_key_element()}={value}")
         else:
             single.append(o.input_line)
     return single
+
+
+def _every_swept_value(overrides) -> list[list[str]]:
+    """One job per value of each sweep override after its first (the others at their first): so every option and
+    interpolation a multirun sweeps is composed before any job runs (Hydra would stop the sweep at that job)."""
+    return [
+        _one_job(overrides, {i: value})
+        for i, o in enumerate(overrides)
+        if o.is_sweep_override()
+        for value in list(o.sweep_string_iterator())[1:]
+    ]
 
 
 def _check_additions(overrides, cfg: DictConfig) -> None:
@@ -183,8 +254,45 @@ def _check_resolves(cfg: DictConfig) -> None:
                 raise ConfigError(f"{key}={value}: cannot be resolved ({str(e).splitlines()[0]})") from None
 
 
+def _composed(overrides, job: list[str]) -> DictConfig:
+    """One job's config, composed, with its keys and options, its additions and its interpolations checked."""
+    try:
+        cfg = compose_train_config(job)
+    except Exception as e:  # noqa: BLE001 -- composition errors of every kind
+        raise ConfigError(_explain(str(e), compose_train_config([]))) from None
+    _check_additions(overrides, cfg)
+    _check_resolves(cfg)
+    return cfg
+
+
+def _check_values(cfg: DictConfig) -> None:
+    """The values: the rules of the keys no object owns (training/config.py: ranges, devices, sizes), then each
+    object's own, by building the data, the model, the analysis and the callbacks as the run will (they write
+    nothing), and wandb's names by wandb's rules. The trainer and the loggers are built in the run only: what the
+    trainer alone refuses comes after Hydra has written .hydra/, and the run takes away what it made. A resumed
+    run's config is the run's own, checked by :func:`_check_resume`."""
+    check(cfg)
+    if cfg.resume is None:
+        job = with_run_dir(copy.deepcopy(cfg), cfg.hydra.run.dir)  # ${hydra:runtime.output_dir}: where it writes
+        build_objects(job)
+        wandb = (cfg.get("logger") or {}).get("wandb")
+        if wandb is not None:
+            check_wandb(OmegaConf.to_container(wandb, resolve=True))
+
+
+def _check_resume(cfg: DictConfig, overrides, multirun: bool) -> None:
+    """resume= names a run that can be continued, with the run's own config: checked in full here, before Hydra is
+    given its directory (Hydra writes .hydra-resume/ into whatever folder resume= names, and the run's lock would
+    follow), so a folder that is not a run -- /etc, an empty one, a sweep, a run's checkpoints/ -- stays untouched."""
+    if multirun:
+        raise ConfigError("resume= continues one run; it cannot be part of a multirun (drop -m)")
+    task = [o.input_line for o in overrides if not o.key_or_group.startswith("hydra")]
+    effective_config(cfg, task, multirun=False)  # the same checks the run makes again as it starts
+
+
 def check_command_line(argv: list[str], claim: bool = False) -> RunDir | SweepDir | None:
-    """Exit 2 with one line for an override Hydra cannot apply or a run directory already used.
+    """Exit 2 with one line for an override Hydra cannot read or apply, a value a check refuses, a ``resume=`` that
+    is not a run to continue, or a run directory already used.
 
     With ``claim`` (train.py), also a run or sweep directory in use by another process, or a sweep directory used
     already; else the directory is claimed for this process -- before Hydra writes its files there, so a refused
@@ -197,18 +305,17 @@ def check_command_line(argv: list[str], claim: bool = False) -> RunDir | SweepDi
     multirun = any(a in HYDRA_FLAGS_WE_CHECK for a in argv)
     texts = [a for a in argv if a not in HYDRA_FLAGS_WE_CHECK]
     try:
-        try:
-            overrides = OverridesParser.create().parse_overrides(texts)
-        except Exception as e:  # noqa: BLE001 -- Hydra's parse errors
-            raise ConfigError(f"cannot read the command line: {str(e).splitlines()[0]}") from None
+        overrides = _parse(texts)
         _check_deletions(overrides)
         _check_placements(overrides)
-        try:
-            cfg = compose_train_config(_first_values(overrides))
-        except Exception as e:  # noqa: BLE001 -- composition errors of every kind
-            raise ConfigError(_explain(str(e), compose_train_config([]))) from None
-        _check_additions(overrides, cfg)
-        _check_resolves(cfg)
+        cfg = _composed(overrides, _first_values(overrides))
+        if cfg.resume is not None:  # before any directory is claimed: a refused resume= writes nothing anywhere
+            _check_resume(cfg, overrides, multirun)
+        if not multirun:
+            _check_values(cfg)
+        for job in _every_swept_value(overrides):  # a sweep's values are each its job's to check: one fails alone
+            if _composed(overrides, job).resume is not None:  # -m resume=null,<run>: no job of a sweep resumes
+                _check_resume(cfg, overrides, multirun)
         if not claim:
             if not multirun and cfg.resume is None:
                 RunDir(cfg.hydra.run.dir).refuse_if_used()
@@ -227,3 +334,22 @@ def check_command_line(argv: list[str], claim: bool = False) -> RunDir | SweepDi
     if not any(o.key_or_group == key for o in overrides):  # Hydra resolves the default again: pin this one
         argv.append(hydra_override(key, claimed.path))  # an argument, not a shell word
     return claimed
+
+
+def exit_status(argv: list[str]) -> int:
+    """The command's exit status once Hydra is done: 0, or -- after a multirun none of whose jobs ended "ok" (each
+    refused as it was built, or failed) -- EXIT_TRAINING. A sweep with some jobs ok exits 0: a failing setting fails
+    alone, and the summary's last line counts it. Read from each job's record in the sweep directory (pinned in
+    ``argv`` by :func:`check_command_line`), so whichever launcher ran the jobs, in whatever processes."""
+    from training.failures import EXIT_TRAINING
+
+    if not any(a in HYDRA_FLAGS_WE_CHECK for a in argv) or any(
+        a.startswith("-") and a not in HYDRA_FLAGS_WE_CHECK for a in argv
+    ):
+        return 0  # one run (its failures exit as they happen), or Hydra's own --help, --cfg ...
+    if os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("RANK", "0") != "0":
+        return 0  # the first process of a multi-process job speaks for the sweep
+    overrides = OverridesParser.create().parse_overrides([a for a in argv if a not in HYDRA_FLAGS_WE_CHECK])
+    where = [o.value() for o in overrides if o.key_or_group == "hydra.sweep.dir"]
+    none_ok = where and not any(job.status == "ok" for job in SweepDir(where[-1]).jobs())
+    return EXIT_TRAINING if none_ok else 0

@@ -22,7 +22,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from storage.rundir import RunDir, RunDirError, parse_yaml, resume_target
-from training.config import ConfigError
+from training.config import ConfigError, register_resolvers
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 WANDB_ID = re.compile(r"[^\s:;,#?/'](?:[^:;,#?/']{0,126}[^\s:;,#?/'])?")  # what wandb takes as a run's id
@@ -94,6 +94,16 @@ def saved_choices(owner: RunDir, label: str) -> list[str]:
     return picked
 
 
+def compose_train_config(overrides: list[str]) -> DictConfig:
+    """configs/train.yaml with these overrides, composed as train.py composes it, outside a running @hydra.main (the
+    command line's check before Hydra starts, the tests)."""
+    from hydra import compose, initialize_config_dir
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose(config_name="train", overrides=overrides, return_hydra_config=True)
+
+
 def compose_project(overrides: list[str]) -> DictConfig:
     """configs/train.yaml with these overrides, inside a running @hydra.main or outside it (the tests)."""
     from hydra.core.global_hydra import GlobalHydra
@@ -103,8 +113,6 @@ def compose_project(overrides: list[str]) -> DictConfig:
 
         cfg = compose(config_name="train", overrides=overrides)
     else:
-        from training.cli import compose_train_config
-
         cfg = compose_train_config(overrides)
     with open_dict(cfg):
         cfg.pop("hydra", None)
@@ -232,10 +240,15 @@ def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> D
         return cfg
     if multirun:
         raise ConfigError("resume= continues one run; it cannot be part of a multirun (drop -m)")
+    if not str(cfg.resume).strip():
+        raise ConfigError("resume= is empty; give the run directory to continue, or one of its .ckpt files")
     try:
         checkpoint = resume_target(cfg.resume)
     except RunDirError as e:
-        raise ConfigError(str(e)) from None
+        folder = Path(str(cfg.resume)).expanduser()
+        run = RunDir(folder.parent)
+        inside = folder.name == run.checkpoints.name and folder.is_dir() and run.config.is_file()
+        raise ConfigError(f"{e}; the run is the folder above it: resume={run.path}" if inside else str(e)) from None
     owner = RunDir.of_checkpoint(checkpoint)
     if owner is None or not owner.config.exists():
         raise ConfigError(
