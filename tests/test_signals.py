@@ -81,7 +81,7 @@ def test_the_second_signal_in_a_step_is_signalled_not_keyboard_interrupt(tmp_pat
     stop = GracefulStop(tmp_path)
     stop._training = True
     stop._request(signal.SIGINT, None)  # the first: at the end of the step
-    assert stop.signal == signal.SIGINT
+    assert stop.received == signal.SIGINT
     with pytest.raises(Signalled) as raised:
         stop._request(signal.SIGINT, None)
     assert not isinstance(raised.value, KeyboardInterrupt) and raised.value.signum == signal.SIGINT
@@ -106,7 +106,7 @@ def test_stopped_at_once_in_training_offers_the_best_checkpoint_or_says_nothing_
     if best:
         run.best_checkpoint.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"state_dict": {}}, run.best_checkpoint)  # a checkpoint that loads
-    line = str(stopped_in("training", run, stopper=SimpleNamespace(signal=signal.SIGINT)))
+    line = str(stopped_in("training", run, stopper=SimpleNamespace(received=signal.SIGINT)))
     state = run.read_results()
     assert state["status"] == "interrupted" and state["interrupted_phase"] == "training" and state["step"] == 120
     assert not wrong_types(state)
@@ -222,7 +222,7 @@ def test_a_second_signal_while_the_saved_step_is_recorded_is_a_second_signal_not
     torch.save({"state_dict": {}}, run.interrupted_checkpoint)
     life = Run(SimpleNamespace(resume=None), run)
     life.trainer, life.loggers = SimpleNamespace(global_step=120), []
-    life.stopper = SimpleNamespace(signal=signal.SIGINT, saved=run.interrupted_checkpoint)
+    life.stopper = SimpleNamespace(signal=signal.SIGINT, received=signal.SIGINT, saved=run.interrupted_checkpoint)
     record = run.mark_interrupted
     calls = []
 

@@ -56,7 +56,9 @@ class Run:
     def begin(self, trainer, callbacks, loggers, tokenizer) -> None:
         """Built: claim the directory, say "running", keep the tokenizer and the config (phase ``build`` ends)."""
         from training.callbacks import GracefulStop
+        from training.signals import own_the_signals
 
+        own_the_signals(trainer)  # the run's handlers, not Lightning's, answer SIGINT and SIGTERM in fit and test
         self.trainer, self.loggers = trainer, loggers
         self.stopper = next((c for c in callbacks if isinstance(c, GracefulStop)), None)
         self.main_process = trainer.is_global_zero
@@ -163,7 +165,7 @@ class Run:
                 checkpoint = resume = None
             run_dir.mark_interrupted(step, checkpoint, self.train_seconds, wandb_run_id(self.loggers), resume, phase)
             if phase == "training":
-                again = "a second " if self.stopper is not None and self.stopper.signal is not None else ""
+                again = "a second " if self.stopper is not None and self.stopper.received is not None else ""
                 said = f"{again}{name}: stopped at once in step {step}, whose weights were not saved"
             else:
                 said = f"{name} during the test: training had finished (step {step}) but there are no test results"
@@ -241,7 +243,8 @@ def run_command(main: Callable[[], None]) -> None:
     Hydra writes anything), the directory claimed and pinned, ``main`` run; a signal outside any run is one line and
     128 + signal. A directory that no run began in is left as it was found."""
     from training.cli import check_command_line
-    from training.signals import StopOnSignal, exit_code, lift_guard
+    from training.failures import EXIT_WORKER_STOPPED
+    from training.signals import StopOnSignal, a_worker_process, exit_code, lift_guard
 
     lift_guard()  # the imports are done: from here StopOnSignal says what a signal left
     with StopOnSignal():  # Ctrl-C and SIGTERM, from here to the end: a line, a true status, exit 128 + signal
@@ -257,5 +260,7 @@ def run_command(main: Callable[[], None]) -> None:
                     if isinstance(claimed, RunDir):
                         claimed.discard_if_unused()  # a run that never began leaves no directory
         except Signalled as stop:  # before the run began, or after its results were written (runs say their own)
+            if a_worker_process():  # the first process of a multi-process run speaks for it
+                sys.exit(EXIT_WORKER_STOPPED)
             print(f"interrupted ({signal_name(stop.signum)}) outside the run: nothing of it changed", file=sys.stderr)
             sys.exit(exit_code(stop.signum))
