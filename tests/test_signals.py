@@ -456,3 +456,31 @@ def test_a_sweep_sigterm_stopped_ends_with_143_and_says_so_not_0(tmp_path):
     (job,) = tmp_path.glob("0_*")
     kept_the_promise(process.returncode, stderr, job, signal.SIGTERM)
     assert not list(tmp_path.glob("1_*"))
+
+
+def test_a_peer_that_ended_is_named_with_how_it_ended(monkeypatch):
+    import training.signals
+
+    child = subprocess.Popen(["sleep", "60"])
+    monkeypatch.setattr(training.signals, "_children", [child])
+    assert training.signals.a_peer_ended(wait=0) is None  # it still runs
+    child.kill()
+    assert training.signals.a_peer_ended() == "process 1 (killed by SIGKILL)"
+
+
+@pytest.mark.slow  # a 2-process training a row (~30 s)
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_kill_9_of_either_ddp_process_leaves_the_record_running_and_no_traceback(tmp_path, rank):
+    """The docs' promise for a process killed with no chance to say so: the record stays "running" (the first
+    process used to write "failed" with gloo's traceback when the second was killed); the first one, when it
+    survives the other, says so in one line with the checkpoint to continue from and ends with 3."""
+    stopped = stop_at(f"20:SIGKILL:{rank}", tmp_path / "run", *DDP)
+    assert "Traceback" not in stopped.stderr, stopped.stderr[-3000:]
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["status"] == "running"
+    if rank == "0":
+        assert stopped.returncode == -signal.SIGKILL
+        return
+    assert stopped.returncode == 3, stopped.stderr[-3000:]
+    (line,) = [line for line in stopped.stderr.splitlines() if line.startswith("error:")]
+    best = tmp_path / "run" / "checkpoints" / "best.ckpt"
+    assert "process 1 (killed by SIGKILL)" in line and f"resume={best}" in line

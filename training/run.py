@@ -23,10 +23,10 @@ from omegaconf import OmegaConf
 
 from storage.rundir import RunDir, override
 from training.collector import alive_frozen, freeze_alive
-from training.failures import Interrupted, handle_failure
+from training.failures import Interrupted, PeerEnded, handle_failure
 from training.loggers import finish_wandb, wandb_run_id
 from training.phases import Phases
-from training.signals import Signalled, signal_name
+from training.signals import Signalled, a_peer_ended, signal_name
 
 SAMPLE_PROBLEMS = "examples/problems.txt"  # 3-digit additions, for the default task
 
@@ -96,6 +96,19 @@ class Run:
             if name == "analysis":
                 self.results["total_seconds"] = self.seconds
             raise self.stopped(stop.signum, name) from None
+        except Exception:
+            if self.trainer is not None and self.trainer.world_size > 1 and (gone := a_peer_ended()) is not None:
+                raise self.peer_ended(gone, name) from None  # its collective failed: the cause is the other's end
+            raise
+
+    def peer_ended(self, gone: str, phase: str) -> PeerEnded:
+        """Another process of the run ended in ``phase`` (``gone``: which, and how): the record stays "running", as
+        after ``kill -9`` (Lightning's launcher would kill this process within seconds anyway)."""
+        said = f"{gone} of this {self.trainer.world_size}-process run ended in the {phase}, at step "
+        said += f'{self.trainer.global_step}, and this one stopped with it; the record stays "running"'
+        if self.dir.best_checkpoint.is_file():
+            return PeerEnded(f"{said}; continue with: python train.py {override('resume', self.dir.best_checkpoint)}")
+        return PeerEnded(f"{said}; no checkpoint had been saved yet: start again")
 
     @contextmanager
     def saved_at_a_step(self) -> Iterator[None]:

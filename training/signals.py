@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -43,7 +44,8 @@ def signal_name(signum: int) -> str:
 
 _stopping: list[int] = []  # the signal this process is stopping on, once one has stopped it at once
 _received: list[int] = []  # every signal the run's handlers took in this process
-_peers: list[int] = []  # the run's other processes on this machine (Lightning's launcher): see own_the_signals
+_children: list = []  # the run's processes this one started (Lightning's launcher, subprocess.Popen): own_the_signals
+_parent: list[int] = []  # the run's first process, where this one is its child
 FIRST_PROCESS = "TINYCALC_FIRST_PROCESS"  # the first process's pid, for the processes Lightning starts from it
 
 
@@ -64,7 +66,7 @@ def stop_at_once(signum: int) -> None:
     if _stopping:
         return
     _stopping.append(signum)
-    for pid in _peers:
+    for pid in [child.pid for child in _children] + _parent:
         try:
             os.kill(pid, signum)
         except OSError:  # already gone
@@ -102,6 +104,23 @@ def a_worker_process() -> bool:
     return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("RANK", "0") != "0"
 
 
+def a_peer_ended(wait: float = 1.0) -> str | None:
+    """Which of the run's other processes on this machine has ended, and how ("process 1 (killed by SIGKILL)");
+    None while they all run. Waits up to ``wait`` seconds for it: a process killed in a collective closes its
+    sockets a moment before it is seen to have ended."""
+    deadline = time.monotonic() + wait
+    while True:
+        for rank, child in enumerate(_children, start=1):
+            if child.poll() is not None:
+                code = child.returncode
+                return f"process {rank} ({f'killed by {signal.Signals(-code).name}' if code < 0 else f'exit {code}'})"
+        if _parent and os.getppid() != _parent[0]:
+            return "process 0"
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
 def own_the_signals(trainer) -> None:
     """The run's handlers stay the only ones for SIGINT and SIGTERM while ``trainer`` fits and tests.
 
@@ -125,10 +144,9 @@ def own_the_signals(trainer) -> None:
             # the peers a signal that stops this process at once is passed to: the first process's children, or
             # the first process itself, where it is this one's parent (Lightning's launcher; torchrun's agent
             # passes a SIGTERM to every process itself)
-            _peers[:] = [process.pid for process in getattr(self.trainer.strategy.launcher, "procs", None) or []]
+            _children[:] = getattr(self.trainer.strategy.launcher, "procs", None) or []
             first = os.environ.get(FIRST_PROCESS, "")
-            if a_worker_process() and first.isdigit() and int(first) == os.getppid():
-                _peers.append(int(first))
+            _parent[:] = [int(first)] if a_worker_process() and first.isdigit() and int(first) == os.getppid() else []
             ours = {signum: signal.getsignal(signum) for signum in SIGNALS}
             super().register_signal_handlers()
             if threading.current_thread() is threading.main_thread():
