@@ -461,11 +461,12 @@ def test_a_sweep_sigterm_stopped_ends_with_143_and_says_so_not_0(tmp_path):
 def test_a_peer_that_ended_is_named_with_how_it_ended(monkeypatch):
     import training.signals
 
-    child = subprocess.Popen(["sleep", "60"])
-    monkeypatch.setattr(training.signals, "_children", [child])
-    assert training.signals.a_peer_ended(wait=0) is None  # it still runs
+    done, child = subprocess.Popen(["true"]), subprocess.Popen(["sleep", "60"])
+    done.wait()
+    monkeypatch.setattr(training.signals, "_children", [done, child])
+    assert training.signals.a_peer_ended(wait=0) is None  # one ended well, one still runs
     child.kill()
-    assert training.signals.a_peer_ended() == "process 1 (killed by SIGKILL)"
+    assert training.signals.a_peer_ended() == "process 2 (killed by SIGKILL)"
 
 
 @pytest.mark.slow  # a 2-process training a row (~30 s)

@@ -63,7 +63,9 @@ class GracefulStop(L.Callback):
     trains nothing more.
 
     A second signal stops at once (:class:`training.signals.Signalled`, which ``train.py`` turns into a true status
-    and the same exit code); outside training the handlers from before (``train.py``'s own) take them again.
+    and the same exit code); outside training the handlers from before (``train.py``'s own) take them again. In a
+    multi-process run the processes agree after each step on whether any received a signal (:meth:`_agree`), so all
+    stop at the same step and save the same checkpoint.
     """
 
     def __init__(self, run_dir: str | Path):

@@ -12,6 +12,10 @@ module was loading. It raises SystemExit, so ``finally`` blocks still run (a hal
 
 :class:`Signalled` is a BaseException that is not a KeyboardInterrupt: Lightning answers a KeyboardInterrupt with
 ``sys.exit(1)`` (no line, no status), but re-raises anything else once its callbacks have seen it.
+
+These handlers are the run's only ones: :func:`own_the_signals` keeps Lightning's SIGTERM handler off. In a
+multi-process run every process stops at the same step whichever one a signal reached (GracefulStop), a stop at once
+is passed to the others (:func:`stop_at_once`), and only the first process prints, records and sets the exit code.
 """
 
 from __future__ import annotations
@@ -105,15 +109,16 @@ def a_worker_process() -> bool:
 
 
 def a_peer_ended(wait: float = 1.0) -> str | None:
-    """Which of the run's other processes on this machine has ended, and how ("process 1 (killed by SIGKILL)");
-    None while they all run. Waits up to ``wait`` seconds for it: a process killed in a collective closes its
-    sockets a moment before it is seen to have ended."""
+    """Which of the run's other processes on this machine has ended early, and how ("process 1 (killed by
+    SIGKILL)"); None while they all run or ended well. Waits up to ``wait`` seconds for it: a process killed in a
+    collective closes its sockets a moment before it is seen to have ended."""
     deadline = time.monotonic() + wait
     while True:
         for rank, child in enumerate(_children, start=1):
-            if child.poll() is not None:
+            if child.poll():  # None: it runs; 0: it ended well (the others leave after the test)
                 code = child.returncode
-                return f"process {rank} ({f'killed by {signal.Signals(-code).name}' if code < 0 else f'exit {code}'})"
+                how = f"killed by {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"exit {code}"
+                return f"process {rank} ({how})"
         if _parent and os.getppid() != _parent[0]:
             return "process 0"
         if time.monotonic() >= deadline:
