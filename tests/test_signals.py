@@ -146,6 +146,25 @@ def test_stopped_in_the_analysis_or_report_records_the_finished_run_as_ok(tmp_pa
     assert again in line  # the command that finishes what the signal stopped
 
 
+def test_a_further_signal_while_the_run_ends_on_one_keeps_the_first_ones_line(tmp_path, capsys):
+    """A second Ctrl-C as the run leaves (after its record says "interrupted") used to print "before training
+    started; nothing to resume" over the run's true line."""
+    from training.run import run_job
+
+    run = a_run(tmp_path / "run")
+
+    def job() -> dict:
+        try:
+            raise Interrupted("stopped at step 22; continue with: python train.py resume=run", signal.SIGINT)
+        finally:
+            raise Signalled(signal.SIGINT)  # the second signal, while the first one's Interrupted leaves
+
+    with pytest.raises(SystemExit) as ended:
+        run_job(job, run, in_sweep=False)
+    assert ended.value.code == 130
+    assert capsys.readouterr().err == "interrupted: stopped at step 22; continue with: python train.py resume=run\n"
+
+
 # ---- slow: real trainings, real signals ----------------------------------------------------------------------
 def signals_as_in_a_terminal() -> None:
     """The child's Ctrl-C and SIGTERM as a terminal's foreground command has them: a test suite started with nohup

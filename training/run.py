@@ -222,6 +222,8 @@ def run_job(job: Callable[[], dict], run_dir: RunDir, in_sweep: bool, resuming: 
         with alive_frozen():  # training/collector.py: the collector's scans skip what the imports made
             return job()
     except (Exception, KeyboardInterrupt, Signalled) as error:  # noqa: BLE001 -- handle_failure re-raises bugs
+        if isinstance(error, Signalled) and isinstance(error.__context__, Interrupted):
+            error = error.__context__  # a further signal while the run ended on one: the line is the first one's
         if resuming and isinstance(error, (KeyboardInterrupt, Signalled)):
             run_dir.put_back()  # the record it replaced, if it had begun
             error = left_as_it_was(error.signum if isinstance(error, Signalled) else signal.SIGINT)
