@@ -165,6 +165,55 @@ def test_a_further_signal_while_the_run_ends_on_one_keeps_the_first_ones_line(tm
     assert capsys.readouterr().err == "interrupted: stopped at step 22; continue with: python train.py resume=run\n"
 
 
+@pytest.mark.parametrize("owned", [True, False])
+def test_the_runs_handlers_are_the_only_ones_through_fit_and_test(tmp_path, owned):
+    """own_the_signals: while Lightning fits and tests, SIGTERM and SIGINT reach the run's handler and nothing else
+    (Lightning's own, composed with it, raised SystemExit -- exit 0 -- at the step's end); its teardown leaves them.
+    The other row shows the check sees Lightning's handler where the run does not take them."""
+    import lightning as L
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    from training.signals import own_the_signals
+
+    took: list[int] = []
+    seen: list[object] = []
+
+    def ours(signum, frame) -> None:
+        took.append(signum)
+
+    class Look(L.Callback):
+        def on_train_batch_start(self, trainer, *args) -> None:
+            seen.extend(signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM))
+            if trainer.global_step == 0:
+                signal.raise_signal(signal.SIGTERM)
+
+        def on_test_batch_start(self, trainer, *args) -> None:
+            seen.extend(signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM))
+
+    before = [signal.signal(s, ours) for s in (signal.SIGINT, signal.SIGTERM)]
+    try:
+        trainer = L.Trainer(
+            accelerator="cpu", max_steps=2, limit_test_batches=1, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False, callbacks=[Look()], default_root_dir=tmp_path,
+        )  # fmt: skip
+        if owned:
+            own_the_signals(trainer)
+        try:
+            trainer.fit(BoringModel())
+            trainer.test(BoringModel(), verbose=False)
+        except SystemExit:  # Lightning's SIGTERMException
+            assert not owned
+        after = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
+    finally:
+        for s, handler in zip((signal.SIGINT, signal.SIGTERM), before, strict=True):
+            signal.signal(s, handler)
+    if owned:
+        assert seen and all(handler is ours for handler in seen) and after == [ours, ours]
+        assert took == [signal.SIGTERM] and not trainer.received_sigterm
+    else:
+        assert any(handler is not ours for handler in seen) and trainer.received_sigterm
+
+
 # ---- slow: real trainings, real signals ----------------------------------------------------------------------
 def signals_as_in_a_terminal() -> None:
     """The child's Ctrl-C and SIGTERM as a terminal's foreground command has them: a test suite started with nohup

@@ -154,10 +154,10 @@ def own_the_signals(trainer) -> None:
             _parent[:] = [int(first)] if a_worker_process() and first.isdigit() and int(first) == os.getppid() else []
             ours = {signum: signal.getsignal(signum) for signum in SIGNALS}
             super().register_signal_handlers()
-            if threading.current_thread() is threading.main_thread():
-                for signum, handler in ours.items():
-                    if handler is not None:  # None: set outside Python, which Python cannot set back
-                        signal.signal(signum, handler)
+            for signum, handler in ours.items():
+                self._original_handlers.pop(signum, None)  # nor does its teardown set them: they stay the run's
+                if handler is not None and threading.current_thread() is threading.main_thread():
+                    signal.signal(signum, handler)  # (None: set outside Python, which Python cannot set back)
 
     trainer._signal_connector = RunOwnsTheSignals(trainer)
 
