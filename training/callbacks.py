@@ -23,7 +23,7 @@ from rich.text import Text
 
 from storage.rundir import RunDir, write_atomically
 from training.failures import NonFiniteLossError
-from training.signals import stop_at_once
+from training.signals import received, stop_at_once
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -63,12 +63,15 @@ class GracefulStop(L.Callback):
     trains nothing more.
 
     A second signal stops at once (:class:`training.signals.Signalled`, which ``train.py`` turns into a true status
-    and the same exit code); outside training the handlers from before (``train.py``'s own) take them again.
+    and the same exit code); outside training the handlers from before (``train.py``'s own) take them again. In a
+    multi-process run the processes agree after each step on whether any received a signal (:meth:`_agree`), so all
+    stop at the same step and save the same checkpoint.
     """
 
     def __init__(self, run_dir: str | Path):
         self.path = RunDir(run_dir).interrupted_checkpoint
-        self.signal: int | None = None  # the signal that asked us to stop
+        self.received: int | None = None  # the signal this process received (a second one stops it at once)
+        self.signal: int | None = None  # the signal the run stops on: received here, or by any process (DDP)
         self.saved: Path | None = None
         self.ended = False  # the training had ended on its own at the saved step (saved in the checkpoint)
         self._previous: dict[int, object] = {}
@@ -76,12 +79,23 @@ class GracefulStop(L.Callback):
         self._speaks = True  # the process that prints (rank 0)
 
     def _request(self, signum, frame) -> None:
-        if self.signal is not None or not self._training:
+        if self.received is not None or not self._training:  # a second signal to this process, or one outside fit
             stop_at_once(signum)  # not KeyboardInterrupt: Lightning answers that with exit(1) and no line
             return
-        self.signal = signum
+        self.received = signum
+        received(signum)
         if self._speaks:
             print(f"\nstopping after this step ({signal.Signals(signum).name}); again to stop at once", flush=True)
+
+    def _agree(self, trainer, pl_module) -> None:
+        """``signal`` from what this process received -- under DDP from what any received, the same value in every
+        process (one collective): a signal that lands during the collective counts at the next step, never in one
+        process only."""
+        if trainer.world_size == 1:
+            self.signal = self.signal or self.received
+            return
+        asked = torch.tensor(self.received or 0, device=pl_module.device)  # 0, or the signal's number
+        self.signal = self.signal or int(trainer.strategy.reduce(asked, reduce_op="max")) or None  # SIGTERM over INT
 
     def state_dict(self) -> dict:
         return {"ended": self.ended}
@@ -90,7 +104,8 @@ class GracefulStop(L.Callback):
         self.ended = state_dict.get("ended") is True
 
     def on_fit_start(self, trainer, pl_module) -> None:
-        # every process: a Ctrl-C reaches them all, a SIGTERM maybe one (on_train_batch_end makes them agree)
+        # every process: a Ctrl-C reaches them all, a SIGTERM maybe one (_agree, at each step's end, makes them
+        # agree); Lightning's own SIGTERM handler, installed after this, is kept off (signals.py: own_the_signals)
         self._previous = {s: signal.signal(s, self._request) for s in (signal.SIGINT, signal.SIGTERM)}
         self._training, self._speaks = True, trainer.is_global_zero
 
@@ -99,15 +114,13 @@ class GracefulStop(L.Callback):
             trainer.should_stop = True
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        asked = self.signal is not None
-        if trainer.world_size > 1:  # all processes stop at the same step if any was asked (one collective a step)
-            asked = trainer.strategy.reduce_boolean_decision(asked, all=False)
-            self.signal = self.signal or (signal.SIGTERM if asked else None)
-        if asked and self.saved is None:
+        self._agree(trainer, pl_module)
+        if self.signal is not None and self.saved is None:
             # the training loop's own end (its max_steps, which the Trainer set); should_stop would validate once more
             trainer.fit_loop.epoch_loop.max_steps = trainer.global_step
 
     def on_train_end(self, trainer, pl_module) -> None:
+        self._agree(trainer, pl_module)  # a signal during the last step's validation
         if self.signal is not None and self.saved is None:
             self.ended = trainer.should_stop  # only early stopping sets it: the run's training is over
             save_checkpoint(trainer, self.path)

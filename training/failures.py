@@ -1,9 +1,11 @@
 """How a run ends when it does not end well: one line on the terminal, the run directory marked, an exit code.
 
     2    a configuration mistake (ConfigError), before anything was trained
-    3    training stopped: the loss became NaN/inf, or (outside a sweep) an unexpected error
+    3    training stopped: the loss became NaN/inf, another process of a multi-process run ended in its middle, or
+         (outside a sweep) an unexpected error
     130  interrupted by Ctrl-C (SIGINT), 143 by SIGTERM (128 + the signal), in any phase; the line says what the
-         run holds and how to continue (training/signals.py, train.py)
+         run holds and how to continue (training/signals.py, train.py). A multi-process run: the first process
+         says it, once, and ends with that code; the others end quietly with 0
 
 A bug outside a sweep shows its traceback (what a developer needs); inside a sweep the job fails alone, its
 traceback goes to error.log, and the sweep summary lists it. Nothing a finished or resumable run wrote is
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from storage.rundir import RunDir, RunDirError, override
 from training.config import ConfigError
-from training.signals import Signalled, exit_code, signal_name
+from training.signals import Signalled, a_worker_process, exit_code, signal_name, was_signalled
 
 
 class NonFiniteLossError(RuntimeError):
@@ -45,6 +47,11 @@ class Interrupted(Exception):
         self.signum = signum
 
 
+class PeerEnded(Exception):
+    """Another process of a multi-process run ended in its middle (killed, crashed), and this one stopped with it:
+    the record stays as it was ("running", as after ``kill -9``); the message says how to continue."""
+
+
 class DiskFull(Exception):
     """The disk filled up while the run was writing."""
 
@@ -55,6 +62,9 @@ EXIT_CONFIG, EXIT_TRAINING, EXIT_INTERRUPTED, EXIT_TERMINATED = (
     exit_code(signal.SIGINT),
     exit_code(signal.SIGTERM),
 )
+# The other processes of a multi-process run end with 0 once a signal stopped it: Lightning's launcher kills every
+# process, the first one too (SIGKILL, within 5 s), as soon as one of them ends with anything else.
+EXIT_WORKER_STOPPED = 0
 
 
 def handle_failure(error: BaseException, run_dir: RunDir, in_sweep: bool, started: bool) -> int | None:
@@ -62,6 +72,14 @@ def handle_failure(error: BaseException, run_dir: RunDir, in_sweep: bool, starte
 
     started: whether this invocation had claimed the run directory (and so may write into it).
     """
+    stopped = (Interrupted, Signalled, KeyboardInterrupt, PeerEnded)
+    if a_worker_process() and (isinstance(error, stopped) or was_signalled()):
+        # the first process says what the signal left, writes it and ends with its code; what a signalled worker
+        # met after it (its peers gone in the middle of a collective) is the signal's doing, not a failure
+        return EXIT_WORKER_STOPPED
+    if isinstance(error, PeerEnded):
+        print(f"error: {error}", file=sys.stderr)
+        return None if in_sweep else EXIT_TRAINING
     if isinstance(error, Interrupted):
         print(f"interrupted: {error}", file=sys.stderr)
         return exit_code(error.signum)

@@ -23,10 +23,10 @@ from omegaconf import OmegaConf
 
 from storage.rundir import RunDir, override
 from training.collector import alive_frozen, freeze_alive
-from training.failures import Interrupted, handle_failure
+from training.failures import Interrupted, PeerEnded, handle_failure
 from training.loggers import finish_wandb, wandb_run_id
 from training.phases import Phases
-from training.signals import Signalled, signal_name
+from training.signals import Signalled, a_peer_ended, signal_name
 
 SAMPLE_PROBLEMS = "examples/problems.txt"  # 3-digit additions, for the default task
 
@@ -56,7 +56,9 @@ class Run:
     def begin(self, trainer, callbacks, loggers, tokenizer) -> None:
         """Built: claim the directory, say "running", keep the tokenizer and the config (phase ``build`` ends)."""
         from training.callbacks import GracefulStop
+        from training.signals import own_the_signals
 
+        own_the_signals(trainer)  # the run's handlers, not Lightning's, answer SIGINT and SIGTERM in fit and test
         self.trainer, self.loggers = trainer, loggers
         self.stopper = next((c for c in callbacks if isinstance(c, GracefulStop)), None)
         self.main_process = trainer.is_global_zero
@@ -94,6 +96,19 @@ class Run:
             if name == "analysis":
                 self.results["total_seconds"] = self.seconds
             raise self.stopped(stop.signum, name) from None
+        except Exception:
+            if self.trainer is not None and self.trainer.world_size > 1 and (gone := a_peer_ended()) is not None:
+                raise self.peer_ended(gone, name) from None  # its collective failed: the cause is the other's end
+            raise
+
+    def peer_ended(self, gone: str, phase: str) -> PeerEnded:
+        """Another process of the run ended in ``phase`` (``gone``: which, and how): the record stays "running", as
+        after ``kill -9`` (Lightning's launcher would kill this process within seconds anyway)."""
+        said = f"{gone} of this {self.trainer.world_size}-process run ended in the {phase}, at step "
+        said += f'{self.trainer.global_step}, and this one stopped with it; the record stays "running"'
+        if self.dir.best_checkpoint.is_file():
+            return PeerEnded(f"{said}; continue with: python train.py {override('resume', self.dir.best_checkpoint)}")
+        return PeerEnded(f"{said}; no checkpoint had been saved yet: start again")
 
     @contextmanager
     def saved_at_a_step(self) -> Iterator[None]:
@@ -163,7 +178,7 @@ class Run:
                 checkpoint = resume = None
             run_dir.mark_interrupted(step, checkpoint, self.train_seconds, wandb_run_id(self.loggers), resume, phase)
             if phase == "training":
-                again = "a second " if self.stopper is not None and self.stopper.signal is not None else ""
+                again = "a second " if self.stopper is not None and self.stopper.received is not None else ""
                 said = f"{again}{name}: stopped at once in step {step}, whose weights were not saved"
             else:
                 said = f"{name} during the test: training had finished (step {step}) but there are no test results"
@@ -207,6 +222,8 @@ def run_job(job: Callable[[], dict], run_dir: RunDir, in_sweep: bool, resuming: 
         with alive_frozen():  # training/collector.py: the collector's scans skip what the imports made
             return job()
     except (Exception, KeyboardInterrupt, Signalled) as error:  # noqa: BLE001 -- handle_failure re-raises bugs
+        if isinstance(error, Signalled) and isinstance(error.__context__, Interrupted):
+            error = error.__context__  # a further signal while the run ended on one: the line is the first one's
         if resuming and isinstance(error, (KeyboardInterrupt, Signalled)):
             run_dir.put_back()  # the record it replaced, if it had begun
             error = left_as_it_was(error.signum if isinstance(error, Signalled) else signal.SIGINT)
@@ -241,7 +258,8 @@ def run_command(main: Callable[[], None]) -> None:
     Hydra writes anything), the directory claimed and pinned, ``main`` run; a signal outside any run is one line and
     128 + signal. A directory that no run began in is left as it was found."""
     from training.cli import check_command_line
-    from training.signals import StopOnSignal, exit_code, lift_guard
+    from training.failures import EXIT_WORKER_STOPPED
+    from training.signals import StopOnSignal, a_worker_process, exit_code, lift_guard
 
     lift_guard()  # the imports are done: from here StopOnSignal says what a signal left
     with StopOnSignal():  # Ctrl-C and SIGTERM, from here to the end: a line, a true status, exit 128 + signal
@@ -257,5 +275,7 @@ def run_command(main: Callable[[], None]) -> None:
                     if isinstance(claimed, RunDir):
                         claimed.discard_if_unused()  # a run that never began leaves no directory
         except Signalled as stop:  # before the run began, or after its results were written (runs say their own)
+            if a_worker_process():  # the first process of a multi-process run speaks for it
+                sys.exit(EXIT_WORKER_STOPPED)
             print(f"interrupted ({signal_name(stop.signum)}) outside the run: nothing of it changed", file=sys.stderr)
             sys.exit(exit_code(stop.signum))
