@@ -4,7 +4,7 @@
 
     weights     every parameter, float32, base64 (little-endian), by its state-dict name
     positions   what each position of the trained layout adds to its token, (T, d_model): learned positions,
-                place embeddings and coupling folded into one table (``Positions.position_table``)
+                place embeddings and coupling folded into one table (``model.positions.position_table``)
     scores      per layer, what the position schemes add to the attention scores, (n_heads, T, T) with -inf
                 where a key is hidden (relative place scores, the window), or absent
     query_scale (T,) each query's factor (log-scaled softmax), or absent
@@ -27,6 +27,7 @@ import torch
 
 from data.problems import ProblemFormat
 from model.hooks import hook_name
+from model.positions import attention_terms
 from model.transformer import Transformer
 
 N_MEANS = 1000  # problems the heads' means are taken over
@@ -58,7 +59,7 @@ def lab_payload(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int]) -> 
     """What the page's lab needs to run ``net`` on problems written as ``fmt`` with ``vocab``."""
     net = net.eval()
     T = fmt.seq_len - 1  # the longest input: the whole sequence but its [EOS]
-    biases, scale = net.attention_terms(T, T, None, torch.device("cpu"))
+    biases, scale = attention_terms(net, T, T, None, torch.device("cpu"))
     cfg = net.cfg
     return {
         "config": {
@@ -82,7 +83,7 @@ def lab_payload(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int]) -> 
             "vocab": vocab,
         },  # fmt: skip
         "weights": {name: packed(p) for name, p in net.state_dict().items() if p.is_floating_point()},
-        "positions": packed(net.added_positions(0, T)),
+        "positions": packed(net.positions(0, T)),
         "scores": [None if b is None else packed(b.reshape(cfg.n_heads, T, T)) for b in biases],
         "query_scale": None if scale is None else packed(scale.reshape(T)),
         "means": packed(head_means(net, fmt, vocab)),

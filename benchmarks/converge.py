@@ -77,11 +77,11 @@ def unseen_exact_match(run_dir: Path, overrides: list[str], steps: int, device: 
     """Greedy exact-match of the run's best checkpoint on :func:`unseen_problems` (the run trained on ``device``)."""
     from benchmarks.train_speed import compose
     from training.config import build
-    from training.module import CalculatorModule
+    from training.load import load_module
 
     cfg = compose(overrides, run_dir)
     datamodule = build(cfg.data, "data")
-    module = CalculatorModule.load_from_checkpoint(RunDir(run_dir).best_checkpoint, map_location="cpu").eval()
+    module = load_module(RunDir(run_dir).best_checkpoint)[0].eval()
     seqs = unseen_problems(datamodule, steps, device=device)
     right = torch.cat([module.fmt.exact_match(module.decode_answers(s), s) for s in seqs.split(2500)])
     return round(right.float().mean().item(), 5)

@@ -23,6 +23,7 @@ import functools
 from collections.abc import Iterable
 
 import torch
+import torch.nn.functional as F
 
 from data.operands import OperandDraws
 from data.working import ShowWork
@@ -123,9 +124,19 @@ class ProblemFormat(ShowWork, OperandDraws):
         the result, without [EOS]. Every caller that reads or scores an answer reads it here."""
         return seq[..., self.prompt_len : self.prompt_len + self.answer_len]
 
+    def prompt_of(self, seq: torch.Tensor) -> torch.Tensor:
+        """Sequences (..., seq_len) -> their prompts (..., prompt_len): [BOS] a op b =, what a model is asked."""
+        return seq[..., : self.prompt_len]
+
     def exact_match(self, written: torch.Tensor, seq: torch.Tensor) -> torch.Tensor:
         """How an answer is scored: (B,) True where ``written`` (B, answer_len) is seq's whole answer, every token."""
         return (written == self.answer_of(seq)).all(dim=-1)
+
+    def judge(self, written: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``written`` answers (B, answer_len) against seq's -> ((B,) exact match, (B, answer_len) each token right):
+        exact-match and digit accuracy (the working, padding and sign included), as training and calc.py score."""
+        right = written == self.answer_of(seq)
+        return right.all(dim=-1), right
 
     # ---- text ---------------------------------------------------------------------------------------
     def prompt_text(self, a: int, op: str, b: int) -> str:
@@ -177,6 +188,17 @@ class ProblemFormat(ShowWork, OperandDraws):
         test_cut = round(test_fraction * 1_000_000)
         val_cut = test_cut + round(val_fraction * 1_000_000)
         return torch.where(h < test_cut, 2, torch.where(h < val_cut, 1, 0))
+
+
+def answer_scores(logits: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """How a teacher-forced pass is scored, in training (the loss) and in every analysis: logits (B, answer_len + 1,
+    vocab) predicting seq's answer and [EOS] tokens -> (the cross-entropy on them, (B,) every answer token is the
+    argmax). A greedy decoder writes the whole answer right exactly when every answer token is the argmax given
+    the true tokens before it, so the second value is greedy exact-match at the cost of one pass."""
+    A = logits.shape[1] - 1
+    target = seq[:, -(A + 1) :]  # the answer and [EOS]: a sequence's last tokens, whatever its width
+    loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
+    return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
 
 
 class ProblemEncoder:

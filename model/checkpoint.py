@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from data.positions import place_ids
 from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
+from model.build import network_for
 from model.calculator import Calculator
 from model.device import resolve_device
-from model.transformer import Transformer, TransformerConfig
+from model.transformer import Transformer
 from storage.rundir import RUN_PATTERNS, RunDir, RunFileError, check_file
 
 
@@ -123,12 +123,6 @@ def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Cal
     except KeyError as e:
         raise CheckpointError(f"{ckpt}: the tokenizer lacks the token {e.args[0]!r}") from None
     return calc.to(target)
-
-
-def network_for(model: dict, fmt: ProblemFormat) -> Transformer:
-    """The network a checkpoint's hyper-parameters describe (``model``: a TransformerConfig as a dict), new weights."""
-    config = TransformerConfig(**model)
-    return Transformer(config, place_ids=place_ids(fmt, config.place_of))
 
 
 def read_checkpoint(path: str | Path) -> tuple[Path, dict]:

@@ -26,6 +26,7 @@ from lightning.pytorch.callbacks import EarlyStopping  # noqa: E402
 
 from data.datamodule import ArithmeticDataModule  # noqa: E402
 from training import TARGET_ACCURACY  # noqa: E402
+from training.load import calculator_module  # noqa: E402
 from training.module import CalculatorModule  # noqa: E402
 from training.optim import OptimConfig  # noqa: E402
 from training.threads import use_threads  # noqa: E402
@@ -76,7 +77,7 @@ def train_calculator(
     """
     L.seed_everything(seed, verbose=False)
     data = ArithmeticDataModule(digits=digits, operators="+", batch_size=256, n_val=n_val, n_test=n_test, seed=seed)
-    module = CalculatorModule(
+    module = calculator_module(
         model=dict(
             vocab_size=data.vocab_size,
             block_size=data.fmt.seq_len,

@@ -110,7 +110,7 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     from data.datamodule import ArithmeticDataModule
     from model.transformer import TransformerConfig
     from storage.rundir import RunDir
-    from training.module import CalculatorModule
+    from training.load import calculator_module
     from training.optim import OptimConfig
 
     torch.manual_seed(0)
@@ -119,7 +119,7 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     )
     optim = OptimConfig(lr=1e-2, warmup_steps=20).to_dict()
     model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
-    module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
+    module = calculator_module(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
     trainer = L.Trainer(
         max_steps=steps,
         logger=False,
@@ -133,7 +133,7 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
         warnings.filterwarnings("ignore", message=".*no `val_dataloader`")
         trainer.fit(module, train_dataloaders=dm.train_dataloader())
     trainer.save_checkpoint(run_dir / "checkpoints" / "best.ckpt")
-    dm.tokenizer.save(RunDir(run_dir).tokenizer)
+    RunDir.write_text(RunDir(run_dir).tokenizer, dm.tokenizer.to_json())
     return run_dir
 
 
@@ -176,12 +176,12 @@ def untrained_calculator(n_layers: int = 2, seed: int = 0, n_test: int = 300):
     import lightning as L
 
     from data.datamodule import ArithmeticDataModule
-    from training.module import CalculatorModule
+    from training.load import calculator_module
 
     L.seed_everything(seed, verbose=False)
     dm = ArithmeticDataModule(digits=2, n_val=10, n_test=n_test, val_fraction=0.05, test_fraction=0.05)
     model = dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=n_layers)
-    module = CalculatorModule(model=model, fmt=dm.fmt.to_dict(), optim={})
+    module = calculator_module(model=model, fmt=dm.fmt.to_dict(), optim={})
     return module.eval(), dm.held_out_set("test")
 
 

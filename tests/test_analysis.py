@@ -16,7 +16,7 @@ from data.positions import positions
 from data.problems import ProblemFormat
 from model.hooks import ablated, zero_ablated
 from tests.conftest import untrained_calculator
-from training.module import CalculatorModule
+from training.load import calculator_module
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def trained():
     heads; with fewer, small models often stall at ~10% for a long time.)"""
     L.seed_everything(0, verbose=False)
     dm = ArithmeticDataModule(digits=2, n_val=300, n_test=400, val_fraction=0.05, test_fraction=0.05, seed=0)
-    module = CalculatorModule(
+    module = calculator_module(
         model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=64, n_heads=4, n_layers=1),
         fmt=dm.fmt.to_dict(),
         optim=dict(lr=5e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=50, min_lr_ratio=0.1),

@@ -303,7 +303,7 @@ GOOD_VALUES = {  # an allowed value for keys the table above gets wrong, and whe
     "callbacks.early_stopping.mode=min": lambda run: run["stopping"].mode == "min",
     "logger.wandb.project=tinycalc-tests": lambda run: run["loggers"][0]._wandb_init["project"] == "tinycalc-tests",
     "logger.wandb.tags=[a,b]": lambda run: list(run["loggers"][0]._wandb_init["tags"]) == ["a", "b"],
-    "model.place_offset=2": lambda run: run["module"].net.cfg.place_offset == 2,
+    "model.place_offset=2": lambda run: run["module"].net.cfg.places.place_offset == 2,
 }
 
 

@@ -22,7 +22,7 @@ from model.reference import RefGPT
 from model.transformer import Transformer
 from tests.conftest import ROOT, SMALL_TASK, compose_config
 from training import TARGET_ACCURACY
-from training.module import CalculatorModule
+from training.load import calculator_module
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
 TINY = ["--repeat", "1", "--steps", "4", "--warmup", "2"]  # a few steps a variant: the figures, not their values
@@ -354,7 +354,7 @@ def reference_with_weights_of(net: Transformer) -> RefGPT:
 
 def test_the_reference_computes_our_model_given_our_weights():
     torch.manual_seed(0)
-    module = CalculatorModule(
+    module = calculator_module(
         model=dict(vocab_size=17, block_size=14),
         fmt=dict(digits=3),
         optim=dict(lr=1e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=0, min_lr_ratio=0.1),

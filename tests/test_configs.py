@@ -11,6 +11,7 @@ import pytest
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from model.device import gpus_short
+from model.positions import PLACE_FIELDS, PlaceConfig
 from storage.rundir import RunDir
 from tests.conftest import CONFIGS, compose_config, with_run_dir
 from training.config import check
@@ -52,6 +53,7 @@ READ_BACK = {
     ("data", "n_test"): lambda dm: dm.sizes["test"],
     ("data", "val_fraction"): lambda dm: dm.sampler.fractions["val"],
     ("data", "test_fraction"): lambda dm: dm.sampler.fractions["test"],
+    **{("model", name): (lambda n: lambda cfg: getattr(cfg.places or PlaceConfig(), n))(name) for name in PLACE_FIELDS},
     ("trainer", "accelerator"): lambda t: type(t.accelerator).__name__,
     ("trainer", "devices"): lambda t: t.num_devices,
     ("trainer", "strategy"): lambda t: type(t.strategy).__name__.removesuffix("Strategy").lower(),
@@ -67,7 +69,7 @@ def test_a_default_option_and_its_class_hold_the_same_defaults(group, option):
     """What a run uses (the YAML) and what the code does unconfigured (notebooks, tests) are the same recipe: a
     value changed in one place and not the other fails here."""
     node = OmegaConf.load(CONFIGS / group / f"{option}.yaml")
-    target = hydra.utils.get_class(node._target_)
+    target = hydra.utils.get_object(node._target_)  # a class, or model.build.transformer_config
     defaults = {name: p.default for name, p in inspect.signature(target).parameters.items()}
     values = OmegaConf.to_container(node, resolve=False)  # data.seed: ${seed} stays a string, and is skipped
     checked = [key for key, value in values.items() if key != "_target_" and not str(value).startswith("${")]

@@ -18,7 +18,7 @@ from analysis.engine.cache import run_with_cache
 from analysis.lab import head_means, lab_page, lab_payload
 from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer
-from model.checkpoint import network_for
+from model.build import network_for
 from model.hooks import ablated, hook_name
 
 KINDS = {  # the five, then the attention variants beside them (SLOW_KINDS)

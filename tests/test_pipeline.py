@@ -22,7 +22,7 @@ from data.datamodule import ArithmeticDataModule
 from storage.rundir import RunDir
 from tests.conftest import untrained_calculator
 from tests.test_calc import make_run
-from training.module import load_module
+from training.load import load_module
 
 
 @pytest.fixture(scope="module")

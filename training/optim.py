@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import lightning as L
 import torch
 from torch.optim.adamw import adamw as adamw_update  # torch.optim.AdamW's step, as a function
 
@@ -201,6 +202,18 @@ def lr_schedule(optimizer: torch.optim.Optimizer, config: OptimConfig, max_steps
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def recipe(config: OptimConfig):
+    """The recipe as the callable a ``CalculatorModule`` is handed (its ``optimizer``): (model, max_steps, fused)
+    -> (the optimizer, its per-step schedule)."""
+
+    def optimizer(model: torch.nn.Module, max_steps: int, fused: bool = True):
+        built = optimizer_for(model, config, fused)
+        return built, lr_schedule(built, config, max_steps)
+
+    optimizer.config = config  # what it was built from (the benchmarks' plain loops read it)
+    return optimizer
+
+
 # ---- checkpoints saved before MuonAdamW took its groups itself -----------------------------------------
 def upgrade_checkpoint(checkpoint: dict) -> None:
     """Rewrites, in place, the optimizer and scheduler states of a checkpoint saved before this module into
@@ -228,3 +241,11 @@ def upgrade_checkpoint(checkpoint: dict) -> None:
         if "_schedulers" in scheduler:  # SequentialLR's state; LambdaLR keeps its base rates and takes the step
             last = {key: scheduler[key] for key in ("last_epoch", "_last_lr")}
             checkpoint["lr_schedulers"][i] = {**last, "lr_lambdas": [None] * len(scheduler["_last_lr"])}
+
+
+class OldOptimizerStates(L.Callback):
+    """A run resumed from a checkpoint saved before this module: its optimizer and scheduler states upgraded
+    (:func:`upgrade_checkpoint`) as Lightning reads them, before it hands them to the optimizer."""
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        upgrade_checkpoint(checkpoint)

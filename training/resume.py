@@ -30,7 +30,10 @@ OPTION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # a config option's file 
 
 
 # Where a ``_target_`` the project once named now lives: an older run's config.yaml names the old path, and resumes.
-MOVED_TARGETS = {"model.module.AdamWSchedule": "training.optim.OptimConfig"}
+MOVED_TARGETS = {
+    "model.module.AdamWSchedule": "training.optim.OptimConfig",
+    "model.transformer.TransformerConfig": "model.build.transformer_config",
+}
 
 
 def _first_line(error: BaseException) -> str:
