@@ -110,7 +110,7 @@ def fastest(fn, repeat: int) -> tuple[float, list[float]]:
 
 def bench_decode(calc: Calculator, n: int, repeat: int) -> dict:
     fmt = calc.fmt
-    a, op_idx, b = fmt.random_problems(n, torch.Generator().manual_seed(0))
+    a, op_idx, b = fmt.draws.random_problems(n, torch.Generator().manual_seed(0))
     lines = [f"{x}{fmt.operators[o]}{y}" for x, o, y in zip(a.tolist(), op_idx.tolist(), b.tolist(), strict=True)]
 
     def evaluate() -> dict:

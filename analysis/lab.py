@@ -48,7 +48,7 @@ def head_means(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int], n: i
     from analysis.engine.evaluator import head_means as means_of
     from data.problems import ProblemEncoder
 
-    a, op_idx, b = fmt.random_problems(n, torch.Generator().manual_seed(0))
+    a, op_idx, b = fmt.draws.random_problems(n, torch.Generator().manual_seed(0))
     seqs = ProblemEncoder(fmt, vocab).encode(a, op_idx, b)
     names = [hook_name(layer, "attn.hook_z") for layer in range(net.cfg.n_layers)]
     return means_of(run_with_cache(net, seqs[:, :-1], names))
@@ -93,14 +93,15 @@ def lab_payload(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int]) -> 
 def lab_for_run(run_dir) -> dict:
     """The lab's payload for a run directory's best checkpoint, or {"error": why} in one line (the page then says
     why and draws the rest)."""
-    from model.checkpoint import CheckpointError, build_network, first_line, load_tokenizer, read_checkpoint
+    from model.checkpoint import CheckpointError, build_network, load_tokenizer, read_checkpoint
+    from storage.messages import one_line
 
     try:
         ckpt, saved = read_checkpoint(run_dir)
         net, tokenizer = build_network(saved, ckpt), load_tokenizer(ckpt)
         return lab_payload(net, ProblemFormat(**saved["hyper_parameters"]["fmt"]), tokenizer.vocab)
     except (CheckpointError, OSError, KeyError, TypeError, ValueError) as e:
-        return {"error": f"the lab cannot run this model: {first_line(e)}"}
+        return {"error": f"the lab cannot run this model: {one_line(e, sentence=True)}"}
 
 
 def lab_page(payload: dict, title: str = "tinycalc lab") -> str:

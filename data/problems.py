@@ -25,8 +25,9 @@ from collections.abc import Iterable
 import torch
 import torch.nn.functional as F
 
+from data.checks import check_whole
 from data.operands import OperandDraws
-from data.working import ShowWork
+from data.working import Working
 
 OPERATORS = "+-*"
 SPLITS = ("train", "val", "test")
@@ -57,9 +58,10 @@ def _digits_of(x: torch.Tensor, width: int) -> torch.Tensor:
 
 
 @dataclasses.dataclass(frozen=True)
-class ProblemFormat(ShowWork, OperandDraws):
-    """How problems are written; stored in checkpoints so a model can be used without its config. It inherits the
-    working's layout (ShowWork) and how its problems are drawn (OperandDraws: random_problems, all_problems)."""
+class ProblemFormat:
+    """How problems are written; stored in checkpoints so a model can be used without its config. It holds the
+    working's layout (``working``: data/working.py) and how its problems are drawn (``draws``: random_problems,
+    all_problems; data/operands.py)."""
 
     digits: int = 3
     operators: str = "+"
@@ -75,13 +77,14 @@ class ProblemFormat(ShowWork, OperandDraws):
         object.__setattr__(self, "operators", ops)  # accept [+, -] as well as "+-"
         if not ops or any(op not in OPERATORS for op in ops) or len(set(ops)) != len(ops):
             raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', each once (e.g. '+-')")
-        if not isinstance(self.digits, int) or isinstance(self.digits, bool) or self.digits < 1:
-            raise ValueError(f"digits={self.digits!r}: must be a whole number >= 1")
+        check_whole("digits", self.digits)
         for name in ("reverse_answer", "show_work", "larger_first"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
-        self.check_operands()
-        self.check_working()
+        object.__setattr__(self, "working", Working(self))  # members, not fields: not saved, not compared
+        object.__setattr__(self, "draws", OperandDraws(self))
+        self.draws.check()
+        self.working.check()
 
     def at_width(self, digits: int) -> ProblemFormat:
         """The same format with operands written ``digits`` wide (a model with places can answer other widths)."""
@@ -109,6 +112,11 @@ class ProblemFormat(ShowWork, OperandDraws):
     def answer_len(self) -> int:
         """Every token the model writes after the prompt's '=' and before [EOS]: the working, then the result."""
         return self.work_len + self.result_len
+
+    @property
+    def work_len(self) -> int:
+        """Tokens of working before the result (0 without ``show_work``: data/working.py)."""
+        return self.working.length
 
     @property
     def prompt_len(self) -> int:
@@ -146,19 +154,19 @@ class ProblemFormat(ShowWork, OperandDraws):
         plain = f"{abs(value):0{self.answer_digits}d}"
         if self.signed:
             plain = ("-" if value < 0 else "+") + plain
-        return self._ordered(plain)
+        return self.ordered(plain)
 
     def written_text(self, a: int, op: str, b: int) -> str:
         """Everything the model writes for ``a op b``: the working, then the result."""
-        return self.work_text(a, op, b) + self.answer_text(self.evaluate(a, op, b))
+        return self.working.text(a, op, b) + self.answer_text(self.evaluate(a, op, b))
 
-    def _ordered(self, plain: str) -> str:
+    def ordered(self, plain: str) -> str:
         return plain[::-1] if self.reverse_answer else plain
 
     def parse_answer(self, text: str) -> int:
         """Inverse of :meth:`answer_text`; given all the model wrote, reads the result at its end (raises
         ValueError on a string that is not an answer)."""
-        plain = self._ordered(self.result_text(text))  # reversing twice restores the order
+        plain = self.ordered(self.working.result_text(text))  # reversing twice restores the order
         sign = 1
         if self.signed:
             sign, plain = (-1 if plain[0] == "-" else 1), plain[1:]
@@ -205,14 +213,14 @@ class ProblemEncoder:
     """Turns problems into token ids in bulk, with no per-problem Python (a test checks it against the text)."""
 
     def __init__(self, fmt: ProblemFormat, vocab: dict[str, int]):
-        fmt.check_vectorised()
+        fmt.draws.check_vectorised()
         self.fmt, self.vocab = fmt, vocab
         # token ids of digits 0-9, the operators, the signs '+'/'-' and the work separators; as tensors: _table
         self.digit_ids = tuple(vocab[str(d)] for d in range(10))
         self.op_ids = tuple(vocab[op] for op in fmt.operators)
         self.sign_ids = (vocab["+"], vocab["-"])
         self.bos, self.eq, self.eos = vocab["[BOS]"], vocab["="], vocab["[EOS]"]
-        self.work_separator_ids = tuple(vocab[c] for c in fmt.work_separators)
+        self.work_separator_ids = tuple(vocab[c] for c in fmt.working.separators)
 
     def encode_problems(self, problems) -> torch.Tensor:
         """Problems with ``.a``, ``.op``, ``.b`` (e.g. parsed expressions) -> (N, seq_len) token ids."""
@@ -231,7 +239,7 @@ class ProblemEncoder:
         if fmt.signed:
             answer = torch.cat([_table(self.sign_ids, device)[(value < 0).long()].unsqueeze(1), answer], dim=1)
         # the working (data/working.py): (N, work_lines, answer_digits), no lines without show_work
-        work = digit[_digits_of(fmt.work_values(a, op_idx, b), fmt.answer_digits)]
+        work = digit[_digits_of(fmt.working.values(a, op_idx, b), fmt.answer_digits)]
         if fmt.reverse_answer:
             answer, work = answer.flip(1), work.flip(2)
         separators = _table(self.work_separator_ids, device).expand(n, -1).unsqueeze(2)  # (N, work_lines, 1)

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from data.checks import check_whole
 from model.hooks import HookPoint
 
 
@@ -51,16 +52,11 @@ class KVCache:
         return self.k, self.v
 
 
-def check_size(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-
-
 def check_head_sizes(d_model: int, n_heads: int, n_kv_heads: int | None = None, dropout: float = 0.0) -> None:
     """The attention block's size rules, as ValueErrors that say what to choose instead."""
     sizes = {"d_model": d_model, "n_heads": n_heads, "n_kv_heads": n_heads if n_kv_heads is None else n_kv_heads}
     for name, value in sizes.items():
-        check_size(name, value)
+        check_whole(name, value)
     for part, whole in (("n_heads", "d_model"), ("n_kv_heads", "n_heads")):
         if sizes[whole] % sizes[part]:
             divisors = [h for h in range(1, sizes[whole] + 1) if sizes[whole] % h == 0]

@@ -49,14 +49,11 @@ from dataclasses import asdict, dataclass, fields
 import torch
 from torch import nn
 
+from data.checks import check_whole, is_whole
 from data.positions import training_places
 from data.problems import ProblemFormat
 
 PLACE_SCHEMES = ("predicted", "own")  # PlaceConfig.place_of
-
-
-def is_whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -79,12 +76,10 @@ class PlaceConfig:
         for name in ("place_embedding", "place_vectors", "position_embedding", "place_window"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
-        if not is_whole(self.place_offset) or self.place_offset < 0:
-            raise ValueError(f"place_offset={self.place_offset!r}: must be a whole number >= 0")
+        check_whole("place_offset", self.place_offset, least=0)
         if self.place_of not in PLACE_SCHEMES:
             raise ValueError(f"place_of={self.place_of!r}: must be one of {', '.join(PLACE_SCHEMES)}")
-        if not is_whole(self.place_bias) or self.place_bias < 0:
-            raise ValueError(f"place_bias={self.place_bias!r}: must be a whole number >= 0")
+        check_whole("place_bias", self.place_bias, least=0)
         if self.place_bias and not self.place_embedding:
             raise ValueError("place_bias > 0 needs place_embedding=true (a position scheme with places)")
         if not self.place_vectors and not self.place_bias:

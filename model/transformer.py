@@ -13,7 +13,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from model.attention import KVCache, MultiHeadAttention, check_head_sizes, check_size
+from data.checks import check_whole
+from model.attention import KVCache, MultiHeadAttention, check_head_sizes
 from model.hooks import HookPoint
 
 
@@ -36,7 +37,7 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
         for name in ("vocab_size", "block_size", "n_layers", "mlp_ratio"):
-            check_size(name, getattr(self, name))
+            check_whole(name, getattr(self, name))
         for name in ("bias", "tie_weights"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")

@@ -107,6 +107,7 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     import lightning as L
     import torch
 
+    from data.arithmetic import DataConfig
     from data.datamodule import ArithmeticDataModule
     from model.transformer import TransformerConfig
     from storage.rundir import RunDir
@@ -115,7 +116,9 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
 
     torch.manual_seed(0)
     dm = ArithmeticDataModule(
-        digits=2, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10, n_test=10
+        DataConfig(
+            digits=2, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10, n_test=10
+        )
     )
     optim = OptimConfig(lr=1e-2, warmup_steps=20).to_dict()
     model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
@@ -175,11 +178,12 @@ def untrained_calculator(n_layers: int = 2, seed: int = 0, n_test: int = 300):
     eval mode, test set). Shapes and bookkeeping, fast; what needs a model that learned trains one."""
     import lightning as L
 
+    from data.arithmetic import DataConfig
     from data.datamodule import ArithmeticDataModule
     from training.load import calculator_module
 
     L.seed_everything(seed, verbose=False)
-    dm = ArithmeticDataModule(digits=2, n_val=10, n_test=n_test, val_fraction=0.05, test_fraction=0.05)
+    dm = ArithmeticDataModule(DataConfig(digits=2, n_val=10, n_test=n_test, val_fraction=0.05, test_fraction=0.05))
     model = dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=n_layers)
     module = calculator_module(model=model, fmt=dm.fmt.to_dict(), optim={})
     return module.eval(), dm.held_out_set("test")

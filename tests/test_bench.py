@@ -253,15 +253,19 @@ def test_never_seen_problems_are_in_no_held_out_set_and_were_not_trained_on(devi
     """On CUDA the run's batches come from a CUDA generator (other numbers than a CPU one's from the same seed):
     the ones it trained on are drawn again there."""
     from benchmarks.converge import unseen_problems
+    from data.arithmetic import DataConfig
     from data.datamodule import ArithmeticDataModule
 
-    dm = ArithmeticDataModule(seed=1)
+    dm = ArithmeticDataModule(DataConfig(seed=1))
     seqs = unseen_problems(dm, steps=40, n=2000, device=device)
     assert seqs.device.type == "cpu" and len(seqs) == 2000 and len(torch.unique(seqs, dim=0)) == 2000
     stream = iter(dm.training_stream(device))
     trained = torch.cat([next(stream).cpu() for _ in range(40)])
     others = torch.cat(
-        [trained, *(ArithmeticDataModule(seed=s).held_out_set(k) for s in range(5) for k in ("val", "test"))]
+        [
+            trained,
+            *(ArithmeticDataModule(DataConfig(seed=s)).held_out_set(k) for s in range(5) for k in ("val", "test")),
+        ]
     )
     rows = torch.cat([seqs, others])
     _, ids = torch.unique(rows, dim=0, return_inverse=True)

@@ -15,6 +15,7 @@ import torch
 
 from analysis import adderboard
 from analysis.metrics.length import accuracy_by_length, length_widths, long_problems, longest_learned, problems_at
+from data.arithmetic import DataConfig
 from data.datamodule import ArithmeticDataModule
 from data.expressions import ExpressionError, Problem, parse_expression
 from data.positions import place_ids, positions, randomised, shifted
@@ -38,7 +39,7 @@ def carries_by_column(p: Problem, digits: int = 10) -> list[int]:
 # ---- drawing ----------------------------------------------------------------------------------------------
 def test_a_fixed_length_format_draws_exactly_as_before():
     fmt, g1, g2 = ProblemFormat(3, "+"), torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
-    a, op, b = fmt.random_problems(1000, g1)
+    a, op, b = fmt.draws.random_problems(1000, g1)
     assert torch.equal(a, torch.randint(1000, (1000,), generator=g2))
     assert torch.equal(b, torch.randint(1000, (1000,), generator=g2))
     assert torch.equal(op, torch.randint(1, (1000,), generator=g2))
@@ -46,7 +47,7 @@ def test_a_fixed_length_format_draws_exactly_as_before():
 
 def test_mixed_lengths_draw_every_operand_length_about_equally_often():
     fmt = ProblemFormat(10, "+", mixed_lengths=True)
-    a, _, b = fmt.random_problems(20_000, torch.Generator().manual_seed(0))
+    a, _, b = fmt.draws.random_problems(20_000, torch.Generator().manual_seed(0))
     for x in (a, b):
         lengths = torch.tensor([len(str(v)) for v in x.tolist()])
         counts = torch.bincount(lengths, minlength=11)[1:]
@@ -58,7 +59,7 @@ def test_a_share_of_mixed_lengths_mixes_that_share_of_problems():
     for share, given in ((0.0, False), (1.0, True), (0.5, 0.5)):
         fmt = ProblemFormat(10, "+", mixed_lengths=given)
         assert fmt.mixed_lengths == share
-    a, _, b = ProblemFormat(10, "+", mixed_lengths=0.5).random_problems(20_000, torch.Generator().manual_seed(0))
+    a, _, b = ProblemFormat(10, "+", mixed_lengths=0.5).draws.random_problems(20_000, torch.Generator().manual_seed(0))
     short = ((a < 10**9) | (b < 10**9)).float().mean().item()
     # uniform operands are short 1 time in 10 each (19% of pairs), mixed ones 9 in 10 (99%): 0.5 * 0.19 + 0.5 * 0.99
     assert abs(short - 0.59) < 0.02
@@ -68,7 +69,7 @@ def test_a_share_of_mixed_lengths_mixes_that_share_of_problems():
 
 def test_round_numbers_are_runs_of_digits_followed_by_zeros_at_every_place():
     fmt = ProblemFormat(10, "+", round_numbers=0.5)
-    a, _, b = fmt.random_problems(20_000, torch.Generator().manual_seed(0))
+    a, _, b = fmt.draws.random_problems(20_000, torch.Generator().manual_seed(0))
     assert int(a.max()) < 10**10 and int(b.max()) < 10**10
     texts = [str(x) for x in a.tolist()]
     trailing = torch.tensor([len(t) - len(t.rstrip("0")) for t in texts if t != "0"])
@@ -79,7 +80,9 @@ def test_round_numbers_are_runs_of_digits_followed_by_zeros_at_every_place():
 
 def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
     dm = ArithmeticDataModule(
-        digits=4, mixed_lengths=True, mixed_widths=True, n_val=50, n_test=50, val_fraction=0.05, test_fraction=0.05
+        DataConfig(
+            digits=4, mixed_lengths=True, mixed_widths=True, n_val=50, n_test=50, val_fraction=0.05, test_fraction=0.05
+        )
     )
     tokenizer, widths = CharTokenizer(), set()
     for batch in dm.training_stream().draw(0), *(dm.training_stream().draw(i) for i in range(1, 40)):
@@ -95,7 +98,7 @@ def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
 
 def test_mixed_widths_refuse_what_they_cannot_draw():
     with pytest.raises(ValueError, match="mixed_widths=true: needs streaming=true"):
-        ArithmeticDataModule(digits=3, mixed_widths=True, streaming=False)
+        ArithmeticDataModule(DataConfig(digits=3, mixed_widths=True, streaming=False))
 
 
 # ---- places -------------------------------------------------------------------------------------------------
@@ -405,12 +408,12 @@ def test_accuracy_by_length_scores_each_width_and_finds_the_longest_learned():
 
 def test_larger_first_writes_every_subtraction_with_the_larger_operand_first_and_leaves_the_rest():
     fmt = ProblemFormat(3, "+-", larger_first=True)
-    a, op_idx, b = fmt.random_problems(4000, torch.Generator().manual_seed(0))
+    a, op_idx, b = fmt.draws.random_problems(4000, torch.Generator().manual_seed(0))
     minus = fmt.operator_codes(op_idx) == 1
     assert (a[minus] >= b[minus]).all() and (a[~minus] < b[~minus]).any()  # '+' keeps both orders
     assert (fmt.values(a, op_idx, b) >= 0).all()
     small = ProblemFormat(1, "-", larger_first=True)
-    a, _, b = small.all_problems()
+    a, _, b = small.draws.all_problems()
     assert len(a) == 55 and (a >= b).all()  # 10 + 9 + ... + 1 ordered pairs of one digit
     assert all(p.a >= p.b for p in long_problems("-", 12, 50, larger_first=True))
     assert any(p.a < p.b for p in long_problems("-", 12, 50))

@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 
+from data.arithmetic import DataConfig
 from data.datamodule import ArithmeticDataModule
 from model.reference import RefGPT, nanogpt_init
 from model.transformer import Transformer, TransformerConfig
@@ -259,7 +260,7 @@ def test_lightning_resumes_a_checkpoint_holding_an_old_optimizer_state(tmp_path)
     gives every trainer) upgrades the state before the optimizer loads it."""
     import lightning as L
 
-    dm = ArithmeticDataModule(digits=2, n_val=10, n_test=10, val_fraction=0.05, test_fraction=0.05)
+    dm = ArithmeticDataModule(DataConfig(digits=2, n_val=10, n_test=10, val_fraction=0.05, test_fraction=0.05))
     model = dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=2)
     recipe = OptimConfig(matrices="muon", warmup_steps=2, decay_steps=20)
     module = calculator_module(model, dm.fmt.to_dict(), recipe.to_dict())

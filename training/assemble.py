@@ -19,13 +19,14 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     import lightning as L
     import torch
 
+    from data.datamodule import ArithmeticDataModule
     from training.callbacks import AtomicCheckpointIO
     from training.load import calculator_module
     from training.optim import OldOptimizerStates
 
     use_threads(cfg.threads)  # training/threads.py: the project's rule, threads= its override
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = build(cfg.data, "data")
+    datamodule = ArithmeticDataModule(build(cfg.data, "data"))
     # the longest problems the model can be asked: its trained width, plus place_offset digits for a place model
     longest = datamodule.fmt.at_width(datamodule.fmt.digits + cfg.model.get("place_offset", 0))
     model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=longest.seq_len)

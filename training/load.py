@@ -7,7 +7,8 @@ from pathlib import Path
 
 from data.problems import ProblemFormat
 from model.build import network_for
-from model.checkpoint import CheckpointError, first_line, load_weights, read_checkpoint
+from model.checkpoint import CheckpointError, load_weights, read_checkpoint
+from storage.messages import one_line
 from training.module import CalculatorModule
 from training.optim import OptimConfig, recipe, upgrade_checkpoint
 
@@ -31,7 +32,7 @@ def load_module(path) -> tuple[CalculatorModule, Path]:
     try:
         module = calculator_module(hparams["model"], hparams["fmt"], hparams.get("optim") or {})
     except Exception as e:  # wrong config keys or values
-        raise CheckpointError(f"{ckpt}: incompatible with this code ({first_line(e)})") from None
+        raise CheckpointError(f"{ckpt}: incompatible with this code ({one_line(e, sentence=True)})") from None
     load_weights(module.net, saved, ckpt)
     module.on_load_checkpoint(saved)  # its learning curve
     upgrade_checkpoint(saved)  # an optimizer state saved before training/optim.py, as a resumed run reads it

@@ -12,6 +12,8 @@ import lightning as L
 import torch
 from torch.optim.adamw import adamw as adamw_update  # torch.optim.AdamW's step, as a function
 
+from data.checks import check_whole
+
 MATRIX_OPTIMIZERS = ("adamw", "muon")
 
 
@@ -38,7 +40,6 @@ class OptimConfig:
 
     def __post_init__(self) -> None:
         number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
-        whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
         if not (number(self.lr) and self.lr > 0):
             raise ValueError(f"lr={self.lr!r}: must be a number > 0 (e.g. 3e-3)")
         if not (number(self.weight_decay) and self.weight_decay >= 0):
@@ -47,8 +48,7 @@ class OptimConfig:
         if betas is None or len(betas) != 2 or not all(number(b) and 0 <= b < 1 for b in betas):
             raise ValueError(f"betas={self.betas!r}: must be two numbers in [0, 1), e.g. [0.9, 0.98]")
         object.__setattr__(self, "betas", tuple(betas))
-        if not whole(self.warmup_steps) or self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps={self.warmup_steps!r}: must be a whole number >= 0")
+        check_whole("warmup_steps", self.warmup_steps, least=0)
         if not (number(self.min_lr_ratio) and 0 <= self.min_lr_ratio <= 1):
             raise ValueError(f"min_lr_ratio={self.min_lr_ratio!r}: must be a number in [0, 1]")
         if self.matrices not in MATRIX_OPTIMIZERS:
@@ -57,8 +57,8 @@ class OptimConfig:
             raise ValueError(f"muon_lr={self.muon_lr!r}: must be a number > 0 (e.g. 0.02)")
         if not (number(self.muon_momentum) and 0 <= self.muon_momentum < 1):
             raise ValueError(f"muon_momentum={self.muon_momentum!r}: must be a number in [0, 1)")
-        if self.decay_steps is not None and not (whole(self.decay_steps) and self.decay_steps >= 1):
-            raise ValueError(f"decay_steps={self.decay_steps!r}: must be a whole number >= 1, or null (max_steps)")
+        if self.decay_steps is not None:
+            check_whole("decay_steps", self.decay_steps, hint=", or null (max_steps)")
 
     def to_dict(self) -> dict:
         return {**asdict(self), "betas": list(self.betas)}
