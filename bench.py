@@ -119,7 +119,7 @@ def bench_decode(calc: Calculator, n: int, repeat: int) -> dict:
 
     report = evaluate()  # warm-up, and the accuracy of this model on these problems
     eval_seconds, eval_runs = fastest(evaluate, repeat)
-    prompts = calc.encode(read_problems(lines, fmt).problems)[:, : fmt.prompt_len]  # (n, prompt_len)
+    prompts = fmt.prompt_of(calc.encode(read_problems(lines, fmt).problems))  # (n, prompt_len)
     decode = {}
     for name, use_cache in (("kv_cache", True), ("no_cache", False)):
         seconds, _ = fastest(lambda use_cache=use_cache: calc.generate(prompts, use_cache=use_cache), repeat)

@@ -136,6 +136,11 @@ class ProblemFormat:
         """Sequences (..., seq_len) -> their prompts (..., prompt_len): [BOS] a op b =, what a model is asked."""
         return seq[..., : self.prompt_len]
 
+    def forced_answers(self, logits: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits (B, answer_len + 1, vocab) -> the answer tokens their argmax writes, (B, answer_len)
+        (each given the true ones before it; the last logits predict [EOS])."""
+        return logits[:, : self.answer_len].argmax(-1)
+
     def exact_match(self, written: torch.Tensor, seq: torch.Tensor) -> torch.Tensor:
         """How an answer is scored: (B,) True where ``written`` (B, answer_len) is seq's whole answer, every token."""
         return (written == self.answer_of(seq)).all(dim=-1)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 
-from data.positions import place_ids
 from data.problems import ProblemFormat
 from model.positions import PLACE_FIELDS, PlaceConfig, PlaceScheme
 from model.transformer import Transformer, TransformerConfig
@@ -28,12 +27,20 @@ transformer_config.__signature__ = inspect.Signature(
 )
 
 
+# A position scheme's config class -> its module, built as ``Scheme(cfg.places, cfg, fmt)``. The module is what the
+# Transformer calls (model/transformer.py): ``positions`` (keep the learned positions beside it?), ``has_table``
+# (does block_size bound it?), ``added(start, T, places, pos_emb)`` (what positions add to the tokens),
+# ``attention(T_q, T_k, places, device)`` (per layer a scores term or None), ``after_init()``, ``rename_old_keys``
+# (a load_state_dict pre-hook), and what training asks: ``training_places(seq, trained, fmt)``.
+SCHEMES: dict[type, type] = {PlaceConfig: PlaceScheme}
+
+
 def build_transformer(cfg: TransformerConfig, fmt: ProblemFormat) -> Transformer:
     """The network ``cfg`` describes for problems of ``fmt`` (whose layout gives each position its place), new
-    weights."""
+    weights: with the position scheme ``cfg.places`` asks for (SCHEMES), or the lesson's learned positions."""
     if cfg.places is None:
         return Transformer(cfg)
-    return Transformer(cfg, PlaceScheme(cfg.places, cfg, place_ids(fmt, cfg.places.place_of)))
+    return Transformer(cfg, SCHEMES[type(cfg.places)](cfg.places, cfg, fmt))
 
 
 def network_for(model: dict, fmt: ProblemFormat) -> Transformer:

@@ -227,7 +227,7 @@ def compare(calc: Calculator, model, tokenizer, problems: list[Problem]) -> Expo
     fmt = calc.fmt
     seqs = calc.encode(problems)  # (N, seq_len): [BOS] prompt answer [EOS]
     prompts = tokenizer([fmt.prompt_text(p.a, p.op, p.b) for p in problems], return_tensors="pt").input_ids
-    if not torch.equal(prompts, seqs[:, : fmt.prompt_len]):
+    if not torch.equal(prompts, fmt.prompt_of(seqs)):
         raise ExportError("the exported tokenizer encodes prompts differently from ours")
     inputs = seqs[:, :-1]  # (N, seq_len - 1): every position that predicts a next token
     ours, _ = calc.net(inputs)  # (N, T, vocab)

@@ -50,6 +50,7 @@ import torch
 from torch import nn
 
 from data.checks import check_whole, is_whole
+from data.positions import place_ids as places_of
 from data.positions import training_places
 from data.problems import ProblemFormat
 
@@ -128,10 +129,12 @@ class PlaceScheme(nn.Module):
     is used when ``places`` is None. Other layouts (longer problems, shifted places) pass their own ``places``,
     (T_total,) or (B, T_total) from position 0."""
 
-    def __init__(self, cfg: PlaceConfig, model, place_ids: list[int] | None):
-        """``model``: the TransformerConfig whose sizes the parameters take. Registers place_emb (places,
-        d_model) and the place_ids buffer; place_scores (score buckets, n_layers * n_heads): those cfg asks for."""
+    def __init__(self, cfg: PlaceConfig, model, fmt: ProblemFormat):
+        """``model``: the TransformerConfig whose sizes the parameters take; ``fmt``: the trained layout, whose
+        positions' places ``place_ids`` holds. Registers place_emb (places, d_model) and the place_ids buffer;
+        place_scores (score buckets, n_layers * n_heads): those cfg asks for."""
         super().__init__()
+        place_ids = places_of(fmt, cfg.place_of)
         self.cfg, self.n_layers, self.n_heads = cfg, model.n_layers, model.n_heads
         if cfg.place_embedding:
             if place_ids is None or not 0 < len(place_ids) <= model.block_size:

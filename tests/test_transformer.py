@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -230,3 +231,26 @@ def test_every_hook_point_is_a_hook_point_and_none_is_left_hooked():
         assert [model.get_submodule(n).has_hooks for n in hook_names(model)] == [False, False, True] * 2 + [False]
     assert all(isinstance(model.get_submodule(n), HookPoint) for n in hook_names(model))
     assert not any(model.get_submodule(n).has_hooks for n in hook_names(model))
+
+
+def test_the_worked_example_of_a_position_scheme_runs(monkeypatch):
+    """docs/architecture.md "Add a position scheme": its file and its registration line, executed as written."""
+    from model import build
+    from tests.conftest import ROOT
+
+    text = (ROOT / "docs" / "architecture.md").read_text().split("## Add a position scheme", 1)[1].split("\n## ")[0]
+    scheme_file, registration = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert registration.strip().startswith("SCHEMES[") and registration.count("\n") == 1  # one line
+    namespace: dict = {}
+    exec(compile(scheme_file, "model/sinusoidal.py", "exec"), namespace)
+    monkeypatch.setattr(build, "SCHEMES", dict(build.SCHEMES))
+    exec(registration, {**namespace, "SCHEMES": build.SCHEMES})
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=17, block_size=FMT.seq_len, d_model=32, places=namespace["SinusoidalConfig"]())
+    net = build.build_transformer(cfg, FMT).eval()
+    assert net.pos_emb is None and not any("table" in k for k in net.state_dict())  # nothing learned, nothing saved
+    assert torch.equal(net.positions(0, 3), net.places.table[:3])
+    prompt = torch.randint(10, (3, FMT.prompt_len))
+    assert torch.equal(net.generate(prompt, 4, use_cache=True), net.generate(prompt, 4, use_cache=False))
+    plain = build.build_transformer(TransformerConfig(vocab_size=17, block_size=FMT.seq_len, d_model=32), FMT)
+    assert plain.pos_emb is not None  # without the scheme: the lesson's learned positions

@@ -81,7 +81,7 @@ class CalculatorModule(L.LightningModule):
         (``logits``, when the caller has them) plus decoding only the problems that pass gets wrong: greedy writes
         the true answer exactly when every true answer token is the argmax (see ``forced_scores``)."""
         logits = self.answer_logits(seq) if logits is None else logits
-        wrong = ~self.fmt.exact_match(logits[:, : self.fmt.answer_len].argmax(-1), seq)
+        wrong = ~self.fmt.exact_match(self.fmt.forced_answers(logits), seq)
         answers = self.fmt.answer_of(seq).clone()
         if wrong.any():
             answers[wrong] = self.decode_answers(seq[wrong])
@@ -103,7 +103,7 @@ class CalculatorModule(L.LightningModule):
         """score's values, and the (B, answer_len) answers they judge."""
         logits = self.answer_logits(seq)
         loss, _ = answer_scores(logits, seq)
-        answers = self.greedy_answers(seq, logits) if greedy else logits[:, : self.fmt.answer_len].argmax(-1)
+        answers = self.greedy_answers(seq, logits) if greedy else self.fmt.forced_answers(logits)
         exact, digits = self.fmt.judge(answers, seq)  # (B,), (B, answer_len)
         return {"loss": loss, "exact_match": exact.float().mean(), "digit_accuracy": digits.float().mean()}, answers
 
