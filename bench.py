@@ -110,7 +110,7 @@ def fastest(fn, repeat: int) -> tuple[float, list[float]]:
 
 def bench_decode(calc: Calculator, n: int, repeat: int) -> dict:
     fmt = calc.fmt
-    a, op_idx, b = fmt.random_problems(n, torch.Generator().manual_seed(0))
+    a, op_idx, b = fmt.draws.random_problems(n, torch.Generator().manual_seed(0))
     lines = [f"{x}{fmt.operators[o]}{y}" for x, o, y in zip(a.tolist(), op_idx.tolist(), b.tolist(), strict=True)]
 
     def evaluate() -> dict:
@@ -119,7 +119,7 @@ def bench_decode(calc: Calculator, n: int, repeat: int) -> dict:
 
     report = evaluate()  # warm-up, and the accuracy of this model on these problems
     eval_seconds, eval_runs = fastest(evaluate, repeat)
-    prompts = calc.encode(read_problems(lines, fmt).problems)[:, : fmt.prompt_len]  # (n, prompt_len)
+    prompts = fmt.prompt_of(calc.encode(read_problems(lines, fmt).problems))  # (n, prompt_len)
     decode = {}
     for name, use_cache in (("kv_cache", True), ("no_cache", False)):
         seconds, _ = fastest(lambda use_cache=use_cache: calc.generate(prompts, use_cache=use_cache), repeat)

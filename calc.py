@@ -198,7 +198,7 @@ def draw_attention(calc, problem, answer) -> None:
 
     from analysis.terminal import problem_attention, render_attention
 
-    prompt = calc.encode([problem])[0, : calc.fmt.prompt_len].tolist()
+    prompt = calc.fmt.prompt_of(calc.encode([problem]))[0].tolist()
     att = problem_attention(calc.net, calc.tokenizer, prompt, calc.fmt.answer_len)
     layout = ", answer written least-significant digit first" if calc.fmt.reverse_answer else ""
     title = f"{problem.text} = {answer}   (the model reads and writes: {''.join(att.labels)}{layout})"

@@ -44,12 +44,12 @@ def check_adder(calc, run: str, digits: int) -> None:
 
 
 def report(run: str, results, show: int) -> None:
-    from analysis.adderboard import THRESHOLD
+    from data.problems import MASTERED
 
     passed = all(r.passed for r in results)
     print(f"{run}: {'PASS' if passed else 'FAIL'}")
     for r in results:
-        need = f">= {THRESHOLD:.0%}" if r.name == "random pairs" else "all"
+        need = f">= {MASTERED:.0%}" if r.name == "random pairs" else "all"
         mark = "ok" if r.passed else "FAIL"
         print(f"  {r.name:<16} {r.right:>6,} / {r.n:<6,} {r.exact_match:8.2%}  (need {need})  {mark}")
         for f in r.failures[:show]:

@@ -30,7 +30,6 @@ from data.problems import MASTERED
 DIGITS = 10
 SEED = 2025
 N_RANDOM = 10_000
-THRESHOLD = MASTERED
 RANDOM = "random pairs"
 
 
@@ -157,7 +156,7 @@ class SuiteResult:
 
     @property
     def passed(self) -> bool:
-        return self.exact_match >= THRESHOLD if self.name == RANDOM else self.right == self.n
+        return self.exact_match >= MASTERED if self.name == RANDOM else self.right == self.n
 
 
 def verify(calc, seed: int = SEED, digits: int = DIGITS) -> list[SuiteResult]:

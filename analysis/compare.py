@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.metric import MILESTONE
 from analysis.record import save_figure
 from analysis.sweep import read_job
+from data.problems import MASTERED
 from storage.rundir import RunDir, RunFileError, SweepDir
 
-TARGET = f"{MILESTONE:.0%}"
+TARGET = f"{MASTERED:.0%}"
 
 
 def _label(row: dict) -> str:

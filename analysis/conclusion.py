@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from itertools import pairwise
 
-from analysis.metric import MILESTONE
+from data.problems import MASTERED
 
 
 def setting_of(row: dict) -> str:
@@ -125,7 +125,7 @@ def conclude(rows: list[dict]) -> list[str]:
     return lines
 
 
-MILESTONE_TEXT = _pct(MILESTONE).replace(".00%", "%")
+MILESTONE_TEXT = _pct(MASTERED).replace(".00%", "%")
 
 
 def _steps(order: list[str], groups: dict, names: dict) -> list[str]:

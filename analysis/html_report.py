@@ -19,8 +19,9 @@ from urllib.parse import quote
 
 from analysis.conclusion import conclude
 from analysis.lab import LAB_JS, guided_experiments, lab_for_run
-from analysis.metric import MILESTONE
 from analysis.sweep import grouped_over_seeds, summarise
+from data.problems import MASTERED
+from storage.messages import one_line
 from storage.rundir import RunDir, RunFileError, SweepDir
 
 HERE = Path(__file__).parent
@@ -210,11 +211,6 @@ def _text(run: RunDir, path: Path, damage: Damage) -> str | None:
         return None
 
 
-def one_line(error: BaseException, limit: int = 120) -> str:
-    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return line if len(line) <= limit else line[:limit] + "..."
-
-
 def run_data(run_dir: Path, facts: dict | None = None, damage: Damage | None = None) -> dict:
     """Everything a run's page shows: results, history, mistakes and maps from the run's files; the analyses'
     rows from their CSVs, with ``facts`` (analysis.json: what the page needs to render them) as recorded.
@@ -286,7 +282,7 @@ def sweep_data(sweep: SweepDir, rows: list[dict], rewrite_runs: bool = False, da
         "name": sweep.path.name,
         "rows": rows,
         "grouped": grouped_over_seeds(rows),
-        "milestone": MILESTONE,
+        "milestone": MASTERED,
         "heads": heads,
         "conclusion": conclude(rows),
     }

@@ -4,7 +4,7 @@
 
     weights     every parameter, float32, base64 (little-endian), by its state-dict name
     positions   what each position of the trained layout adds to its token, (T, d_model): learned positions,
-                place embeddings and coupling folded into one table (``Positions.position_table``)
+                place embeddings and coupling folded into one table (``model.positions.position_table``)
     scores      per layer, what the position schemes add to the attention scores, (n_heads, T, T) with -inf
                 where a key is hidden (relative place scores, the window), or absent
     query_scale (T,) each query's factor (log-scaled softmax), or absent
@@ -28,6 +28,7 @@ import torch
 
 from data.problems import ProblemFormat
 from model.hooks import head_label, hook_name
+from model.positions import attention_terms
 from model.transformer import Transformer
 
 N_MEANS = 1000  # problems the heads' means are taken over
@@ -48,7 +49,7 @@ def head_means(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int], n: i
     from analysis.engine.evaluator import head_means as means_of
     from data.problems import ProblemEncoder
 
-    a, op_idx, b = fmt.random_problems(n, torch.Generator().manual_seed(0))
+    a, op_idx, b = fmt.draws.random_problems(n, torch.Generator().manual_seed(0))
     seqs = ProblemEncoder(fmt, vocab).encode(a, op_idx, b)
     names = [hook_name(layer, "attn.hook_z") for layer in range(net.cfg.n_layers)]
     return means_of(run_with_cache(net, seqs[:, :-1], names))
@@ -74,7 +75,7 @@ def lab_payload(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int]) -> 
     """What the page's lab needs to run ``net`` on problems written as ``fmt`` with ``vocab``."""
     net = net.eval()
     T = fmt.seq_len - 1  # the longest input: the whole sequence but its [EOS]
-    biases, scale = net.attention_terms(T, T, None, torch.device("cpu"))
+    biases, scale = attention_terms(net, T, T, None, torch.device("cpu"))
     cfg = net.cfg
     return {
         "config": {
@@ -88,7 +89,7 @@ def lab_payload(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int]) -> 
         },  # fmt: skip
         "format": format_of(fmt, vocab),
         "weights": {name: packed(p) for name, p in net.state_dict().items() if p.is_floating_point()},
-        "positions": packed(net.added_positions(0, T)),
+        "positions": packed(net.positions(0, T)),
         "scores": [None if b is None else packed(b.reshape(cfg.n_heads, T, T)) for b in biases],
         "query_scale": None if scale is None else packed(scale.reshape(T)),
         "means": packed(head_means(net, fmt, vocab)),
@@ -165,14 +166,15 @@ def guided_experiments(fmt: dict, results: dict, tables: dict[str, list[dict] | 
 def lab_for_run(run_dir) -> dict:
     """The lab's payload for a run directory's best checkpoint, or {"error": why} in one line (the page then says
     why and draws the rest)."""
-    from model.checkpoint import CheckpointError, build_network, first_line, load_tokenizer, read_checkpoint
+    from model.checkpoint import CheckpointError, build_network, load_tokenizer, read_checkpoint
+    from storage.messages import one_line
 
     try:
         ckpt, saved = read_checkpoint(run_dir)
         net, tokenizer = build_network(saved, ckpt), load_tokenizer(ckpt)
         return lab_payload(net, ProblemFormat(**saved["hyper_parameters"]["fmt"]), tokenizer.vocab)
     except (CheckpointError, OSError, KeyError, TypeError, ValueError) as e:
-        return {"error": f"the lab cannot run this model: {first_line(e)}"}
+        return {"error": f"the lab cannot run this model: {one_line(e, sentence=True)}"}
 
 
 def lab_page(payload: dict, title: str = "tinycalc lab") -> str:

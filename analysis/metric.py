@@ -15,8 +15,6 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from data.problems import MASTERED
-
 if TYPE_CHECKING:
     import torch
     from matplotlib.figure import Figure
@@ -29,7 +27,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-MILESTONE = MASTERED  # the val exact-match whose first step curves mark and sweeps compare (steps_to_99)
 # Below this test exact-match a model has not learned its task: switching its heads off can cost nothing because
 # there is nothing to lose, so no pruning fraction or head role is claimed for it (summaries say "not learned").
 LEARNED = 0.9

@@ -17,10 +17,12 @@ import torch
 from analysis.engine.cache import run_with_cache
 from analysis.engine.evaluator import Evaluator
 from analysis.maps import attention_maps, checked_probes, probe_sequences
-from analysis.metric import LEARNED, MILESTONE, Context, HeadMetric, learned, not_learned_text, points
+from analysis.metric import LEARNED, Context, HeadMetric, learned, not_learned_text, points
 from analysis.progress import track
 from analysis.record import Recorder
+from data.checks import check_whole
 from data.positions import positions
+from data.problems import MASTERED
 from model.hooks import head_label
 from storage.rundir import RunDir
 
@@ -60,10 +62,8 @@ class HeadAnalysis:
                     f"probes={self.probes!r}: give a list of problems such as [456+789] (null for the task's own)"
                 )
             self.probes = [str(p) for p in self.probes]
-        if self.n_problems is not None and (
-            not isinstance(self.n_problems, int) or isinstance(self.n_problems, bool) or self.n_problems < 1
-        ):
-            raise ValueError(f"n_problems={self.n_problems!r}: must be a whole number >= 1, or null for all")
+        if self.n_problems is not None:
+            check_whole("n_problems", self.n_problems, hint=", or null for all")
         kinds = self.ablation
         if isinstance(kinds, str) or not all(k in ("zero", "mean") for k in kinds) or len(set(kinds)) < len(kinds):
             raise ValueError(f"ablation={kinds!r}: must be a list of zero and/or mean, each once")
@@ -76,12 +76,7 @@ class HeadAnalysis:
             or not 0 <= self.tolerance < 1
         ):
             raise ValueError(f"tolerance={self.tolerance!r}: must be a number in [0, 1)")
-        if (
-            not isinstance(self.length_problems, int)
-            or isinstance(self.length_problems, bool)
-            or self.length_problems < 0
-        ):
-            raise ValueError(f"length_problems={self.length_problems!r}: must be a whole number >= 0 (0 skips it)")
+        check_whole("length_problems", self.length_problems, least=0, hint=" (0 skips it)")
         for name in ("circuits", "enabled"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
@@ -163,7 +158,7 @@ def page_facts(fmt, tolerance: float, analyses: list[dict]) -> dict:
         "schema": ANALYSIS_SCHEMA,
         "tolerance": tolerance,
         "tolerance_text": points(tolerance),  # "1 point": the page's words for it
-        "milestone": MILESTONE,
+        "milestone": MASTERED,
         "analyses": analyses,
     }
     if fmt is not None:

@@ -11,7 +11,8 @@ import numpy as np
 from matplotlib.figure import Figure  # drawn straight to files: no pyplot, no display needed
 from matplotlib.lines import Line2D
 
-from analysis.metric import MILESTONE, points
+from analysis.metric import points
+from data.problems import MASTERED
 from model.hooks import head_label
 
 ATTENTION_COLOURS = matplotlib.colormaps["viridis"].with_extremes(bad="white")  # gaps between blocks: white
@@ -228,7 +229,7 @@ def learning_curves(ax, curves: list[tuple[str, list[dict]]], title: str) -> Non
     for label, history in curves:
         if history:
             ax.plot([h["step"] for h in history], [100 * h["exact_match"] for h in history], marker=".", label=label)
-    ax.axhline(100 * MILESTONE, color="grey", linestyle="--", linewidth=0.8)
+    ax.axhline(100 * MASTERED, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xlabel("training step")
     ax.set_ylabel("val exact-match (%)")
     ax.set_ylim(-2, 102)

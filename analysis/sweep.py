@@ -14,8 +14,10 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from analysis import conclusion
-from analysis.metric import MILESTONE, learned
+from analysis.metric import learned
 from analysis.record import record_sweep
+from data.problems import MASTERED
+from storage.messages import one_line
 from storage.rundir import RunDir, SweepDir, parse_json, parse_yaml, read_text
 
 COLUMNS = [
@@ -55,11 +57,6 @@ def _load(path: Path, damaged: list[str], kind: str = "json"):
         what = f"unreadable ({one_line(e)})"
     damaged.append(f"{path}: {what}")
     return None
-
-
-def one_line(error: BaseException, limit: int = 120) -> str:
-    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return line if len(line) <= limit else line[:limit] + "..."
 
 
 def _status(job: RunDir, results: dict | None, broken: list[str]) -> str:
@@ -123,7 +120,7 @@ def read_job(job: RunDir, damaged: list[str] | None = None) -> dict:
         else None,
         "n_params": number("n_params"),
         "attention_params": number("attention_params"),
-        "steps_to_99": steps_to(history, MILESTONE),
+        "steps_to_99": steps_to(history, MASTERED),
         "test_exact_match": number("test_exact_match"),
         "train_seconds": number("train_seconds"),
         # a model that has not learned has nothing to lose: no pruning claim about it

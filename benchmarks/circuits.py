@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     use_threads()  # as analyse.py computes
 
     from model.checkpoint import CheckpointError
-    from training.module import load_module
+    from training.load import load_module
 
     try:
         module, ckpt = load_module(args.run)

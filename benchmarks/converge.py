@@ -58,7 +58,7 @@ def unseen_problems(datamodule, steps: int, n: int = UNSEEN, device: torch.devic
     stream = iter(datamodule.training_stream(device))
     trained = torch.cat([next(stream).cpu() for _ in range(steps)]) if steps else None
     generator = torch.Generator().manual_seed(2_029_029)
-    candidates = datamodule.encoder.encode(*datamodule.sampler.sample("train", 3 * n, generator))
+    candidates = datamodule.data.encoder.encode(*datamodule.data.sampler.sample("train", 3 * n, generator))
     rows = candidates if trained is None else torch.cat([trained, candidates])
     _, ids = torch.unique(rows, dim=0, return_inverse=True)
     seen = set(ids[: len(rows) - len(candidates)].tolist())
@@ -76,12 +76,13 @@ def unseen_problems(datamodule, steps: int, n: int = UNSEEN, device: torch.devic
 def unseen_exact_match(run_dir: Path, overrides: list[str], steps: int, device: torch.device) -> float:
     """Greedy exact-match of the run's best checkpoint on :func:`unseen_problems` (the run trained on ``device``)."""
     from benchmarks.train_speed import compose
+    from data.datamodule import ArithmeticDataModule
     from training.config import build
-    from training.module import CalculatorModule
+    from training.load import load_module
 
     cfg = compose(overrides, run_dir)
-    datamodule = build(cfg.data, "data")
-    module = CalculatorModule.load_from_checkpoint(RunDir(run_dir).best_checkpoint, map_location="cpu").eval()
+    datamodule = ArithmeticDataModule(build(cfg.data, "data"))
+    module = load_module(RunDir(run_dir).best_checkpoint)[0].eval()
     seqs = unseen_problems(datamodule, steps, device=device)
     right = torch.cat([module.fmt.exact_match(module.decode_answers(s), s) for s in seqs.split(2500)])
     return round(right.float().mean().item(), 5)

@@ -54,6 +54,7 @@ from data.datamodule import ArithmeticDataModule
 from data.problems import ProblemFormat
 from model.device import device_name
 from model.reference import RefGPT
+from storage.messages import one_line
 from training.assemble import assemble
 from training.cli import compose_train_config, with_run_dir
 from training.module import CUDA_GRAPH_MODES
@@ -430,7 +431,7 @@ def data_throughput(dm: ArithmeticDataModule, device: torch.device, batches: int
             next(stream)
         synchronize(device)
 
-    return batches * dm.batch_size / _timed(draw)
+    return batches * dm.data.batch_size / _timed(draw)
 
 
 def _compile_counts() -> dict[str, int]:
@@ -460,11 +461,6 @@ def _quiet():
     finally:
         for log, level in zip(logs, levels, strict=True):
             log.setLevel(level)
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0][:300] if lines else ''}"
 
 
 # ---- the section -------------------------------------------------------------------------------------------
@@ -557,7 +553,7 @@ def _bench_batch(variants, device, batch_size, digits, rounds, steps, warmup, co
                         f"then {1000 * statistics.median(clock.samples):.3f} ms/step (round 1 of {rounds})"
                     )
             except Exception as e:  # noqa: BLE001 -- one variant failing (a compile on a new GPU) keeps the others
-                errors[v.name] = _first_line(e)
+                errors[v.name] = f"{type(e).__name__}: {one_line(e, 300)}"
                 runs.pop(v.name, None)
                 say(f"train: batch {batch_size}, {v.name} failed: {errors[v.name]}")
     median = {name: statistics.median(s) for name, s in samples.items() if s and name not in errors}

@@ -7,27 +7,35 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from data.arithmetic import ArithmeticData
+from data.arithmetic import ArithmeticData, DataConfig
 from data.stream import ShuffledEpochs
 
 
-class ArithmeticDataModule(ArithmeticData, L.LightningDataModule):
-    """:class:`ArithmeticData` (its arguments: the format, batch sizes, streaming, the held-out sets, the seed),
-    loaded by a Trainer: each process of a run streams its own share, from the step it resumes at."""
+class ArithmeticDataModule(L.LightningDataModule):
+    """``data``, an :class:`ArithmeticData` built from ``config`` (a :class:`DataConfig`: the format, batch sizes,
+    streaming, the held-out sets, the seed), loaded by a Trainer: each process of a run streams its own share,
+    from the step it resumes at."""
+
+    def __init__(self, config: DataConfig | None = None):
+        super().__init__()
+        self.data = ArithmeticData(config)
+        self.fmt, self.tokenizer, self.vocab_size = self.data.fmt, self.data.tokenizer, self.data.vocab_size
+        self.held_out_set, self.training_stream = self.data.held_out_set, self.data.training_stream
 
     def train_dataloader(self):
         trainer = self.trainer  # None outside a Trainer (e.g. in tests): one process on the CPU, from the start
         rank, world = (trainer.global_rank, trainer.world_size) if trainer else (0, 1)
         steps_done = (lambda: trainer.global_step) if trainer else (lambda: 0)  # a resumed run goes on from there
-        if self.streaming:
+        data = self.data
+        if data.streaming:
             device = trainer.strategy.root_device if trainer else "cpu"
-            return DataLoader(self.training_stream(device, steps_done(), rank, world), batch_size=None)
-        generator = torch.Generator().manual_seed(self.seed)
-        fixed = self.encoder.encode(*self.sampler.sample("train", self.n_train, generator))[rank::world]
-        return DataLoader(ShuffledEpochs(fixed, self.batch_size, self.seed, steps_done), batch_size=None)
+            return DataLoader(data.training_stream(device, steps_done(), rank, world), batch_size=None)
+        generator = torch.Generator().manual_seed(data.seed)
+        fixed = data.encoder.encode(*data.sampler.sample("train", data.n_train, generator))[rank::world]
+        return DataLoader(ShuffledEpochs(fixed, data.batch_size, data.seed, steps_done), batch_size=None)
 
     def _eval_loader(self, split: str) -> DataLoader:
-        return DataLoader(self.held_out_set(split), batch_size=self.eval_batch_size)
+        return DataLoader(self.data.held_out_set(split), batch_size=self.data.eval_batch_size)
 
     def val_dataloader(self):
         return self._eval_loader("val")

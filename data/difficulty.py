@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from data.checks import check_whole
 from data.problems import OPERATORS, ProblemFormat
 from data.sampler import ProblemSampler
 
@@ -107,8 +108,7 @@ class HardCases:
         """ValueError unless the datamodule's hard_share and hard_fade_steps can be drawn (into a stream)."""
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
             raise ValueError(f"hard_share={share!r}: must be a number in [0, 1] (0 = uniform batches)")
-        if not isinstance(fade_steps, int) or isinstance(fade_steps, bool) or fade_steps < 0:
-            raise ValueError(f"hard_fade_steps={fade_steps!r}: must be a whole number >= 0")
+        check_whole("hard_fade_steps", fade_steps, least=0)
         if share and not (streaming and fade_steps):
             raise ValueError(
                 f"hard_share={share}: hard cases are drawn into the stream over the first hard_fade_steps "

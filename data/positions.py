@@ -45,7 +45,7 @@ def positions(fmt: ProblemFormat) -> list[Position]:
     if fmt.signed:
         answer = answer + [Position("sign")] if fmt.reverse_answer else [Position("sign")] + answer
     work = [
-        p for line in range(fmt.work_lines) for p in [*(Position("work", k, line) for k in places), Position("then")]
+        p for line in range(fmt.working.lines) for p in [*(Position("work", k, line) for k in places), Position("then")]
     ]
     return [
         Position("bos"),

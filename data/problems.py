@@ -23,9 +23,11 @@ import functools
 from collections.abc import Iterable
 
 import torch
+import torch.nn.functional as F
 
+from data.checks import check_whole
 from data.operands import OperandDraws
-from data.working import ShowWork
+from data.working import Working
 
 OPERATORS = "+-*"
 SPLITS = ("train", "val", "test")
@@ -56,9 +58,10 @@ def _digits_of(x: torch.Tensor, width: int) -> torch.Tensor:
 
 
 @dataclasses.dataclass(frozen=True)
-class ProblemFormat(ShowWork, OperandDraws):
-    """How problems are written; stored in checkpoints so a model can be used without its config. It inherits the
-    working's layout (ShowWork) and how its problems are drawn (OperandDraws: random_problems, all_problems)."""
+class ProblemFormat:
+    """How problems are written; stored in checkpoints so a model can be used without its config. It holds the
+    working's layout (``working``: data/working.py) and how its problems are drawn (``draws``: random_problems,
+    all_problems; data/operands.py)."""
 
     digits: int = 3
     operators: str = "+"
@@ -74,13 +77,14 @@ class ProblemFormat(ShowWork, OperandDraws):
         object.__setattr__(self, "operators", ops)  # accept [+, -] as well as "+-"
         if not ops or any(op not in OPERATORS for op in ops) or len(set(ops)) != len(ops):
             raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', each once (e.g. '+-')")
-        if not isinstance(self.digits, int) or isinstance(self.digits, bool) or self.digits < 1:
-            raise ValueError(f"digits={self.digits!r}: must be a whole number >= 1")
+        check_whole("digits", self.digits)
         for name in ("reverse_answer", "show_work", "larger_first"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
-        self.check_operands()
-        self.check_working()
+        object.__setattr__(self, "working", Working(self))  # members, not fields: not saved, not compared
+        object.__setattr__(self, "draws", OperandDraws(self))
+        self.draws.check()
+        self.working.check()
 
     def at_width(self, digits: int) -> ProblemFormat:
         """The same format with operands written ``digits`` wide (a model with places can answer other widths)."""
@@ -110,6 +114,11 @@ class ProblemFormat(ShowWork, OperandDraws):
         return self.work_len + self.result_len
 
     @property
+    def work_len(self) -> int:
+        """Tokens of working before the result (0 without ``show_work``: data/working.py)."""
+        return self.working.length
+
+    @property
     def prompt_len(self) -> int:
         """[BOS] a op b = -> tokens before the answer."""
         return 1 + self.digits + 1 + self.digits + 1
@@ -123,9 +132,24 @@ class ProblemFormat(ShowWork, OperandDraws):
         the result, without [EOS]. Every caller that reads or scores an answer reads it here."""
         return seq[..., self.prompt_len : self.prompt_len + self.answer_len]
 
+    def prompt_of(self, seq: torch.Tensor) -> torch.Tensor:
+        """Sequences (..., seq_len) -> their prompts (..., prompt_len): [BOS] a op b =, what a model is asked."""
+        return seq[..., : self.prompt_len]
+
+    def forced_answers(self, logits: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits (B, answer_len + 1, vocab) -> the answer tokens their argmax writes, (B, answer_len)
+        (each given the true ones before it; the last logits predict [EOS])."""
+        return logits[:, : self.answer_len].argmax(-1)
+
     def exact_match(self, written: torch.Tensor, seq: torch.Tensor) -> torch.Tensor:
         """How an answer is scored: (B,) True where ``written`` (B, answer_len) is seq's whole answer, every token."""
         return (written == self.answer_of(seq)).all(dim=-1)
+
+    def judge(self, written: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``written`` answers (B, answer_len) against seq's -> ((B,) exact match, (B, answer_len) each token right):
+        exact-match and digit accuracy (the working, padding and sign included), as training and calc.py score."""
+        right = written == self.answer_of(seq)
+        return right.all(dim=-1), right
 
     # ---- text ---------------------------------------------------------------------------------------
     def prompt_text(self, a: int, op: str, b: int) -> str:
@@ -135,19 +159,19 @@ class ProblemFormat(ShowWork, OperandDraws):
         plain = f"{abs(value):0{self.answer_digits}d}"
         if self.signed:
             plain = ("-" if value < 0 else "+") + plain
-        return self._ordered(plain)
+        return self.ordered(plain)
 
     def written_text(self, a: int, op: str, b: int) -> str:
         """Everything the model writes for ``a op b``: the working, then the result."""
-        return self.work_text(a, op, b) + self.answer_text(self.evaluate(a, op, b))
+        return self.working.text(a, op, b) + self.answer_text(self.evaluate(a, op, b))
 
-    def _ordered(self, plain: str) -> str:
+    def ordered(self, plain: str) -> str:
         return plain[::-1] if self.reverse_answer else plain
 
     def parse_answer(self, text: str) -> int:
         """Inverse of :meth:`answer_text`; given all the model wrote, reads the result at its end (raises
         ValueError on a string that is not an answer)."""
-        plain = self._ordered(self.result_text(text))  # reversing twice restores the order
+        plain = self.ordered(self.working.result_text(text))  # reversing twice restores the order
         sign = 1
         if self.signed:
             sign, plain = (-1 if plain[0] == "-" else 1), plain[1:]
@@ -179,18 +203,29 @@ class ProblemFormat(ShowWork, OperandDraws):
         return torch.where(h < test_cut, 2, torch.where(h < val_cut, 1, 0))
 
 
+def answer_scores(logits: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """How a teacher-forced pass is scored, in training (the loss) and in every analysis: logits (B, answer_len + 1,
+    vocab) predicting seq's answer and [EOS] tokens -> (the cross-entropy on them, (B,) every answer token is the
+    argmax). A greedy decoder writes the whole answer right exactly when every answer token is the argmax given
+    the true tokens before it, so the second value is greedy exact-match at the cost of one pass."""
+    A = logits.shape[1] - 1
+    target = seq[:, -(A + 1) :]  # the answer and [EOS]: a sequence's last tokens, whatever its width
+    loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
+    return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
+
+
 class ProblemEncoder:
     """Turns problems into token ids in bulk, with no per-problem Python (a test checks it against the text)."""
 
     def __init__(self, fmt: ProblemFormat, vocab: dict[str, int]):
-        fmt.check_vectorised()
+        fmt.draws.check_vectorised()
         self.fmt, self.vocab = fmt, vocab
         # token ids of digits 0-9, the operators, the signs '+'/'-' and the work separators; as tensors: _table
         self.digit_ids = tuple(vocab[str(d)] for d in range(10))
         self.op_ids = tuple(vocab[op] for op in fmt.operators)
         self.sign_ids = (vocab["+"], vocab["-"])
         self.bos, self.eq, self.eos = vocab["[BOS]"], vocab["="], vocab["[EOS]"]
-        self.work_separator_ids = tuple(vocab[c] for c in fmt.work_separators)
+        self.work_separator_ids = tuple(vocab[c] for c in fmt.working.separators)
 
     def encode_problems(self, problems) -> torch.Tensor:
         """Problems with ``.a``, ``.op``, ``.b`` (e.g. parsed expressions) -> (N, seq_len) token ids."""
@@ -209,7 +244,7 @@ class ProblemEncoder:
         if fmt.signed:
             answer = torch.cat([_table(self.sign_ids, device)[(value < 0).long()].unsqueeze(1), answer], dim=1)
         # the working (data/working.py): (N, work_lines, answer_digits), no lines without show_work
-        work = digit[_digits_of(fmt.work_values(a, op_idx, b), fmt.answer_digits)]
+        work = digit[_digits_of(fmt.working.values(a, op_idx, b), fmt.answer_digits)]
         if fmt.reverse_answer:
             answer, work = answer.flip(1), work.flip(2)
         separators = _table(self.work_separator_ids, device).expand(n, -1).unsqueeze(2)  # (N, work_lines, 1)

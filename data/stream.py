@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch.utils.data import IterableDataset
 
+from data.checks import check_whole
 from data.difficulty import HardCases
 from data.problems import ProblemEncoder, ProblemFormat, mix
 from data.sampler import ProblemSampler
@@ -77,10 +78,8 @@ class FreshBatches(IterableDataset):
                 "mixed_widths=true: needs streaming=true and show_work=false (batches of every width are drawn "
                 "as they are trained on, and working has one layout per width)"
             )
-        if draw_steps is not None and (
-            not isinstance(draw_steps, int) or isinstance(draw_steps, bool) or draw_steps < 1
-        ):
-            raise ValueError(f"draw_steps={draw_steps!r}: must be a whole number >= 1, or null (chosen for the device)")
+        if draw_steps is not None:
+            check_whole("draw_steps", draw_steps, hint=", or null (chosen for the device)")
 
     def at_width(self, digits: int) -> tuple[ProblemSampler, ProblemEncoder]:
         """The sampler and encoder of problems written ``digits`` wide."""

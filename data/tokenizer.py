@@ -11,8 +11,6 @@ from pathlib import Path
 from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
 from tokenizers.models import WordLevel
 
-from storage.rundir import write_atomically
-
 SPECIAL_TOKENS = ["[PAD]", "[BOS]", "[EOS]"]
 CHARACTERS = list("0123456789") + list("+-*") + ["="]
 
@@ -57,9 +55,9 @@ class CharTokenizer:
         """Token ids -> text, special tokens dropped."""
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
 
-    def save(self, path: str | Path) -> None:
-        """Write ``path`` atomically: a link there is replaced, never written through (into a file elsewhere)."""
-        write_atomically(Path(path), lambda tmp: self.tokenizer.save(str(tmp)))
+    def to_json(self) -> str:
+        """tokenizer.json's text (a run directory writes it: ``RunDir.write_text``)."""
+        return self.tokenizer.to_str(pretty=True)
 
     @classmethod
     def load(cls, path: str | Path) -> CharTokenizer:

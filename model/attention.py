@@ -11,7 +11,8 @@ The middle three lines run as the lesson's own steps (``attention_weights``) whe
 else as PyTorch's fused ``scaled_dot_product_attention``: the same result. Analysis code reads or replaces values
 at two hook points named as in TransformerLens (``model/hooks.py``): ``hook_pattern`` (the weights; a hook on it
 switches to the explicit path) and ``hook_z`` (each head's output before ``W_o``). Positions are not the block's
-business: a scheme (``model/positions.py``) may hand it a score bias and a query scale. Every step, with its shape:
+business: a position scheme may hand it one ``scores`` term (queries rescaled, a bias on the scores). Every step,
+with its shape:
 ``python -m model.walkthrough``.
 """
 
@@ -24,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from data.checks import check_whole
 from model.hooks import HookPoint
 
 
@@ -50,16 +52,11 @@ class KVCache:
         return self.k, self.v
 
 
-def check_size(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-
-
 def check_head_sizes(d_model: int, n_heads: int, n_kv_heads: int | None = None, dropout: float = 0.0) -> None:
     """The attention block's size rules, as ValueErrors that say what to choose instead."""
     sizes = {"d_model": d_model, "n_heads": n_heads, "n_kv_heads": n_heads if n_kv_heads is None else n_kv_heads}
     for name, value in sizes.items():
-        check_size(name, value)
+        check_whole(name, value)
     for part, whole in (("n_heads", "d_model"), ("n_kv_heads", "n_heads")):
         if sizes[whole] % sizes[part]:
             divisors = [h for h in range(1, sizes[whole] + 1) if sizes[whole] % h == 0]
@@ -94,13 +91,14 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, n, self.head_dim).transpose(1, 2)
 
-    def forward(self, x, context=None, mask=None, need_weights=False, cache=None, bias=None, query_scale=None):
+    def forward(self, x, context=None, mask=None, need_weights=False, cache=None, scores=None):
         """Attend from ``x`` (B, T_q, d_model) to itself, or to ``context`` (B, T_k, d_model).
         mask: boolean, True = may attend, broadcastable to (B, n_heads, T_q, T_k); combined with the causal mask.
         need_weights: also return the weights (B, n_heads, T_q, T_k); else ``(out, None)``, out (B, T_q, d_model).
         cache: a :class:`KVCache` for incremental decoding; it takes the new keys and values, x the new positions.
-        bias: float scores added to Q Kᵀ / √head_dim, broadcastable to (B, n_heads, T_q, T_k); -inf hides a key.
-        query_scale: (T_q, 1), each query multiplied by its own factor before the scores.
+        scores: what a position scheme adds, or None: called on the queries (B, n_heads, T_q, head_dim), it gives
+            them back (perhaps rescaled) and a float bias added to Q Kᵀ / √head_dim, broadcastable to
+            (B, n_heads, T_q, T_k), -inf hiding a key (or None).
         """
         B, T_q, _ = x.shape
         if cache is not None and context is not None:
@@ -114,8 +112,9 @@ class MultiHeadAttention(nn.Module):
         if self.group_size > 1:  # grouped-query: query head i reads key/value head i // group_size
             k = k.repeat_interleave(self.group_size, dim=1)  # (B, n_heads, T_k, head_dim)
             v = v.repeat_interleave(self.group_size, dim=1)
-        if query_scale is not None:
-            q = q * query_scale.to(q.dtype)  # every head's query t times its factor
+        bias = None
+        if scores is not None:  # a position scheme's term: e.g. every head's query t times its factor, place scores
+            q, bias = scores(q)
         causal = self.causal and context is None
         if need_weights or self.hook_pattern.has_hooks:
             allowed = self.allowed(T_q, k.shape[-2], causal, mask)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
-import torch.nn.functional as F
 
 from data.difficulty import difficulty, long_difficulty
 from data.expressions import Problem
@@ -49,17 +48,6 @@ class TrainedModel(Protocol):
 
     @property
     def device(self) -> torch.device: ...
-
-
-def answer_scores(logits: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """How a teacher-forced pass is scored, in training and in every analysis: logits (B, answer_len + 1, vocab)
-    predicting seq's answer and [EOS] tokens -> (the cross-entropy on them, (B,) every answer token is the argmax).
-    A greedy decoder writes the whole answer right exactly when every answer token is the argmax given the true
-    tokens before it, so the second value is greedy exact-match at the cost of one pass."""
-    A = logits.shape[1] - 1
-    target = seq[:, -(A + 1) :]  # the answer and [EOS]: a sequence's last tokens, whatever its width
-    loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
-    return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
 
 
 ANY_LENGTH = 1000  # digits: the longest operands a model with no table of places is asked (it has no limit of its
@@ -105,10 +93,10 @@ class Calculator:
         and its absolute positions (block_size) reach; for a model with no such table, :data:`ANY_LENGTH`.
         Beyond the trained width the answers are the model's guesses at lengths it never trained on
         (``trained_digits``)."""
-        cfg, fmt = self.net.cfg, self.fmt
+        cfg, fmt, scheme = self.net.cfg, self.fmt, self.net.cfg.places
         if not self.net.has_table:
             return max(fmt.digits, ANY_LENGTH)
-        width, places = fmt.digits, fmt.digits + cfg.place_offset if cfg.place_embedding else None
+        width, places = fmt.digits, fmt.digits + scheme.place_offset if scheme and scheme.place_embedding else None
         while width != places and fmt.at_width(width + 1).seq_len - 1 <= cfg.block_size:
             width += 1
         return width
@@ -124,9 +112,10 @@ class Calculator:
 
     def places(self, fmt: ProblemFormat) -> torch.Tensor | None:
         """The place ids (seq_len,) of ``fmt``'s layout on the net's device; None for the trained layout."""
-        if fmt == self.fmt or not self.net.cfg.place_embedding:
+        scheme = self.net.cfg.places
+        if fmt == self.fmt or scheme is None or not scheme.place_embedding:
             return None
-        return place_tensor(fmt, self.net.cfg.place_of, self.device)
+        return place_tensor(fmt, scheme.place_of, self.device)
 
     def describe(self) -> str:
         """e.g. '3-digit + problems, reversed answers, 2 layers x 4 heads'."""
@@ -182,7 +171,7 @@ class Calculator:
             value = fmt.parse_answer(text)
         except (ValueError, IndexError):
             return Answer(text, None)
-        exact = fmt.answer_text(value) == fmt.result_text(text) and len(text) == fmt.answer_len
+        exact = fmt.answer_text(value) == fmt.working.result_text(text) and len(text) == fmt.answer_len
         return Answer(text, value if exact else None)  # exact layout only
 
     def by_width(self, problems: list[Problem]) -> dict[int, list[int]]:
@@ -197,7 +186,7 @@ class Calculator:
         answers: list[Answer | None] = [None] * len(problems)
         for width, indices in self.by_width(problems).items():
             fmt = self.fmt.at_width(width)
-            prompts = self.encode([problems[i] for i in indices], fmt)[:, : fmt.prompt_len]
+            prompts = fmt.prompt_of(self.encode([problems[i] for i in indices], fmt))
             for i, row in zip(indices, self.generate(prompts, fmt=fmt).tolist(), strict=True):
                 answers[i] = self.read(row, fmt)
         return answers
@@ -226,9 +215,9 @@ class Calculator:
         for width, indices in self.by_width(problems).items():  # each width in its own layout
             fmt, at = self.fmt.at_width(width), torch.tensor(indices)
             seqs = self.encode([problems[i] for i in indices], fmt)  # (n_w, seq_len)
-            predicted = self.generate(seqs[:, : fmt.prompt_len], fmt=fmt)  # (n_w, answer_len)
-            exact[at] = fmt.exact_match(predicted, seqs)
-            digit[at] = (predicted == fmt.answer_of(seqs)).float().mean(dim=1)
+            predicted = self.generate(fmt.prompt_of(seqs), fmt=fmt)  # (n_w, answer_len)
+            exact[at], right = fmt.judge(predicted, seqs)
+            digit[at] = right.float().mean(dim=1)
             rows = zip(indices, predicted.tolist(), exact[at].tolist(), strict=True)
             written |= {i: (row, fmt) for i, row, ok in rows if not ok}
 

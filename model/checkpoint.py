@@ -15,23 +15,18 @@ from pathlib import Path
 
 import torch
 
-from data.positions import place_ids
 from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
+from model.build import network_for
 from model.calculator import Calculator
 from model.device import resolve_device
-from model.transformer import Transformer, TransformerConfig
+from model.transformer import Transformer
+from storage.messages import one_line
 from storage.rundir import RUN_PATTERNS, RunDir, RunFileError, check_file
 
 
 class CheckpointError(Exception):
     """A checkpoint that cannot be found, read or used; the message is one line."""
-
-
-def first_line(error: BaseException, limit: int = 120) -> str:
-    """The first sentence of an error message, for a one-line report."""
-    line = (str(error).strip().splitlines() or [type(error).__name__])[0].split(". ")[0]
-    return line if len(line) <= limit else line[:limit] + "..."
 
 
 def find_checkpoints(root: str | Path = ".") -> list[Path]:
@@ -102,7 +97,9 @@ def load_tokenizer(ckpt: Path) -> CharTokenizer:
     try:
         return CharTokenizer.from_json(text)
     except Exception as e:  # tokenizers raises plain Exceptions on bad JSON; a vocabulary not ours is a ValueError
-        raise CheckpointError(f"{run.tokenizer}: not the tokenizer tinycalc builds ({first_line(e)})") from None
+        raise CheckpointError(
+            f"{run.tokenizer}: not the tokenizer tinycalc builds ({one_line(e, sentence=True)})"
+        ) from None
 
 
 def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Calculator:
@@ -125,12 +122,6 @@ def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Cal
     return calc.to(target)
 
 
-def network_for(model: dict, fmt: ProblemFormat) -> Transformer:
-    """The network a checkpoint's hyper-parameters describe (``model``: a TransformerConfig as a dict), new weights."""
-    config = TransformerConfig(**model)
-    return Transformer(config, place_ids=place_ids(fmt, config.place_of))
-
-
 def read_checkpoint(path: str | Path) -> tuple[Path, dict]:
     """Checkpoint file or run directory -> (the .ckpt path, what it holds as plain values); every way a file can be
     wrong is one :class:`CheckpointError` line. Nothing in it is instantiated: tensors and plain values only."""
@@ -146,13 +137,15 @@ def read_checkpoint(path: str | Path) -> tuple[Path, dict]:
             # weights_only: tensors and plain values only -- a foreign pickle cannot run code here
             data = torch.load(ckpt, map_location="cpu", weights_only=True)
     except OSError as e:
-        raise CheckpointError(f"{ckpt}: cannot read ({e.strerror or first_line(e)})") from None
+        raise CheckpointError(f"{ckpt}: cannot read ({e.strerror or one_line(e, sentence=True)})") from None
     except pickle.UnpicklingError:  # torch's message is a page about weights_only
         raise CheckpointError(
             f"{ckpt}: not a tinycalc checkpoint (corrupt, or a pickle of objects other than tensors and plain values)"
         ) from None
     except Exception as e:  # torch raises RuntimeError/EOFError/... on truncated or random bytes
-        raise CheckpointError(f"{ckpt}: not a readable checkpoint, corrupt or truncated? ({first_line(e)})") from None
+        raise CheckpointError(
+            f"{ckpt}: not a readable checkpoint, corrupt or truncated? ({one_line(e, sentence=True)})"
+        ) from None
     hparams = data.get("hyper_parameters") if isinstance(data, dict) else None
     if not isinstance(hparams, dict) or not isinstance(data.get("state_dict"), dict):
         raise CheckpointError(
@@ -171,7 +164,7 @@ def build_network(saved: dict, ckpt: Path) -> Transformer:
     try:
         net = network_for(hparams["model"], ProblemFormat(**hparams["fmt"]))
     except Exception as e:  # wrong config keys or values
-        raise CheckpointError(f"{ckpt}: incompatible with this code ({first_line(e)})") from None
+        raise CheckpointError(f"{ckpt}: incompatible with this code ({one_line(e, sentence=True)})") from None
     return load_weights(net, saved, ckpt)
 
 
@@ -182,7 +175,7 @@ def load_weights(net: Transformer, saved: dict, ckpt: Path) -> Transformer:
     try:
         net.load_state_dict({k.removeprefix("net."): v for k, v in saved["state_dict"].items() if k.startswith("net.")})
     except Exception as e:  # weights of another shape, or missing
-        raise CheckpointError(f"{ckpt}: incompatible with this code ({first_line(e)})") from None
+        raise CheckpointError(f"{ckpt}: incompatible with this code ({one_line(e, sentence=True)})") from None
     if net.cfg.block_size < fmt.seq_len - 1:
         raise CheckpointError(
             f"{ckpt}: block_size={net.cfg.block_size} is too short for {fmt.digits}-digit "

@@ -38,6 +38,7 @@ import torch
 from data.expressions import Problem
 from model.calculator import Calculator
 from model.optional import MissingExtraError, require
+from model.positions import position_table, trained_len
 from storage.rundir import RunDir
 
 N_CHECK = 1000  # problems the export is checked on
@@ -81,12 +82,12 @@ def check_expressible(calc: Calculator) -> None:
             f"share {n_kv} key/value head{'s' * (n_kv > 1)}) and GPT2LMHeadModel has one key/value head per query "
             "head; TransformerLens loads it as it is (model.lens.transformer_lens_model)"
         )
-    if cfg.place_bias or cfg.log_scale:
+    if cfg.places is not None and (cfg.places.place_bias or cfg.places.log_scale):
         raise ExportError(
             "cannot export to Hugging Face GPT-2: this model's attention has place scores (place_bias) or "
             "length-scaled queries (log_scale), and GPT-2's has neither"
         )
-    if calc.fmt.seq_len - 1 > calc.net.trained_len:
+    if calc.fmt.seq_len - 1 > trained_len(calc.net):
         raise ExportError(f"block_size={cfg.block_size} is shorter than the model's problems")
 
 
@@ -97,7 +98,7 @@ def gpt2_config(calc: Calculator):
     cfg, fmt, tok = calc.net.cfg, calc.fmt, calc.tokenizer
     return GPT2Config(
         vocab_size=cfg.vocab_size,
-        n_positions=calc.net.trained_len,  # the trained layout (place models fold their places into it)
+        n_positions=trained_len(calc.net),  # the trained layout (place models fold their places into it)
         n_embd=cfg.d_model,
         n_layer=cfg.n_layers,
         n_head=cfg.n_heads,
@@ -148,11 +149,11 @@ def gpt2_state_dict(net) -> dict[str, torch.Tensor]:
         biases = [take(lin.bias, like=lin.weight[:, 0]) for lin in linears]
         return {f"{prefix}.weight": weight, f"{prefix}.bias": torch.cat(biases)}
 
-    embeddings = (getattr(net, "pos_emb", None), getattr(net, "place_emb", None))
+    embeddings = (getattr(net, "pos_emb", None), getattr(net.places, "place_emb", None))
     used.update(id(e.weight) for e in embeddings if e is not None)  # both folded into GPT-2's one position table
     sd = {
         "transformer.wte.weight": take(net.tok_emb.weight),
-        "transformer.wpe.weight": net.position_table().detach().clone(),  # a copy, like take(): not the live weight
+        "transformer.wpe.weight": position_table(net).detach().clone(),  # a copy, like take(): not the live weight
     }
     for i, block in enumerate(net.blocks):
         h = f"transformer.h.{i}"
@@ -207,7 +208,7 @@ def hf_tokenizer(calc: Calculator):
         pad_token="[PAD]",
         add_bos_token=True,
         add_eos_token=False,
-        model_max_length=calc.net.trained_len,
+        model_max_length=trained_len(calc.net),
         padding_side="left",
         name_or_path="tinycalc",
     )  # TransformerLens reads init_kwargs["name_or_path"]
@@ -216,7 +217,7 @@ def hf_tokenizer(calc: Calculator):
 # ---- checking and writing ----------------------------------------------------------------------------
 def check_problems(calc: Calculator, n: int = N_CHECK, seed: int = 0) -> list[Problem]:
     """n problems drawn uniformly (a fixed seed), the same for every export of a format."""
-    a, op_idx, b = calc.fmt.random_problems(n, torch.Generator().manual_seed(seed))
+    a, op_idx, b = calc.fmt.draws.random_problems(n, torch.Generator().manual_seed(seed))
     return [Problem(int(x), calc.fmt.operators[o], int(y)) for x, o, y in zip(a, op_idx, b, strict=True)]
 
 
@@ -226,7 +227,7 @@ def compare(calc: Calculator, model, tokenizer, problems: list[Problem]) -> Expo
     fmt = calc.fmt
     seqs = calc.encode(problems)  # (N, seq_len): [BOS] prompt answer [EOS]
     prompts = tokenizer([fmt.prompt_text(p.a, p.op, p.b) for p in problems], return_tensors="pt").input_ids
-    if not torch.equal(prompts, seqs[:, : fmt.prompt_len]):
+    if not torch.equal(prompts, fmt.prompt_of(seqs)):
         raise ExportError("the exported tokenizer encodes prompts differently from ours")
     inputs = seqs[:, :-1]  # (N, seq_len - 1): every position that predicts a next token
     ours, _ = calc.net(inputs)  # (N, T, vocab)
@@ -268,7 +269,7 @@ def model_card(calc: Calculator, check: ExportCheck, out_dir: Path) -> str:
     result = f"text[-{fmt.result_len}:]" if fmt.work_len else "text"  # the result follows the working
     read = f"{result}[::-1]" if fmt.reverse_answer else result
     work = (
-        f"the working of long multiplication comes first ({fmt.work_lines} lines of {fmt.answer_digits} digits, "
+        f"the working of long multiplication comes first ({fmt.working.lines} lines of {fmt.answer_digits} digits, "
         "each followed by `+` or `=`: partial products a*b_j*10^j and running sums"
         + ("; zeros for `+` and `-`" if fmt.operators != "*" else "")
         + "), then "

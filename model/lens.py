@@ -23,6 +23,7 @@ import torch
 
 from model.calculator import Calculator
 from model.optional import require
+from model.positions import position_table, trained_len
 
 
 def bridge_config(calc: Calculator):
@@ -36,7 +37,7 @@ def bridge_config(calc: Calculator):
         n_heads=cfg.n_heads,
         n_key_value_heads=cfg.n_kv_heads if (cfg.n_kv_heads or cfg.n_heads) != cfg.n_heads else None,
         n_layers=cfg.n_layers,
-        n_ctx=calc.net.trained_len,  # the trained layout (place models fold their places into it)
+        n_ctx=trained_len(calc.net),  # the trained layout (place models fold their places into it)
         d_mlp=cfg.mlp_ratio * cfg.d_model,
         d_vocab=cfg.vocab_size,
         act_fn="gelu",  # exact GELU, as F.gelu
@@ -57,7 +58,7 @@ def bridge_state_dict(net) -> dict[str, torch.Tensor]:
 
     sd = {
         "embed.weight": net.tok_emb.weight.detach().clone(),
-        "pos_embed.weight": net.position_table().detach().clone(),  # with the place embedding folded in
+        "pos_embed.weight": position_table(net).detach().clone(),  # with the place embedding folded in
         "unembed.weight": net.lm_head.weight.detach().clone(),
         "unembed.bias": torch.zeros(net.lm_head.weight.shape[0]),
     }  # our LM head has no bias
@@ -95,7 +96,8 @@ def transformer_lens_model(source: str | Path | Calculator):
         from model.checkpoint import load_calculator
 
         source = load_calculator(source)
-    if source.net.cfg.place_bias or source.net.cfg.log_scale:
+    scheme = source.net.cfg.places
+    if scheme is not None and (scheme.place_bias or scheme.log_scale):
         raise ValueError("TransformerLens has no attention term for place scores (place_bias) or log_scale")
     model = TransformerBridge.boot_native(bridge_config(source))
     model.load_state_dict(bridge_state_dict(source.net), strict=True)

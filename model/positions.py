@@ -34,50 +34,72 @@ field:
   log_scale = b       0, or a base b: every query's scores are multiplied by log(n + 1) / log(b), n the keys it sees
                       (scalable softmax), so a query over a problem longer than any trained on is as sharp.
 
-The parameters live on the Transformer itself (``pos_emb``, ``place_emb``, ``place_scores``: a checkpoint's keys);
-:class:`Positions`, the Transformer's base class, builds them and hands the rest of the model what it needs: the
-vectors added to the token embeddings, and for the attention a score bias per layer (-inf = hidden) and a query
-scale. ``MultiHeadAttention`` knows nothing of places.
+These fields are one :class:`PlaceConfig` (``TransformerConfig.places``; None: the lesson's learned positions),
+and :class:`PlaceScheme` is what the Transformer calls at its named points when one is given: what positions add
+to the tokens (``added``) and, per layer, a :class:`ScoreTerms` for the attention (``attention``): a score bias
+(-inf = hidden) and a query scale. ``MultiHeadAttention`` knows nothing of places; the Transformer knows only that a
+scheme may be there. The network is put together in ``model/build.py``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass, fields
 
 import torch
 from torch import nn
 
-PLACE_SCHEMES = ("predicted", "own")  # TransformerConfig.place_of
+from data.checks import check_whole, is_whole
+from data.positions import place_ids as places_of
+from data.positions import training_places
+from data.problems import ProblemFormat
+
+PLACE_SCHEMES = ("predicted", "own")  # PlaceConfig.place_of
 
 
-def is_whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+@dataclass(frozen=True)
+class PlaceConfig:
+    """The length research's position fields (flat ``model.*`` keys in configs/model and configs/position), each
+    explained above; the defaults are GPT-2's learned positions only, which the lesson's Transformer has itself."""
+
+    place_embedding: bool = False
+    place_vectors: bool = True
+    position_embedding: bool = True
+    place_offset: int = 0
+    place_of: str = "predicted"
+    random_places: float = 0.0
+    place_bias: int = 0
+    place_window: bool = False
+    log_scale: int = 0
+
+    def __post_init__(self) -> None:
+        """The fields' rules, as ValueErrors that name the config key."""
+        for name in ("place_embedding", "place_vectors", "position_embedding", "place_window"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
+        check_whole("place_offset", self.place_offset, least=0)
+        if self.place_of not in PLACE_SCHEMES:
+            raise ValueError(f"place_of={self.place_of!r}: must be one of {', '.join(PLACE_SCHEMES)}")
+        check_whole("place_bias", self.place_bias, least=0)
+        if self.place_bias and not self.place_embedding:
+            raise ValueError("place_bias > 0 needs place_embedding=true (a position scheme with places)")
+        if not self.place_vectors and not self.place_bias:
+            raise ValueError("place_vectors=false needs place_bias > 0: places must then score the attention")
+        if self.place_window and not self.place_bias:
+            raise ValueError("place_window=true needs place_bias > 0: the window's half-width in places")
+        if not is_whole(self.log_scale) or self.log_scale < 0 or self.log_scale == 1:
+            raise ValueError(f"log_scale={self.log_scale!r}: must be 0 (off) or a whole number >= 2")
+        share = self.random_places
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+            raise ValueError(f"random_places={share!r}: must be a share from 0 to 1")
+        if not (self.position_embedding or self.place_embedding):
+            raise ValueError("position_embedding=false: needs place_embedding=true, or the model has no positions")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
-def check_positions(cfg) -> None:
-    """The position fields' rules for a ``TransformerConfig``, as ValueErrors that name the config key."""
-    for name in ("place_embedding", "place_vectors", "position_embedding", "place_window"):
-        if not isinstance(getattr(cfg, name), bool):
-            raise ValueError(f"{name}={getattr(cfg, name)!r}: must be true or false")
-    if not is_whole(cfg.place_offset) or cfg.place_offset < 0:
-        raise ValueError(f"place_offset={cfg.place_offset!r}: must be a whole number >= 0")
-    if cfg.place_of not in PLACE_SCHEMES:
-        raise ValueError(f"place_of={cfg.place_of!r}: must be one of {', '.join(PLACE_SCHEMES)}")
-    if not is_whole(cfg.place_bias) or cfg.place_bias < 0:
-        raise ValueError(f"place_bias={cfg.place_bias!r}: must be a whole number >= 0")
-    if cfg.place_bias and not cfg.place_embedding:
-        raise ValueError("place_bias > 0 needs place_embedding=true (a position scheme with places)")
-    if not cfg.place_vectors and not cfg.place_bias:
-        raise ValueError("place_vectors=false needs place_bias > 0: places must then score the attention")
-    if cfg.place_window and not cfg.place_bias:
-        raise ValueError("place_window=true needs place_bias > 0: the window's half-width in places")
-    if not is_whole(cfg.log_scale) or cfg.log_scale < 0 or cfg.log_scale == 1:
-        raise ValueError(f"log_scale={cfg.log_scale!r}: must be 0 (off) or a whole number >= 2")
-    share = cfg.random_places
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
-        raise ValueError(f"random_places={share!r}: must be a share from 0 to 1")
-    if not (cfg.position_embedding or cfg.place_embedding):
-        raise ValueError("position_embedding=false: needs place_embedding=true, or the model has no positions")
+PLACE_FIELDS = tuple(f.name for f in fields(PlaceConfig))
 
 
 def query_scale(T_q: int, T_k: int, log_scale: int, device: torch.device | None = None) -> torch.Tensor:
@@ -87,32 +109,62 @@ def query_scale(T_q: int, T_k: int, log_scale: int, device: torch.device | None 
     return ((seen + 1).log() / math.log(log_scale))[:, None]
 
 
-class Positions(nn.Module):
-    """The Transformer's base class: its position parameters, and what they add to the tokens and to the scores.
+@dataclass
+class ScoreTerms:
+    """What a scheme adds to one layer's attention, handed to ``MultiHeadAttention.forward`` as ``scores``: called
+    on the queries (B, n_heads, T_q, head_dim), it returns them times ``scale`` (T_q, 1) and the score ``bias``,
+    broadcastable to (B, n_heads, T_q, T_k), -inf where a key is hidden; either may be None."""
 
-    ``place_ids`` (with ``cfg.place_embedding``): the digit place of each position of the trained layout (0 = no
-    digit), kept as a buffer: what is used when ``places`` is None. Other layouts (longer problems, shifted
-    places) pass their own ``places``, (T_total,) or (B, T_total) from position 0."""
+    bias: torch.Tensor | None = None
+    scale: torch.Tensor | None = None
 
-    def add_position_parameters(self, place_ids: list[int] | None) -> None:
-        """Register the parameters ``self.cfg`` asks for: pos_emb (block_size, d_model); place_emb (places,
-        d_model) and the place_ids buffer; place_scores (score buckets, n_layers * n_heads)."""
-        cfg = self.cfg
-        if cfg.position_embedding:
-            self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
+    def __call__(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return (q if self.scale is None else q * self.scale.to(q.dtype)), self.bias
+
+
+class PlaceScheme(nn.Module):
+    """A Transformer's place parameters, and what they add to the tokens and to the scores.
+
+    ``place_ids``: the digit place of each position of the trained layout (0 = no digit), kept as a buffer: what
+    is used when ``places`` is None. Other layouts (longer problems, shifted places) pass their own ``places``,
+    (T_total,) or (B, T_total) from position 0."""
+
+    def __init__(self, cfg: PlaceConfig, model, fmt: ProblemFormat):
+        """``model``: the TransformerConfig whose sizes the parameters take; ``fmt``: the trained layout, whose
+        positions' places ``place_ids`` holds. Registers place_emb (places, d_model) and the place_ids buffer;
+        place_scores (score buckets, n_layers * n_heads): those cfg asks for."""
+        super().__init__()
+        place_ids = places_of(fmt, cfg.place_of)
+        self.cfg, self.n_layers, self.n_heads = cfg, model.n_layers, model.n_heads
         if cfg.place_embedding:
-            if place_ids is None or not 0 < len(place_ids) <= cfg.block_size:
-                raise ValueError(f"place_embedding=true needs the digit place of every position (<= {cfg.block_size})")
+            if place_ids is None or not 0 < len(place_ids) <= model.block_size:
+                raise ValueError(
+                    f"place_embedding=true needs the digit place of every position (<= {model.block_size})"
+                )
             self.register_buffer("place_ids", torch.tensor(place_ids), persistent=False)  # (trained seq_len,)
         if cfg.place_embedding and cfg.place_vectors:
-            self.place_emb = nn.Embedding(max(place_ids) + 1 + cfg.place_offset, cfg.d_model)
+            self.place_emb = nn.Embedding(max(place_ids) + 1 + cfg.place_offset, model.d_model)
         if cfg.place_bias:  # (place-difference buckets, one bias per layer and head)
-            self.place_scores = nn.Embedding(2 * cfg.place_bias + 4, cfg.n_layers * cfg.n_heads)
+            self.place_scores = nn.Embedding(2 * cfg.place_bias + 4, model.n_layers * model.n_heads)
+        self.d_model, self.block_size = model.d_model, model.block_size
 
-    def init_position_weights(self) -> None:
+    def after_init(self) -> None:
         """After the model's own initialisation: the place scores start at zero (no bias at all)."""
         if self.cfg.place_bias:
             nn.init.zeros_(self.place_scores.weight)
+
+    @staticmethod
+    def rename_old_keys(module, state_dict, prefix, *args) -> None:
+        """Checkpoints saved while the place parameters sat on the Transformer itself: their keys, renamed as
+        they load (a load_state_dict pre-hook of the Transformer)."""
+        for old in OLD_KEYS:
+            if prefix + old in state_dict:
+                state_dict[prefix + "places." + old] = state_dict.pop(prefix + old)
+
+    @property
+    def positions(self) -> bool:
+        """Whether the Transformer keeps its learned absolute positions beside the places."""
+        return self.cfg.position_embedding
 
     @property
     def has_table(self) -> bool:
@@ -122,8 +174,8 @@ class Positions(nn.Module):
 
     @property
     def trained_len(self) -> int:
-        """Positions of the layout ``position_table`` covers: the trained one with places, else block_size."""
-        return len(self.place_ids) if self.cfg.place_embedding else self.cfg.block_size
+        """Positions of the trained layout: with places, its length; else block_size."""
+        return len(self.place_ids) if self.cfg.place_embedding else self.block_size
 
     def places_to(self, end: int, places: torch.Tensor | None) -> torch.Tensor:
         """The place ids of positions 0 .. end - 1, (end,) or (B, end): ``places``, or the trained layout's when
@@ -132,30 +184,24 @@ class Positions(nn.Module):
             raise ValueError(f"a sequence of {end} tokens is longer than the trained layout: give its places")
         return (self.place_ids if places is None else places)[..., :end]
 
-    def added_positions(self, start: int, T: int, places: torch.Tensor | None = None) -> torch.Tensor:
+    def added(self, start: int, T: int, places: torch.Tensor | None, pos_emb: nn.Embedding | None) -> torch.Tensor:
         """What positions start..start+T-1 add to their tokens' embeddings, (T, d_model) or (B, T, d_model): the
         learned position embedding, the place embedding of their places, or the sum of both."""
-        parts = [self.pos_emb.weight[start : start + T]] if self.cfg.position_embedding else []
+        parts = [pos_emb.weight[start : start + T]] if pos_emb is not None else []
         if self.cfg.place_embedding and self.cfg.place_vectors:
             parts.append(self.place_emb(self.places_to(start + T, places)[..., start:]))
         if not parts:  # places that only score the attention: nothing added
-            return torch.zeros(T, self.cfg.d_model, device=self.place_scores.weight.device)
+            return torch.zeros(T, self.d_model, device=self.place_scores.weight.device)
         return sum(parts[1:], parts[0])
 
-    def position_table(self) -> torch.Tensor:
-        """What each position of the trained layout adds to its token's embedding, (trained_len, d_model): one
-        table, as a fixed layout makes it (the Hugging Face export and TransformerLens fold it in)."""
-        return self.added_positions(0, self.trained_len)
-
-    def attention_terms(
-        self, T_q: int, T_k: int, places: torch.Tensor | None, device: torch.device
-    ) -> tuple[list[torch.Tensor | None], torch.Tensor | None]:
-        """What the position schemes add to causal attention for queries at positions T_k - T_q .. T_k - 1: per
-        layer a score bias, (B or 1, n_heads, T_q, T_k) with -inf where a key is hidden, or None; and the query
-        scale of log_scale, (T_q, 1), or None."""
+    def attention(self, T_q: int, T_k: int, places: torch.Tensor | None, device: torch.device) -> list:
+        """Per layer, what the scheme adds to causal attention for queries at positions T_k - T_q .. T_k - 1: a
+        :class:`ScoreTerms`, or None where it adds nothing."""
         table = self.place_score_table(T_q, T_k, places)
-        biases = [None] * self.cfg.n_layers if table is None else list(table)
-        return biases, query_scale(T_q, T_k, self.cfg.log_scale, device) if self.cfg.log_scale else None
+        scale = query_scale(T_q, T_k, self.cfg.log_scale, device) if self.cfg.log_scale else None
+        if table is None and scale is None:
+            return [None] * self.n_layers
+        return [ScoreTerms(None if table is None else table[i], scale) for i in range(self.n_layers)]
 
     def place_score_table(self, T_q: int, T_k: int, places: torch.Tensor | None) -> torch.Tensor | None:
         """The place scores of ``cfg.place_bias`` for queries at positions T_k - T_q .. T_k - 1 against keys 0 ..
@@ -174,5 +220,34 @@ class Positions(nn.Module):
         if self.cfg.place_window:  # hidden: keys more than K places away, and every digit from a token with no place
             far = (key > 0) & ((query == 0) | ((query - key).abs() > K))  # a query always sees itself
             table = table.masked_fill(far.unsqueeze(-1), float("-inf"))
-        B, L, H = len(places), self.cfg.n_layers, self.cfg.n_heads
+        B, L, H = len(places), self.n_layers, self.n_heads
         return table.view(B, T_q, T_k, L, H).permute(3, 0, 4, 1, 2)
+
+    def training_places(self, seq: torch.Tensor, trained: ProblemFormat, fmt: ProblemFormat) -> torch.Tensor | None:
+        """A training batch's place ids (B, seq_len), moved at random so every place the model addresses is learned
+        (:func:`data.positions.training_places`); None without a place embedding."""
+        c = self.cfg
+        if not c.place_embedding:
+            return None
+        return training_places(seq, trained, fmt, c.place_of, c.place_offset, c.random_places)
+
+
+OLD_KEYS = ("place_emb.weight", "place_scores.weight")  # their names on the Transformer, before PlaceScheme
+
+
+# ---- for readers of a whole network (the exports, the lab, the circuit graph) -------------------------------
+def trained_len(net) -> int:
+    """Positions of ``net``'s trained layout (what ``position_table`` covers)."""
+    return net.places.trained_len if net.places is not None else net.cfg.block_size
+
+
+def position_table(net) -> torch.Tensor:
+    """What each position of the trained layout adds to its token's embedding, (trained_len, d_model): one
+    table, as a fixed layout makes it (the Hugging Face export and TransformerLens fold it in)."""
+    return net.positions(0, trained_len(net))
+
+
+def attention_terms(net, T_q: int, T_k: int, places, device) -> tuple[list, torch.Tensor | None]:
+    """``net``'s additions to causal attention as (per layer a score bias or None, the query scale or None)."""
+    terms = net.places.attention(T_q, T_k, places, device) if net.places is not None else [None] * net.cfg.n_layers
+    return [t and t.bias for t in terms], next((t.scale for t in terms if t is not None), None)

@@ -1,6 +1,8 @@
 """A small decoder-only (GPT-style) transformer built around :class:`MultiHeadAttention`: token + position
-embeddings -> n_layers x [pre-LN attention, pre-LN MLP] -> LayerNorm -> LM head. The position schemes (learned
-positions, digit places, relative place scores, ...) live in ``model/positions.py``.
+embeddings -> n_layers x [pre-LN attention, pre-LN MLP] -> LayerNorm -> LM head. Its positions are GPT-2's: a
+learned vector per position. A position scheme of the length research (``model/positions.py``, put together by
+``model/build.py``) may be given as ``places``: the network then calls it at two named points -- what positions add
+to the tokens, and what each layer's attention scores get.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from model.attention import KVCache, MultiHeadAttention, check_head_sizes, check_size
+from data.checks import check_whole
+from model.attention import KVCache, MultiHeadAttention, check_head_sizes
 from model.hooks import HookPoint
-from model.positions import Positions, check_positions
 
 
 @dataclass
@@ -30,25 +32,15 @@ class TransformerConfig:
     dropout: float = 0.0
     bias: bool = True
     tie_weights: bool = True
-    # The position schemes, each explained in model/positions.py (the defaults: GPT-2's learned positions only).
-    place_embedding: bool = False  # every digit has a place (units, tens, ...), which the model uses as below
-    place_vectors: bool = True  # each token gets a vector of its place; false: places only score the attention
-    position_embedding: bool = True  # false: no learned absolute positions, only places (position coupling)
-    place_offset: int = 0  # places beyond the trained width, learned by shifting places in training
-    place_of: str = "predicted"  # which place a token carries: "predicted" (coupling) or "own" (abacus)
-    random_places: float = 0.0  # the share of training sequences given randomised places
-    place_bias: int = 0  # relative place scores, one per place difference up to this far
-    place_window: bool = False  # hide every key more than place_bias places away
-    log_scale: int = 0  # 0, or a base b: scores times log(n + 1) / log(b), n the keys a query sees
+    places: object | None = None  # the length research's PlaceConfig (model/positions.py); None: learned positions
 
     def __post_init__(self) -> None:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
         for name in ("vocab_size", "block_size", "n_layers", "mlp_ratio"):
-            check_size(name, getattr(self, name))
+            check_whole(name, getattr(self, name))
         for name in ("bias", "tie_weights"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
-        check_positions(self)
 
     @property
     def head_dim(self) -> int:
@@ -56,7 +48,9 @@ class TransformerConfig:
         return self.d_model // self.n_heads
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Flat, as configs/model writes it (the place fields beside the others): a checkpoint's ``model``."""
+        lesson = {k: v for k, v in asdict(self).items() if k != "places"}
+        return lesson | (self.places.to_dict() if self.places is not None else {})
 
 
 class MLP(nn.Module):
@@ -82,26 +76,31 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
         self.hook_resid_pre = HookPoint()  # the residual stream entering the block, (B, T, d_model)
 
-    def forward(self, x, need_weights=False, cache=None, keep_from: int = 0, bias=None, query_scale=None):
+    def forward(self, x, need_weights=False, cache=None, keep_from: int = 0, scores=None):
         """x (B, T, d_model) -> (B, T - keep_from, d_model): every position attends, but only positions
         keep_from.. go on through the MLP (the others served as keys and values; nothing reads them later).
-        bias, query_scale: what the position schemes add to the attention (``MultiHeadAttention.forward``)."""
+        scores: what a position scheme adds to the attention (``MultiHeadAttention.forward``), or None."""
         x = self.hook_resid_pre(x)
         h = self.ln_attn(x)
-        attn_out, weights = self.attn(h, need_weights=need_weights, cache=cache, bias=bias, query_scale=query_scale)
+        attn_out, weights = self.attn(h, need_weights=need_weights, cache=cache, scores=scores)
         x = (x + attn_out)[:, keep_from:]
         x = x + self.mlp(self.ln_mlp(x))
         return x, weights
 
 
-class Transformer(Positions):
-    """The network; its position parameters (``place_ids`` too) and what they add come from ``Positions``."""
+class Transformer(nn.Module):
+    """The network. ``places``: a position scheme (model/positions.py: ``PlaceScheme``) built for ``cfg.places``;
+    None, as in the lesson: a learned vector per position, ``pos_emb``."""
 
-    def __init__(self, cfg: TransformerConfig, place_ids: list[int] | None = None):
+    def __init__(self, cfg: TransformerConfig, places: nn.Module | None = None):
         super().__init__()
+        if (cfg.places is None) != (places is None):
+            raise ValueError("cfg.places and the scheme built for it come together: see model/build.py")
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.add_position_parameters(place_ids)  # pos_emb, place_emb, place_scores: those cfg asks for
+        keep = places is None or places.positions  # a scheme may do without learned positions
+        self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model) if keep else None  # (block_size, d_model)
+        self.places = places
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
@@ -110,7 +109,9 @@ class Transformer(Positions):
         if cfg.tie_weights:
             self.lm_head.weight = self.tok_emb.weight
         self.apply(self._init_weights)
-        self.init_position_weights()
+        if places is not None:
+            places.after_init()  # a scheme's weights that start otherwise (place scores: at zero)
+            self.register_load_state_dict_pre_hook(places.rename_old_keys)  # checkpoints of older code
         for name, p in self.named_parameters():  # GPT-2's trick: the residual-writing projections shrink with depth
             if name.endswith(("attn.W_o.weight", "mlp.fc_out.weight")):
                 nn.init.normal_(p, mean=0.0, std=0.02 / (2 * cfg.n_layers) ** 0.5)
@@ -147,7 +148,20 @@ class Transformer(Positions):
         T = idx.shape[1]
         if self.has_table and start + T > self.cfg.block_size:
             raise ValueError(f"sequence of {start + T} tokens is longer than block_size={self.cfg.block_size}")
-        return self.drop(self.tok_emb(idx) + self.added_positions(start, T, places))
+        return self.drop(self.tok_emb(idx) + self.positions(start, T, places))
+
+    def positions(self, start: int, T: int, places: torch.Tensor | None = None) -> torch.Tensor:
+        """What positions start..start+T-1 add to their tokens' embeddings: (T, d_model) learned vectors, or what
+        the position scheme adds (places: as in ``forward``)."""
+        if self.places is None:
+            return self.pos_emb.weight[start : start + T]
+        return self.places.added(start, T, places, self.pos_emb)
+
+    @property
+    def has_table(self) -> bool:
+        """Whether a table of positions bounds the sequences the model can read (block_size): always for learned
+        positions; a scheme whose places only score the attention has none."""
+        return self.places is None or self.places.has_table
 
     def run_blocks(self, x: torch.Tensor, start_layer=0, need_weights=False, caches=None, keep_from=0, places=None):
         """The residual stream (B, T, d_model) through blocks[start_layer:] -> (stream, weights or None). The stream
@@ -155,10 +169,10 @@ class Transformer(Positions):
         all_weights = [] if need_weights else None
         last = len(self.blocks) - 1
         T_k = (caches[0].length if caches else 0) + x.shape[1]  # the keys each query may see, cached ones included
-        biases, query_scale = self.attention_terms(x.shape[1], T_k, places, x.device)  # from the position schemes
+        scores = self.places.attention(x.shape[1], T_k, places, x.device) if self.places else [None] * (last + 1)
         for i in range(start_layer, len(self.blocks)):
             cache = None if caches is None else caches[i]
-            x, weights = self.blocks[i](x, need_weights, cache, keep_from if i == last else 0, biases[i], query_scale)
+            x, weights = self.blocks[i](x, need_weights, cache, keep_from if i == last else 0, scores[i])
             if need_weights:
                 all_weights.append(weights)
         return x, all_weights

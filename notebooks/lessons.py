@@ -24,8 +24,10 @@ import lightning as L  # noqa: E402
 import torch  # noqa: E402
 from lightning.pytorch.callbacks import EarlyStopping  # noqa: E402
 
+from data.arithmetic import DataConfig  # noqa: E402
 from data.datamodule import ArithmeticDataModule  # noqa: E402
 from training import TARGET_ACCURACY  # noqa: E402
+from training.load import calculator_module  # noqa: E402
 from training.module import CalculatorModule  # noqa: E402
 from training.optim import OptimConfig  # noqa: E402
 from training.threads import use_threads  # noqa: E402
@@ -75,8 +77,10 @@ def train_calculator(
     several models compare step for step). The recipe is the project's default (configs/optim/adamw.yaml).
     """
     L.seed_everything(seed, verbose=False)
-    data = ArithmeticDataModule(digits=digits, operators="+", batch_size=256, n_val=n_val, n_test=n_test, seed=seed)
-    module = CalculatorModule(
+    data = ArithmeticDataModule(
+        DataConfig(digits=digits, operators="+", batch_size=256, n_val=n_val, n_test=n_test, seed=seed)
+    )
+    module = calculator_module(
         model=dict(
             vocab_size=data.vocab_size,
             block_size=data.fmt.seq_len,

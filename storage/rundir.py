@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
+from storage.messages import one_line
 from storage.results import SCHEMA, Results
 
 HYDRA_FILES = (".hydra", ".hydra-resume")  # what Hydra writes before the run starts
@@ -238,7 +239,7 @@ def parse_json(text: str, path: Path):
         value = None
         deep = True
     except ValueError as e:
-        raise RunFileError(f"{path}: unreadable (not valid JSON: {_first_line(e)})") from None
+        raise RunFileError(f"{path}: unreadable (not valid JSON: {one_line(e)})") from None
     else:
         deep = _depth(value) > MAX_DEPTH
     if deep:
@@ -286,12 +287,7 @@ def parse_yaml(text: str, path: Path):
     except RunFileError:
         raise
     except Exception as e:  # noqa: BLE001 -- yaml and omegaconf raise several kinds
-        raise RunFileError(f"{path}: not valid YAML ({_first_line(e)})") from None
-
-
-def _first_line(error: BaseException, limit: int = 120) -> str:
-    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return line if len(line) <= limit else line[:limit] + "..."
+        raise RunFileError(f"{path}: not valid YAML ({one_line(e)})") from None
 
 
 def _real_dirs(folder: Path, depth: int) -> Iterator[Path]:
@@ -472,7 +468,7 @@ class RunDir:
         try:
             return list(csv.DictReader(io.StringIO(text, newline="")))
         except csv.Error as e:
-            raise RunFileError(f"{path}: not a CSV table ({_first_line(e)})") from None
+            raise RunFileError(f"{path}: not a CSV table ({one_line(e)})") from None
 
     @classmethod
     def of_checkpoint(cls, ckpt: str | Path) -> RunDir | None:

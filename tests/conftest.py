@@ -107,19 +107,22 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     import lightning as L
     import torch
 
+    from data.arithmetic import DataConfig
     from data.datamodule import ArithmeticDataModule
     from model.transformer import TransformerConfig
     from storage.rundir import RunDir
-    from training.module import CalculatorModule
+    from training.load import calculator_module
     from training.optim import OptimConfig
 
     torch.manual_seed(0)
     dm = ArithmeticDataModule(
-        digits=2, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10, n_test=10
+        DataConfig(
+            digits=2, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10, n_test=10
+        )
     )
     optim = OptimConfig(lr=1e-2, warmup_steps=20).to_dict()
     model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
-    module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
+    module = calculator_module(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
     trainer = L.Trainer(
         max_steps=steps,
         logger=False,
@@ -133,7 +136,7 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
         warnings.filterwarnings("ignore", message=".*no `val_dataloader`")
         trainer.fit(module, train_dataloaders=dm.train_dataloader())
     trainer.save_checkpoint(run_dir / "checkpoints" / "best.ckpt")
-    dm.tokenizer.save(RunDir(run_dir).tokenizer)
+    RunDir.write_text(RunDir(run_dir).tokenizer, dm.tokenizer.to_json())
     return run_dir
 
 
@@ -175,13 +178,14 @@ def untrained_calculator(n_layers: int = 2, seed: int = 0, n_test: int = 300):
     eval mode, test set). Shapes and bookkeeping, fast; what needs a model that learned trains one."""
     import lightning as L
 
+    from data.arithmetic import DataConfig
     from data.datamodule import ArithmeticDataModule
-    from training.module import CalculatorModule
+    from training.load import calculator_module
 
     L.seed_everything(seed, verbose=False)
-    dm = ArithmeticDataModule(digits=2, n_val=10, n_test=n_test, val_fraction=0.05, test_fraction=0.05)
+    dm = ArithmeticDataModule(DataConfig(digits=2, n_val=10, n_test=n_test, val_fraction=0.05, test_fraction=0.05))
     model = dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=n_layers)
-    module = CalculatorModule(model=model, fmt=dm.fmt.to_dict(), optim={})
+    module = calculator_module(model=model, fmt=dm.fmt.to_dict(), optim={})
     return module.eval(), dm.held_out_set("test")
 
 

@@ -11,12 +11,13 @@ from analysis.engine.evaluator import Evaluator, evaluate, head_means
 from analysis.metrics.ablation import ablate_each_head
 from analysis.metrics.pruning import PruningStep, prunable_fraction, prune_heads
 from analysis.metrics.roles import describe_head, mean_patterns
+from data.arithmetic import DataConfig
 from data.datamodule import ArithmeticDataModule
 from data.positions import positions
 from data.problems import ProblemFormat
 from model.hooks import ablated, zero_ablated
 from tests.conftest import untrained_calculator
-from training.module import CalculatorModule
+from training.load import calculator_module
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +27,10 @@ def trained():
     (Each answer digit needs four operand digits -- its place and the carry's -- so one layer needs four
     heads; with fewer, small models often stall at ~10% for a long time.)"""
     L.seed_everything(0, verbose=False)
-    dm = ArithmeticDataModule(digits=2, n_val=300, n_test=400, val_fraction=0.05, test_fraction=0.05, seed=0)
-    module = CalculatorModule(
+    dm = ArithmeticDataModule(
+        DataConfig(digits=2, n_val=300, n_test=400, val_fraction=0.05, test_fraction=0.05, seed=0)
+    )
+    module = calculator_module(
         model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=64, n_heads=4, n_layers=1),
         fmt=dm.fmt.to_dict(),
         optim=dict(lr=5e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=50, min_lr_ratio=0.1),

@@ -220,28 +220,30 @@ def test_a_hook_point_keeps_its_hooks_until_their_handles_are_removed():
     assert not point.has_hooks
 
 
-def test_query_scale_multiplies_every_query_before_the_scores():
+def test_a_scores_term_may_rescale_every_query_before_the_scores():
     attn = MultiHeadAttention(32, 4).eval()
     x = torch.randn(2, 6, 32)
     scale = torch.linspace(0.5, 2.0, 6)[:, None]  # (T_q, 1)
-    _, scaled = attn(x, need_weights=True, query_scale=scale)
+    query_scale = lambda q: (q * scale, None)  # noqa: E731  (a position scheme's term: queries, no bias)
+    _, scaled = attn(x, need_weights=True, scores=query_scale)
     handle = attn.W_q.register_forward_hook(lambda m, i, q: q * scale)  # the same, on the projection
     _, by_hand = attn(x, need_weights=True)
     handle.remove()
     torch.testing.assert_close(scaled, by_hand)
-    torch.testing.assert_close(attn(x, query_scale=scale)[0], attn(x, need_weights=True, query_scale=scale)[0])
+    torch.testing.assert_close(attn(x, scores=query_scale)[0], attn(x, need_weights=True, scores=query_scale)[0])
 
 
-def test_a_float_bias_is_added_to_the_scores_and_minus_infinity_hides_a_key():
+def test_a_scores_terms_float_bias_is_added_to_the_scores_and_minus_infinity_hides_a_key():
     attn = MultiHeadAttention(32, 4).eval()
     x = torch.randn(2, 6, 32)
     bias = torch.randn(4, 6, 6)  # (n_heads, T_q, T_k)
     bias[:, 4, 1] = float("-inf")  # query 4 may not see key 1
-    out, w = attn(x, need_weights=True, bias=bias)
+    scores_bias = lambda q: (q, bias)  # noqa: E731  (a position scheme's term: the queries as they are, a bias)
+    out, w = attn(x, need_weights=True, scores=scores_bias)
     assert (w[:, :, 4, 1] == 0).all() and (w[:, :, 4, [0, 2, 3, 4]] > 0).all() and (w.triu(1) == 0).all()
     q, k = attn.split_heads(attn.W_q(x), 4), attn.split_heads(attn.W_k(x), 4)
     scores = (q @ k.transpose(-2, -1) / math.sqrt(attn.head_dim) + bias).masked_fill(
         torch.ones(6, 6).triu(1) > 0, -math.inf
     )
     torch.testing.assert_close(w, scores.softmax(-1))
-    torch.testing.assert_close(attn(x, bias=bias)[0], out, atol=1e-5, rtol=1e-5)  # fused = explicit
+    torch.testing.assert_close(attn(x, scores=scores_bias)[0], out, atol=1e-5, rtol=1e-5)  # fused = explicit

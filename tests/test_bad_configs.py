@@ -274,11 +274,11 @@ GOOD_VALUES = {  # an allowed value for keys the table above gets wrong, and whe
     "data.digits=2": lambda run: run["data"].fmt.digits == 2,
     "data.operators=+-*": lambda run: run["data"].fmt.operators == "+-*",
     "data.show_work=true": lambda run: run["data"].fmt.show_work,
-    "data.batch_size=64": lambda run: run["data"].batch_size == 64,
-    "data.streaming=false": lambda run: not run["data"].streaming,
-    "data.n_train=5000": lambda run: run["data"].n_train == 5000,
+    "data.batch_size=64": lambda run: run["data"].data.batch_size == 64,
+    "data.streaming=false": lambda run: not run["data"].data.streaming,
+    "data.n_train=5000": lambda run: run["data"].data.n_train == 5000,
     "data.n_test=100": lambda run: len(run["data"].held_out_set("test")) == 100,
-    "data.val_fraction=0.1": lambda run: run["data"].sampler.fractions["val"] == 0.1,
+    "data.val_fraction=0.1": lambda run: run["data"].data.sampler.fractions["val"] == 0.1,
     "optim.lr=1e-3": lambda run: run["module"].optim.lr == 1e-3,
     "optim.weight_decay=0": lambda run: run["module"].optim.weight_decay == 0,
     "optim.warmup_steps=10": lambda run: run["module"].optim.warmup_steps == 10,
@@ -303,7 +303,7 @@ GOOD_VALUES = {  # an allowed value for keys the table above gets wrong, and whe
     "callbacks.early_stopping.mode=min": lambda run: run["stopping"].mode == "min",
     "logger.wandb.project=tinycalc-tests": lambda run: run["loggers"][0]._wandb_init["project"] == "tinycalc-tests",
     "logger.wandb.tags=[a,b]": lambda run: list(run["loggers"][0]._wandb_init["tags"]) == ["a", "b"],
-    "model.place_offset=2": lambda run: run["module"].net.cfg.place_offset == 2,
+    "model.place_offset=2": lambda run: run["module"].net.cfg.places.place_offset == 2,
 }
 
 

@@ -22,7 +22,7 @@ from model.reference import RefGPT
 from model.transformer import Transformer
 from tests.conftest import ROOT, SMALL_TASK, compose_config
 from training import TARGET_ACCURACY
-from training.module import CalculatorModule
+from training.load import calculator_module
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 TINY = ["--repeat", "1", "--steps", "4", "--warmup", "2"]  # a few steps a variant: the figures, not their values
@@ -253,15 +253,19 @@ def test_never_seen_problems_are_in_no_held_out_set_and_were_not_trained_on(devi
     """On CUDA the run's batches come from a CUDA generator (other numbers than a CPU one's from the same seed):
     the ones it trained on are drawn again there."""
     from benchmarks.converge import unseen_problems
+    from data.arithmetic import DataConfig
     from data.datamodule import ArithmeticDataModule
 
-    dm = ArithmeticDataModule(seed=1)
+    dm = ArithmeticDataModule(DataConfig(seed=1))
     seqs = unseen_problems(dm, steps=40, n=2000, device=device)
     assert seqs.device.type == "cpu" and len(seqs) == 2000 and len(torch.unique(seqs, dim=0)) == 2000
     stream = iter(dm.training_stream(device))
     trained = torch.cat([next(stream).cpu() for _ in range(40)])
     others = torch.cat(
-        [trained, *(ArithmeticDataModule(seed=s).held_out_set(k) for s in range(5) for k in ("val", "test"))]
+        [
+            trained,
+            *(ArithmeticDataModule(DataConfig(seed=s)).held_out_set(k) for s in range(5) for k in ("val", "test")),
+        ]
     )
     rows = torch.cat([seqs, others])
     _, ids = torch.unique(rows, dim=0, return_inverse=True)
@@ -354,7 +358,7 @@ def reference_with_weights_of(net: Transformer) -> RefGPT:
 
 def test_the_reference_computes_our_model_given_our_weights():
     torch.manual_seed(0)
-    module = CalculatorModule(
+    module = calculator_module(
         model=dict(vocab_size=17, block_size=14),
         fmt=dict(digits=3),
         optim=dict(lr=1e-3, weight_decay=0.1, betas=[0.9, 0.98], warmup_steps=0, min_lr_ratio=0.1),

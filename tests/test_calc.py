@@ -25,7 +25,7 @@ from data.problems import ProblemFormat
 from model.checkpoint import CheckpointError, find_checkpoints, load_calculator, newest_checkpoint
 from model.device import DeviceError, resolve_device
 from tests.conftest import ROOT, make_run, run_train  # noqa: F401 -- make_run: test_pipeline.py imports it here
-from training.module import CalculatorModule
+from training.load import load_module
 
 
 def cli(*args: str, stdin: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -146,7 +146,7 @@ def test_one_line_per_input_in_order_and_they_are_the_models_answers(run_add):
     assert len(lines) == len(texts)
     assert [line.startswith("error: ") for line in lines] == [False, True, False, False, True, False]
     # the same problems decoded straight through the module: the answers the CLI printed are the model's own
-    module = CalculatorModule.load_from_checkpoint(run_add / "checkpoints" / "best.ckpt", map_location="cpu")
+    module = load_module(run_add / "checkpoints" / "best.ckpt")[0]
     fmt = module.fmt
     prompts = [f"{a:02d}+{b:02d}=" for a, b in ((12, 34), (99, 99), (5, 5), (0, 7))]
     tok = load_calculator(run_add).tokenizer

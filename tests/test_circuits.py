@@ -136,14 +136,14 @@ def copying_model() -> tuple[Transformer, Pairs]:
 def test_the_component_graph_is_the_model_with_every_position_scheme(scheme):
     """Patching and circuits run the model as a graph: with place scores, the window or log-scaled attention the
     graph adds what the model adds (it once left them out, and studied another function than the model's)."""
-    from model.checkpoint import network_for
+    from model.build import network_for
 
     torch.manual_seed(0)
     fmt = ProblemFormat(digits=3)
     model = {"vocab_size": len(VOCAB), "block_size": fmt.seq_len, "place_embedding": True, **scheme}
     net = network_for(model, fmt).eval()
     if scheme.get("place_bias"):
-        torch.nn.init.normal_(net.place_scores.weight)  # trained scores, not the zeros a new model starts with
+        torch.nn.init.normal_(net.places.place_scores.weight)  # trained scores, not the zeros a new model starts with
     x = contrast_pairs(fmt, studied_digits(fmt)[1], n=16).clean[:, :-1]
     with torch.no_grad():
         assert torch.allclose(ComponentGraph(net).run(x)[0], net(x)[0], atol=1e-5)
@@ -158,7 +158,7 @@ def test_the_patching_shortcuts_change_no_number(scheme):
     (``last_only``), and a search's variants that agree on the edges into the first layers take those layers from
     a memo; and without gradients the receivers that weigh every sender alike share one read. Their logits and
     their edge gradients are the whole graph's, for an edge into every layer."""
-    from model.checkpoint import network_for
+    from model.build import network_for
 
     torch.manual_seed(0)
     fmt = ProblemFormat(digits=3)

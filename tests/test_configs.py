@@ -10,7 +10,9 @@ import hydra
 import pytest
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from data.datamodule import ArithmeticDataModule
 from model.device import gpus_short
+from model.positions import PLACE_FIELDS, PlaceConfig
 from storage.rundir import RunDir
 from tests.conftest import CONFIGS, compose_config, with_run_dir
 from training.config import check
@@ -38,7 +40,7 @@ PROMISED = {
 }
 BUILT = {  # group -> the class its options build (what "each file builds the object it is named after" means)
     "model": "TransformerConfig",
-    "data": "ArithmeticDataModule",
+    "data": "DataConfig",
     "optim": "OptimConfig",
     "trainer": "Trainer",
     "analysis": "HeadAnalysis",
@@ -46,12 +48,7 @@ BUILT = {  # group -> the class its options build (what "each file builds the ob
 ACCELERATORS = {"cpu": "CPUAccelerator", "gpu": "CUDAAccelerator", "cuda": "CUDAAccelerator", "mps": "MPSAccelerator"}
 # Where a built object keeps a setting that it does not keep under the setting's own name.
 READ_BACK = {
-    ("data", "hard_share"): lambda dm: dm.hard.share if dm.hard else 0.0,
-    ("data", "hard_fade_steps"): lambda dm: dm.hard.fade_steps if dm.hard else 0,
-    ("data", "n_val"): lambda dm: dm.sizes["val"],
-    ("data", "n_test"): lambda dm: dm.sizes["test"],
-    ("data", "val_fraction"): lambda dm: dm.sampler.fractions["val"],
-    ("data", "test_fraction"): lambda dm: dm.sampler.fractions["test"],
+    **{("model", name): (lambda n: lambda cfg: getattr(cfg.places or PlaceConfig(), n))(name) for name in PLACE_FIELDS},
     ("trainer", "accelerator"): lambda t: type(t.accelerator).__name__,
     ("trainer", "devices"): lambda t: t.num_devices,
     ("trainer", "strategy"): lambda t: type(t.strategy).__name__.removesuffix("Strategy").lower(),
@@ -67,7 +64,7 @@ def test_a_default_option_and_its_class_hold_the_same_defaults(group, option):
     """What a run uses (the YAML) and what the code does unconfigured (notebooks, tests) are the same recipe: a
     value changed in one place and not the other fails here."""
     node = OmegaConf.load(CONFIGS / group / f"{option}.yaml")
-    target = hydra.utils.get_class(node._target_)
+    target = hydra.utils.get_object(node._target_)  # a class, or model.build.transformer_config
     defaults = {name: p.default for name, p in inspect.signature(target).parameters.items()}
     values = OmegaConf.to_container(node, resolve=False)  # data.seed: ${seed} stays a string, and is skipped
     checked = [key for key, value in values.items() if key != "_target_" and not str(value).startswith("${")]
@@ -143,8 +140,8 @@ def test_every_config_file_composes_and_builds_what_it_names(group, option, tmp_
         assert composed == value, (key, value, composed)
     if group == "experiment":  # the objects it configures build, with its values
         check(cfg)
-        dm = hydra.utils.instantiate(cfg.data)
-        assert_built_with(dm, "data", cfg.data, tmp_path)
+        dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
+        assert_built_with(dm.data.config, "data", cfg.data, tmp_path)
         net = hydra.utils.instantiate(cfg.model, vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len)
         assert_built_with(net, "model", cfg.model, tmp_path)
         return
@@ -204,8 +201,8 @@ def test_documented_overrides_reach_the_objects(tmp_path):
     )
     model_cfg = hydra.utils.instantiate(cfg.model, vocab_size=17, block_size=32)
     assert (model_cfg.d_model, model_cfg.n_heads, model_cfg.n_kv_heads, model_cfg.n_layers) == (32, 8, 2, 3)
-    dm = hydra.utils.instantiate(cfg.data)
-    assert (dm.fmt.digits, dm.fmt.operators, dm.seed) == (4, "+-", 5)
+    dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
+    assert (dm.fmt.digits, dm.fmt.operators, dm.data.seed) == (4, "+-", 5)
     assert cfg.trainer.max_steps == 7 and not cfg.get("logger")
 
 
@@ -219,10 +216,10 @@ def test_an_experiment_overrides_the_top_level_defaults(experiment, tmp_path):
 def test_add10_is_ten_digit_addition_with_eight_heads_of_eight(tmp_path):
     cfg = with_run_dir(compose_config(["experiment=add10"]), tmp_path)
     check(cfg)
-    dm = hydra.utils.instantiate(cfg.data)
+    dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.reverse_answer, dm.fmt.seq_len) == (10, "+", True, 35)
     assert (cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers) == (64, 8, 2)
-    assert dm.hard is not None and dm.hard.share > 0  # hard cases early: the recipe of docs/arithmetic.md
+    assert dm.data.hard is not None and dm.data.hard.share > 0  # hard cases early: the recipe of docs/arithmetic.md
     assert cfg.target_accuracy is None  # all its steps: the last weights with every validation problem right are kept
 
 
@@ -230,7 +227,7 @@ def test_the_length_experiments_train_on_short_problems_with_places_seen_only_as
     for experiment, operators in (("add_length", "+"), ("sub_length", "-")):
         cfg = with_run_dir(compose_config([f"experiment={experiment}"]), tmp_path / experiment)
         check(cfg)
-        dm = hydra.utils.instantiate(cfg.data)
+        dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
         assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.mixed_lengths) == (10, operators, 1.0)
         assert dm.fmt.larger_first == (operators == "-")
         model = cfg.model
@@ -243,7 +240,7 @@ def test_the_length_experiments_train_on_short_problems_with_places_seen_only_as
 def test_multiplication_experiments_show_their_working(experiment, digits, operators, tmp_path):
     cfg = with_run_dir(compose_config([f"experiment={experiment}"]), tmp_path)
     check(cfg)
-    dm = hydra.utils.instantiate(cfg.data)
+    dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.show_work) == (digits, operators, True)
     assert len(dm.held_out_set("test")) > 900  # the 2-digit spaces are small: a tenth of them is held out
 
@@ -251,5 +248,5 @@ def test_multiplication_experiments_show_their_working(experiment, digits, opera
 def test_sub3_is_signed_three_digit_subtraction(tmp_path):
     cfg = with_run_dir(compose_config(["experiment=sub3"]), tmp_path)
     check(cfg)
-    dm = hydra.utils.instantiate(cfg.data)
+    dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.signed, dm.fmt.answer_len) == (3, "-", True, 4)

@@ -291,7 +291,7 @@ def test_no_write_goes_through_a_link_out_of_the_run(trained, tmp_path, name):
     (run.path / name).unlink(missing_ok=True)
     (run.path / name).symlink_to(elsewhere)
     if name == "tokenizer.json":
-        CharTokenizer().save(run.tokenizer)  # what resume= does
+        run.write_text(run.tokenizer, CharTokenizer().to_json())  # what resume= does
     elif name == "error.log":
         assert handle_failure(RuntimeError("boom"), run, in_sweep=True, started=True) is None
     elif name == "results.json":
@@ -305,7 +305,7 @@ def test_no_write_goes_through_a_link_out_of_the_run(trained, tmp_path, name):
 def test_a_write_over_a_directory_is_one_line(tmp_path):
     (tmp_path / "tokenizer.json").mkdir()
     with pytest.raises(RunDirError, match=r"tokenizer.json: a directory where a run writes a file"):
-        CharTokenizer().save(tmp_path / "tokenizer.json")
+        RunDir.write_text(tmp_path / "tokenizer.json", CharTokenizer().to_json())
 
 
 # ---- class 8: one line, exit 2 --------------------------------------------------------------------------------

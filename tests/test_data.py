@@ -7,6 +7,7 @@ import hashlib
 import pytest
 import torch
 
+from data.arithmetic import DataConfig
 from data.datamodule import ArithmeticDataModule
 from data.difficulty import carries
 from data.positions import place_ids
@@ -25,7 +26,7 @@ def test_tokenizer_round_trip_and_save_load(tmp_path):
     ids = tok.encode(text, bos=True, eos=True)
     assert len(ids) == len(text) + 2 and ids[0] == tok.bos_id and ids[-1] == tok.eos_id
     assert tok.decode(ids) == text
-    tok.save(tmp_path / "tokenizer.json")
+    (tmp_path / "tokenizer.json").write_text(tok.to_json())
     again = CharTokenizer.load(tmp_path / "tokenizer.json")
     assert again.encode(text) == tok.encode(text) and again.vocab_size == tok.vocab_size == 17
 
@@ -52,7 +53,7 @@ def test_tokenizer_refuses_unknown_characters_clearly(text):
 def test_bulk_encoder_agrees_with_the_tokenizer_on_the_text(ops, digits, reverse, work):
     fmt = ProblemFormat(digits, ops, reverse, show_work=work)
     tok = CharTokenizer()
-    a, op_idx, b = fmt.random_problems(200, torch.Generator().manual_seed(1))
+    a, op_idx, b = fmt.draws.random_problems(200, torch.Generator().manual_seed(1))
     seqs = ProblemEncoder(fmt, tok.vocab).encode(a, op_idx, b)
     assert seqs.shape == (200, fmt.seq_len)
     for i in range(200):
@@ -89,13 +90,13 @@ def long_multiplication(a: int, b: int, digits: int) -> list[int]:
 def test_the_working_is_long_multiplication_and_ends_in_the_product(digits, reverse):
     fmt = ProblemFormat(digits, "*", reverse, show_work=True)
     width = fmt.answer_digits
-    a, _, b = fmt.random_problems(300, torch.Generator().manual_seed(digits))
+    a, _, b = fmt.draws.random_problems(300, torch.Generator().manual_seed(digits))
     for x, y in zip(a.tolist(), b.tolist(), strict=True):
         written = fmt.written_text(x, "*", y)
         work, result = written[: fmt.work_len], written[fmt.work_len :]
         lines = [work[i : i + width] for i in range(0, len(work), width + 1)]
         assert [int(line[::-1] if reverse else line) for line in lines] == long_multiplication(x, y, digits)
-        assert work[width :: width + 1] == fmt.work_separators and fmt.parse_answer(written) == x * y
+        assert work[width :: width + 1] == fmt.working.separators and fmt.parse_answer(written) == x * y
         assert result == fmt.answer_text(x * y)
 
 
@@ -120,11 +121,13 @@ def test_widths_int64_cannot_hold_are_written_as_text_but_never_drawn_or_encoded
         with pytest.raises(ValueError, match="digits=30: at most 17"):  # ... but int64 holds no such sum
             bulk()
     with pytest.raises(ValueError, match="digits=10: at most 9"):
-        ArithmeticDataModule(digits=10, operators="*")
+        ArithmeticDataModule(DataConfig(digits=10, operators="*"))
 
 
 def test_splits_are_disjoint_and_the_training_stream_never_draws_a_held_out_problem():
-    dm = ArithmeticDataModule(digits=2, n_val=200, n_test=300, batch_size=512, val_fraction=0.05, test_fraction=0.05)
+    dm = ArithmeticDataModule(
+        DataConfig(digits=2, n_val=200, n_test=300, batch_size=512, val_fraction=0.05, test_fraction=0.05)
+    )
     val, test = keys(dm.held_out_set("val")), keys(dm.held_out_set("test"))
     assert len(val) == 200 and len(test) == 300 and not val & test
     stream = iter(dm.train_dataloader())
@@ -135,7 +138,7 @@ def test_splits_are_disjoint_and_the_training_stream_never_draws_a_held_out_prob
 
 def test_fixed_training_set_is_also_disjoint():
     dm = ArithmeticDataModule(
-        digits=2, streaming=False, n_train=2000, batch_size=100, val_fraction=0.05, test_fraction=0.05
+        DataConfig(digits=2, streaming=False, n_train=2000, batch_size=100, val_fraction=0.05, test_fraction=0.05)
     )
     trained = set().union(*(keys(batch) for batch in dm.train_dataloader()))
     assert len(trained) > 1000 and not trained & (keys(dm.held_out_set("val")) | keys(dm.held_out_set("test")))
@@ -147,7 +150,9 @@ def test_the_split_of_a_problem_does_not_depend_on_the_seed():
     def problems(seqs: torch.Tensor) -> set[tuple]:
         return {tuple(row) for row in seqs[:, 1:8].tolist()}  # the prompt tokens: a op b
 
-    seeds = [ArithmeticDataModule(digits=3, seed=seed, n_val=300, n_test=300, batch_size=512) for seed in (0, 7)]
+    seeds = [
+        ArithmeticDataModule(DataConfig(digits=3, seed=seed, n_val=300, n_test=300, batch_size=512)) for seed in (0, 7)
+    ]
     tests = [problems(dm.held_out_set("test")) for dm in seeds]
     assert tests[0] != tests[1]  # the seeds draw different test sets ...
     for dm, other_test in ((seeds[0], tests[1]), (seeds[1], tests[0])):
@@ -156,7 +161,8 @@ def test_the_split_of_a_problem_does_not_depend_on_the_seed():
         assert len(trained) > 15_000 and not trained & other_test  # ... from the one split every seed shares
     share = (
         torch.bincount(
-            seeds[0].fmt.split_of(*seeds[0].fmt.random_problems(20_000, torch.Generator()), 0.01, 0.02), minlength=3
+            seeds[0].fmt.split_of(*seeds[0].fmt.draws.random_problems(20_000, torch.Generator()), 0.01, 0.02),
+            minlength=3,
         ).float()
         / 20_000
     )
@@ -165,7 +171,7 @@ def test_the_split_of_a_problem_does_not_depend_on_the_seed():
 
 def test_same_seed_same_data_other_seed_other_data():
     def draw(seed):
-        dm = ArithmeticDataModule(seed=seed, n_val=50, n_test=50)
+        dm = ArithmeticDataModule(DataConfig(seed=seed, n_val=50, n_test=50))
         return dm.held_out_set("test"), next(iter(dm.train_dataloader()))
 
     test0, batch0 = draw(0)
@@ -184,11 +190,11 @@ def test_large_problem_spaces_sample_held_out_sets_without_listing_them():
 
 @pytest.mark.parametrize("draw_steps", [1, 4])
 def test_the_stream_restarts_at_any_step_and_shards_one_global_batch_across_processes(draw_steps):
-    dm = ArithmeticDataModule(digits=3, batch_size=64, n_val=10, n_test=10, seed=3)
+    dm = ArithmeticDataModule(DataConfig(digits=3, batch_size=64, n_val=10, n_test=10, seed=3))
     from data.stream import FreshBatches
 
     def stream(**kw):
-        return iter(FreshBatches(dm.sampler, dm.encoder, seed=3, draw_steps=draw_steps, **kw))
+        return iter(FreshBatches(dm.data.sampler, dm.data.encoder, seed=3, draw_steps=draw_steps, **kw))
 
     whole = stream(batch_size=128)
     batches = [next(whole) for _ in range(7)]  # draws of draw_steps batches, one after another
@@ -205,11 +211,11 @@ def test_the_stream_restarts_at_any_step_and_shards_one_global_batch_across_proc
 def test_draws_of_several_steps_hold_only_training_problems_and_each_step_its_own_hard_share():
     from data.stream import FreshBatches
 
-    dm = ArithmeticDataModule(
+    dm = ArithmeticDataModule(DataConfig(
         digits=2, batch_size=100, n_val=10, n_test=10, val_fraction=0.2, test_fraction=0.3, hard_share=1.0,
         hard_fade_steps=4,
-    )  # fmt: skip
-    stream = iter(FreshBatches(dm.sampler, dm.encoder, 100, seed=0, hard=dm.hard, draw_steps=4))
+    ))  # fmt: skip
+    stream = iter(FreshBatches(dm.data.sampler, dm.data.encoder, 100, seed=0, hard=dm.data.hard, draw_steps=4))
     digits = lambda batch, columns: sum((batch[:, c] - 3) * 10 ** (1 - i) for i, c in enumerate(columns))  # noqa: E731
     mean_carries = []
     for _ in range(8):  # step 0: all hard, step 2: half, from step 4 on uniform
@@ -227,7 +233,7 @@ def test_draws_of_several_steps_hold_only_training_problems_and_each_step_its_ow
 
 
 def test_consecutive_training_batches_are_independent_draws():
-    stream = iter(ArithmeticDataModule(digits=2, batch_size=2000, n_val=10, n_test=10).train_dataloader())
+    stream = iter(ArithmeticDataModule(DataConfig(digits=2, batch_size=2000, n_val=10, n_test=10)).train_dataloader())
     first, second = next(stream), next(stream)
     same_row = (first == second).all(dim=1).float().mean().item()  # 1 in 10,000 by chance
     same_first_operand = (first[:, 1:3] == second[:, 1:3]).all(dim=1).float().mean().item()  # 1 in 100 by chance
@@ -280,11 +286,11 @@ SAME_BATCHES = {
 @pytest.mark.parametrize("name", SAME_BATCHES)
 def test_a_seed_draws_the_same_batches_with_every_option(name):
     options, expected = SAME_BATCHES[name]
-    dm = ArithmeticDataModule(n_val=100, n_test=100, batch_size=32, seed=3, **options)
+    dm = ArithmeticDataModule(DataConfig(n_val=100, n_test=100, batch_size=32, seed=3, **options))
     stream = iter(dm.train_dataloader())
     tensors = [dm.held_out_set("val"), dm.held_out_set("test"), *(next(stream) for _ in range(3))]
-    if dm.streaming:
-        dm.draw_steps = 2
+    if dm.data.streaming:
+        dm.data.draw_steps = 2
         tensors.append(next(iter(dm.training_stream(start=3, rank=1, world_size=2))))
     data = b"".join(t.to(torch.int64).contiguous().numpy().tobytes() for t in tensors)
     assert hashlib.sha256(data).hexdigest()[:16] == expected

@@ -26,7 +26,6 @@ from model.checkpoint import load_calculator
 from model.export import ExportError, check_problems, export_hf, gpt2_model, hf_tokenizer
 from model.lens import transformer_lens_model
 from model.optional import INTEROP_INSTALL, MissingExtraError
-from model.transformer import Transformer, TransformerConfig
 from tests.conftest import ROOT, SMALL_TASK, regenerate_module
 
 HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("transformers", "transformer_lens", "safetensors"))
@@ -240,13 +239,12 @@ def test_the_logit_check_would_catch_gpt2s_tanh_gelu(calc_add, problems):
 
 def random_calculator(seed: int = 0, fmt=None, **model) -> Calculator:
     """An untrained calculator with large random weights (so a wrong mapping shows in the logits)."""
-    from data.positions import place_ids
     from data.problems import ProblemFormat
+    from model.build import network_for
 
     torch.manual_seed(seed)
     fmt, tokenizer = fmt or ProblemFormat(digits=2), CharTokenizer()
-    config = TransformerConfig(vocab_size=tokenizer.vocab_size, block_size=fmt.seq_len, **model)
-    net = Transformer(config, place_ids=place_ids(fmt))
+    net = network_for({"vocab_size": tokenizer.vocab_size, "block_size": fmt.seq_len, **model}, fmt)
     with torch.no_grad():
         for p in net.parameters():
             p.normal_(0.0, 0.5)

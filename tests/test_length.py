@@ -15,11 +15,13 @@ import torch
 
 from analysis import adderboard
 from analysis.metrics.length import accuracy_by_length, length_widths, long_problems, longest_learned, problems_at
+from data.arithmetic import DataConfig
 from data.datamodule import ArithmeticDataModule
 from data.expressions import ExpressionError, Problem, parse_expression
 from data.positions import place_ids, positions, randomised, shifted
 from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
+from model.build import build_transformer, transformer_config
 from model.calculator import ANY_LENGTH, Calculator
 from model.transformer import Transformer, TransformerConfig
 from tests.conftest import ROOT
@@ -37,7 +39,7 @@ def carries_by_column(p: Problem, digits: int = 10) -> list[int]:
 # ---- drawing ----------------------------------------------------------------------------------------------
 def test_a_fixed_length_format_draws_exactly_as_before():
     fmt, g1, g2 = ProblemFormat(3, "+"), torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
-    a, op, b = fmt.random_problems(1000, g1)
+    a, op, b = fmt.draws.random_problems(1000, g1)
     assert torch.equal(a, torch.randint(1000, (1000,), generator=g2))
     assert torch.equal(b, torch.randint(1000, (1000,), generator=g2))
     assert torch.equal(op, torch.randint(1, (1000,), generator=g2))
@@ -45,7 +47,7 @@ def test_a_fixed_length_format_draws_exactly_as_before():
 
 def test_mixed_lengths_draw_every_operand_length_about_equally_often():
     fmt = ProblemFormat(10, "+", mixed_lengths=True)
-    a, _, b = fmt.random_problems(20_000, torch.Generator().manual_seed(0))
+    a, _, b = fmt.draws.random_problems(20_000, torch.Generator().manual_seed(0))
     for x in (a, b):
         lengths = torch.tensor([len(str(v)) for v in x.tolist()])
         counts = torch.bincount(lengths, minlength=11)[1:]
@@ -57,7 +59,7 @@ def test_a_share_of_mixed_lengths_mixes_that_share_of_problems():
     for share, given in ((0.0, False), (1.0, True), (0.5, 0.5)):
         fmt = ProblemFormat(10, "+", mixed_lengths=given)
         assert fmt.mixed_lengths == share
-    a, _, b = ProblemFormat(10, "+", mixed_lengths=0.5).random_problems(20_000, torch.Generator().manual_seed(0))
+    a, _, b = ProblemFormat(10, "+", mixed_lengths=0.5).draws.random_problems(20_000, torch.Generator().manual_seed(0))
     short = ((a < 10**9) | (b < 10**9)).float().mean().item()
     # uniform operands are short 1 time in 10 each (19% of pairs), mixed ones 9 in 10 (99%): 0.5 * 0.19 + 0.5 * 0.99
     assert abs(short - 0.59) < 0.02
@@ -67,7 +69,7 @@ def test_a_share_of_mixed_lengths_mixes_that_share_of_problems():
 
 def test_round_numbers_are_runs_of_digits_followed_by_zeros_at_every_place():
     fmt = ProblemFormat(10, "+", round_numbers=0.5)
-    a, _, b = fmt.random_problems(20_000, torch.Generator().manual_seed(0))
+    a, _, b = fmt.draws.random_problems(20_000, torch.Generator().manual_seed(0))
     assert int(a.max()) < 10**10 and int(b.max()) < 10**10
     texts = [str(x) for x in a.tolist()]
     trailing = torch.tensor([len(t) - len(t.rstrip("0")) for t in texts if t != "0"])
@@ -78,7 +80,9 @@ def test_round_numbers_are_runs_of_digits_followed_by_zeros_at_every_place():
 
 def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
     dm = ArithmeticDataModule(
-        digits=4, mixed_lengths=True, mixed_widths=True, n_val=50, n_test=50, val_fraction=0.05, test_fraction=0.05
+        DataConfig(
+            digits=4, mixed_lengths=True, mixed_widths=True, n_val=50, n_test=50, val_fraction=0.05, test_fraction=0.05
+        )
     )
     tokenizer, widths = CharTokenizer(), set()
     for batch in dm.training_stream().draw(0), *(dm.training_stream().draw(i) for i in range(1, 40)):
@@ -94,7 +98,7 @@ def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
 
 def test_mixed_widths_refuse_what_they_cannot_draw():
     with pytest.raises(ValueError, match="mixed_widths=true: needs streaming=true"):
-        ArithmeticDataModule(digits=3, mixed_widths=True, streaming=False)
+        ArithmeticDataModule(DataConfig(digits=3, mixed_widths=True, streaming=False))
 
 
 # ---- places -------------------------------------------------------------------------------------------------
@@ -105,12 +109,12 @@ def place_net(
     torch.manual_seed(0)
     fmt = ProblemFormat(digits, "+")
     longest = fmt.at_width(digits + offset)
-    cfg = TransformerConfig(
+    cfg = transformer_config(
         vocab_size=CharTokenizer().vocab_size, block_size=longest.seq_len, d_model=32, n_heads=4,
         place_embedding=True, position_embedding=False, place_offset=offset, place_of=place_of, place_bias=place_bias,
         log_scale=log_scale, place_window=place_window, place_vectors=place_vectors,
     )  # fmt: skip
-    return Transformer(cfg, place_ids(fmt, place_of)).eval(), fmt
+    return build_transformer(cfg, fmt).eval(), fmt
 
 
 def test_places_default_to_the_trained_layout_and_shifted_places_change_the_output():
@@ -119,7 +123,7 @@ def test_places_default_to_the_trained_layout_and_shifted_places_change_the_outp
     places = torch.tensor(place_ids(fmt))
     torch.testing.assert_close(net(idx)[0], net(idx, places=places)[0])
     assert not torch.allclose(net(idx)[0], net(idx, places=shifted(places, torch.full((5,), 2)))[0])
-    assert net.place_emb.num_embeddings == max(place_ids(fmt)) + 1 + 4  # the trained places and 4 more
+    assert net.places.place_emb.num_embeddings == max(place_ids(fmt)) + 1 + 4  # the trained places and 4 more
 
 
 def test_shifting_moves_every_digit_and_leaves_the_rest():
@@ -141,7 +145,7 @@ def test_randomised_places_are_sorted_distinct_places_kept_the_same_for_the_same
 
 
 def test_random_places_are_given_to_that_share_of_training_sequences():
-    from training.module import CalculatorModule
+    from training.load import calculator_module
 
     net, fmt = place_net(offset=4)
     a_digits = torch.tensor([p.kind == "a" for p in positions(fmt)])
@@ -149,25 +153,25 @@ def test_random_places_are_given_to_that_share_of_training_sequences():
     def spread_share(share: float) -> float:  # how often a's three digits are not three neighbouring places
         cfg = net.cfg.to_dict() | {"random_places": share}
         torch.manual_seed(0)
-        places = CalculatorModule(cfg, fmt.to_dict(), {}).training_places(torch.zeros(8000, fmt.seq_len).long())
+        places = calculator_module(cfg, fmt.to_dict(), {}).training_places(torch.zeros(8000, fmt.seq_len).long())
         return (places[:, a_digits].diff(dim=1) != -1).any(dim=1).float().mean().item()
 
     everyone = spread_share(1.0)
     assert spread_share(0.0) == 0 and everyone > 0.5 and spread_share(0.5) == pytest.approx(everyone / 2, abs=0.03)
     with pytest.raises(ValueError, match="random_places=2"):
-        TransformerConfig(**(net.cfg.to_dict() | {"random_places": 2}))
+        transformer_config(**(net.cfg.to_dict() | {"random_places": 2}))
 
 
 def random_place_scores(net: Transformer) -> Transformer:
     with torch.no_grad():
-        net.place_scores.weight.normal_(0, 2)  # trained ones are not zero: make them count
+        net.places.place_scores.weight.normal_(0, 2)  # trained ones are not zero: make them count
     return net
 
 
 def test_place_scores_start_at_zero_and_then_change_what_the_model_writes():
     net, fmt = place_net(place_bias=2)
     plain, _ = place_net()
-    plain.load_state_dict({k: v for k, v in net.state_dict().items() if not k.startswith("place_scores")})
+    plain.load_state_dict({k: v for k, v in net.state_dict().items() if not k.startswith("places.place_scores")})
     seq = torch.randint(10, (4, fmt.seq_len - 1))
     assert torch.allclose(net(seq)[0], plain(seq)[0], atol=1e-6)  # a zero bias: the same model (another kernel)
     assert not torch.allclose(random_place_scores(net)(seq)[0], plain(seq)[0])
@@ -177,8 +181,8 @@ def test_place_scores_are_one_per_place_difference_and_one_for_every_farther_key
     net, fmt = place_net(place_bias=2, offset=8)
     random_place_scores(net)
     places = torch.tensor([0, 9, 5, 4, 3, 1, 0])  # no place, then places 9, 5, 4, 3, 1
-    table = net.place_score_table(7, 7, places)  # (layers, 1, heads, 7, 7)
-    weight = net.place_scores.weight.view(-1, 2, 4)  # (buckets, layers, heads)
+    table = net.places.place_score_table(7, 7, places)  # (layers, 1, heads, 7, 7)
+    weight = net.places.place_scores.weight.view(-1, 2, 4)  # (buckets, layers, heads)
     assert torch.equal(table[:, 0, :, 2, 3], weight[2 + 1 + 1])  # 5 - 4 = +1
     assert torch.equal(table[:, 0, :, 3, 1], table[:, 0, :, 5, 1])  # 4 - 9 and 1 - 9: farther below, one bucket
     assert torch.equal(table[:, 0, :, 1, 5], table[:, 0, :, 2, 5])  # 9 - 1 and 5 - 1: farther above, one bucket
@@ -207,7 +211,7 @@ def test_a_place_window_hides_every_key_farther_than_its_width_and_nothing_else(
     r0 = fmt.prompt_len - 1
     torch.testing.assert_close(net(changed)[0][:, r0], logits[:, r0])
     with pytest.raises(ValueError, match="place_window=true needs place_bias"):
-        TransformerConfig(**(net.cfg.to_dict() | {"place_bias": 0}))
+        transformer_config(**(net.cfg.to_dict() | {"place_bias": 0}))
 
 
 @pytest.mark.parametrize("place_window", [False, True])
@@ -231,23 +235,24 @@ def test_a_model_with_place_scores_is_refused_by_the_exports_in_one_line():
 
 def test_log_scale_multiplies_each_querys_scores_by_the_log_of_the_keys_it_sees():
     from model.attention import MultiHeadAttention
-    from model.positions import query_scale
+    from model.positions import ScoreTerms, query_scale
 
     torch.manual_seed(0)
     attn = MultiHeadAttention(16, 2)
     x = torch.randn(2, 6, 16)
     scale = query_scale(6, 6, 20)  # what a model with log_scale=20 hands each block
-    weights = attn(x, need_weights=True, query_scale=scale)[1]
+    weights = attn(x, need_weights=True, scores=ScoreTerms(scale=scale))[1]
     factor = torch.log(torch.arange(1, 7) + 1.0) / math.log(20)  # query t sees t + 1 keys
     handle = attn.W_q.register_forward_hook(lambda m, i, out: out * factor[:, None])  # the queries, scaled by hand
     expected = attn(x, need_weights=True)[1]
     handle.remove()
     torch.testing.assert_close(weights, expected)
-    fused, explicit = attn(x, query_scale=scale)[0], attn(x, need_weights=True, query_scale=scale)[0]
+    terms = ScoreTerms(scale=scale)
+    fused, explicit = attn(x, scores=terms)[0], attn(x, need_weights=True, scores=terms)[0]
     torch.testing.assert_close(fused, explicit)
     torch.testing.assert_close(query_scale(2, 6, 20), scale[4:])  # with a cache: the last queries of the sequence
     with pytest.raises(ValueError, match="log_scale=1"):
-        TransformerConfig(vocab_size=17, block_size=8, log_scale=1)
+        transformer_config(vocab_size=17, block_size=8, log_scale=1)
 
 
 @pytest.mark.parametrize(
@@ -260,7 +265,7 @@ def test_log_scale_multiplies_each_querys_scores_by_the_log_of_the_keys_it_sees(
 def test_decoding_a_longer_problem_with_the_cache_equals_decoding_without(options):
     place_of = options.get("place_of", "predicted")
     net, fmt = place_net(**options)
-    if net.cfg.place_bias:
+    if net.cfg.places.place_bias:
         random_place_scores(net)
     wide = fmt.at_width(6)
     prompt = torch.randint(10, (3, wide.prompt_len))
@@ -280,7 +285,7 @@ def windowed_net(digits: int = 3) -> tuple[Transformer, ProblemFormat]:
 
 def test_places_that_only_score_the_attention_make_no_table_and_see_only_differences():
     net, fmt = windowed_net()
-    assert not hasattr(net, "place_emb") and not net.has_table
+    assert not hasattr(net.places, "place_emb") and not net.has_table
     idx = torch.randint(10, (5, fmt.seq_len - 1))
     places = torch.tensor(place_ids(fmt))
     far = shifted(places, torch.full((5,), 500))  # the same problem 500 places up: the same logits
@@ -288,7 +293,7 @@ def test_places_that_only_score_the_attention_make_no_table_and_see_only_differe
     calc = Calculator(net, fmt, CharTokenizer())
     assert calc.longest == ANY_LENGTH  # no table: as long as calc.py asks
     with pytest.raises(ValueError, match="place_vectors=false needs place_bias > 0"):
-        TransformerConfig(vocab_size=17, block_size=8, place_embedding=True, place_vectors=False)
+        transformer_config(vocab_size=17, block_size=8, place_embedding=True, place_vectors=False)
 
 
 def test_a_model_without_a_table_answers_long_problems_in_batches_that_fit():
@@ -316,10 +321,10 @@ def test_own_places_number_every_digit_by_its_own_place():
 
 
 def test_training_places_reach_the_longest_width_at_every_width():
-    from training.module import CalculatorModule
+    from training.load import calculator_module
 
     net, fmt = place_net(offset=4)
-    module = CalculatorModule(net.cfg.to_dict(), fmt.to_dict(), {})
+    module = calculator_module(net.cfg.to_dict(), fmt.to_dict(), {})
     torch.manual_seed(0)
     for width in (1, 2, 3):
         seq = torch.zeros(2000, fmt.at_width(width).seq_len, dtype=torch.int64)
@@ -403,12 +408,12 @@ def test_accuracy_by_length_scores_each_width_and_finds_the_longest_learned():
 
 def test_larger_first_writes_every_subtraction_with_the_larger_operand_first_and_leaves_the_rest():
     fmt = ProblemFormat(3, "+-", larger_first=True)
-    a, op_idx, b = fmt.random_problems(4000, torch.Generator().manual_seed(0))
+    a, op_idx, b = fmt.draws.random_problems(4000, torch.Generator().manual_seed(0))
     minus = fmt.operator_codes(op_idx) == 1
     assert (a[minus] >= b[minus]).all() and (a[~minus] < b[~minus]).any()  # '+' keeps both orders
     assert (fmt.values(a, op_idx, b) >= 0).all()
     small = ProblemFormat(1, "-", larger_first=True)
-    a, _, b = small.all_problems()
+    a, _, b = small.draws.all_problems()
     assert len(a) == 55 and (a >= b).all()  # 10 + 9 + ... + 1 ordered pairs of one digit
     assert all(p.a >= p.b for p in long_problems("-", 12, 50, larger_first=True))
     assert any(p.a < p.b for p in long_problems("-", 12, 50))

@@ -7,12 +7,21 @@ import copy
 import pytest
 import torch
 
+from data.arithmetic import DataConfig
 from data.datamodule import ArithmeticDataModule
 from model.reference import RefGPT, nanogpt_init
 from model.transformer import Transformer, TransformerConfig
 from tests.conftest import compose_config, with_run_dir
-from training.module import CalculatorModule
-from training.optim import MuonAdamW, OptimConfig, hidden_matrices, lr_schedule, optimizer_for, upgrade_checkpoint
+from training.load import calculator_module
+from training.optim import (
+    MuonAdamW,
+    OldOptimizerStates,
+    OptimConfig,
+    hidden_matrices,
+    lr_schedule,
+    optimizer_for,
+    upgrade_checkpoint,
+)
 
 
 def small_net() -> Transformer:
@@ -92,7 +101,7 @@ def test_a_checkpoint_from_before_the_recipe_settings_loads_as_adamw():
     dm = ArithmeticDataModule()
     old_optim = {"lr": 3e-3, "weight_decay": 0.1, "betas": [0.9, 0.98], "warmup_steps": 100, "min_lr_ratio": 0.1}
     model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len).to_dict()
-    module = CalculatorModule(model, dm.fmt.to_dict(), old_optim)
+    module = calculator_module(model, dm.fmt.to_dict(), old_optim)
     assert module.optim.matrices == "adamw" and module.optim.decay_steps is None
     assert [g["rule"] for g in optimizer_for(module, module.optim).param_groups] == ["adamw", "adamw"]
 
@@ -247,13 +256,14 @@ def test_an_adamw_recipe_state_and_its_sequential_schedule_resume_on_the_one_cur
 
 
 def test_lightning_resumes_a_checkpoint_holding_an_old_optimizer_state(tmp_path):
-    """Through Lightning's own restore: ``on_load_checkpoint`` upgrades the state before the optimizer loads it."""
+    """Through Lightning's own restore: the recipe's callback (``OldOptimizerStates``, which training/assemble.py
+    gives every trainer) upgrades the state before the optimizer loads it."""
     import lightning as L
 
-    dm = ArithmeticDataModule(digits=2, n_val=10, n_test=10, val_fraction=0.05, test_fraction=0.05)
+    dm = ArithmeticDataModule(DataConfig(digits=2, n_val=10, n_test=10, val_fraction=0.05, test_fraction=0.05))
     model = dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=2)
     recipe = OptimConfig(matrices="muon", warmup_steps=2, decay_steps=20)
-    module = CalculatorModule(model, dm.fmt.to_dict(), recipe.to_dict())
+    module = calculator_module(model, dm.fmt.to_dict(), recipe.to_dict())
     quiet = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
     first = L.Trainer(max_steps=2, limit_val_batches=0, **quiet)
     first.fit(module, datamodule=dm)
@@ -272,8 +282,8 @@ def test_lightning_resumes_a_checkpoint_holding_an_old_optimizer_state(tmp_path)
             self.state = copy.deepcopy(trainer.optimizers[0].state_dict())
 
     restored = Restored()
-    again = CalculatorModule(model, dm.fmt.to_dict(), recipe.to_dict())
-    second = L.Trainer(max_steps=3, limit_val_batches=0, callbacks=[restored], **quiet)
+    again = calculator_module(model, dm.fmt.to_dict(), recipe.to_dict())
+    second = L.Trainer(max_steps=3, limit_val_batches=0, callbacks=[restored, OldOptimizerStates()], **quiet)
     second.fit(again, datamodule=dm, ckpt_path=path)
     assert second.global_step == 3
     expected = {"optimizer_states": [{"parts": [muon.state_dict(), adamw.state_dict()]}]}

@@ -17,8 +17,8 @@ from training.signals import Signalled
 
 
 class Tokenizer:
-    def save(self, path):
-        path.write_text("{}")
+    def to_json(self) -> str:
+        return "{}"
 
 
 def begun(tmp_path, resume=None, **cfg) -> Run:

@@ -186,13 +186,13 @@ def test_the_summary_and_the_page_end_with_the_same_conclusion(tmp_path):
 def test_the_sweep_page_calls_a_tie_a_tie_and_ends_with_the_conclusion(browser, tmp_path):
     from analysis.conclusion import conclude
     from analysis.html_report import render
-    from analysis.metric import MILESTONE
     from analysis.sweep import grouped_over_seeds
+    from data.problems import MASTERED
 
     def page(rows):
         shown = [row | {"report": None, "dir": row["run"], "error_log": None} for row in rows]
         data = {"kind": "sweep", "name": "t", "rows": shown, "grouped": grouped_over_seeds(rows)}
-        data |= {"milestone": MILESTONE, "heads": [], "conclusion": conclude(rows)}
+        data |= {"milestone": MASTERED, "heads": [], "conclusion": conclude(rows)}
         path = tmp_path / f"sweep_report_{len(rows)}.html"
         path.write_text(render(data, "t"))
         return Page(browser, path)

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import run_train
 from training import TARGET_ACCURACY
-from training.module import CalculatorModule
+from training.load import load_module
 
 SMALL = [
     "data.digits=2",
@@ -40,7 +40,7 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path,
     assert results["test_exact_match"] >= 0.9, results
     assert results["n_test"] >= 400 and results["steps"] == 300
     assert (tmp_path / "tokenizer.json").exists() and (tmp_path / "config.yaml").exists()
-    module = CalculatorModule.load_from_checkpoint(tmp_path / "checkpoints" / "best.ckpt", map_location="cpu")
+    module = load_module(tmp_path / "checkpoints" / "best.ckpt")[0]
     assert results["n_params"] == sum(p.numel() for p in module.net.parameters())  # the saved model's own count
     history = json.loads((tmp_path / "history.json").read_text())["val"]
     assert history[-1]["step"] == results["steps"]  # the whole curve, not the best checkpoint's part of it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from data.positions import place_ids, shifted
 from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.attention import KVCache
+from model.build import build_transformer, transformer_config
 from model.hooks import HookPoint, hook_names, zero_ablated
 from model.transformer import Transformer, TransformerConfig
 
@@ -150,11 +152,10 @@ def scheme_net(**kw) -> Transformer:
     """A seed-0 model of 3-digit sums with room for 5 digits; trained-looking (non-zero) place scores."""
     torch.manual_seed(0)
     vocab, block = CharTokenizer().vocab_size, FMT.at_width(5).seq_len
-    cfg = TransformerConfig(vocab_size=vocab, block_size=block, d_model=32, n_heads=4, **kw)
-    net = Transformer(cfg, place_ids(FMT, cfg.place_of) if cfg.place_embedding else None).eval()
-    if cfg.place_bias:
-        torch.nn.init.normal_(net.place_scores.weight, 0, 2)
-    return net
+    net = build_transformer(transformer_config(vocab_size=vocab, block_size=block, d_model=32, n_heads=4, **kw), FMT)
+    if kw.get("place_bias"):
+        torch.nn.init.normal_(net.places.place_scores.weight, 0, 2)
+    return net.eval()
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -162,8 +163,8 @@ def test_the_state_dict_keys_are_the_checkpoint_format(scheme):
     kw = SCHEMES[scheme]
     block = ["ln_attn.weight", "ln_attn.bias"] + [f"attn.W_{p}.{t}" for p in "qkvo" for t in ("weight", "bias")]
     block += ["ln_mlp.weight", "ln_mlp.bias"] + [f"mlp.fc_{p}.{t}" for p in ("in", "out") for t in ("weight", "bias")]
-    positions = [key for key, on in [("pos_emb", kw.get("position_embedding", True)), ("place_emb",
-        kw.get("place_embedding")), ("place_scores", kw.get("place_bias"))] if on]  # fmt: skip
+    positions = [key for key, on in [("pos_emb", kw.get("position_embedding", True)), ("places.place_emb",
+        kw.get("place_embedding")), ("places.place_scores", kw.get("place_bias"))] if on]  # fmt: skip
     expected = ["tok_emb.weight", *(f"{name}.weight" for name in positions)]
     expected += [f"blocks.{i}.{key}" for i in range(2) for key in block] + [
         "ln_f.weight",
@@ -173,9 +174,12 @@ def test_the_state_dict_keys_are_the_checkpoint_format(scheme):
     net = scheme_net(**kw)
     assert list(net.state_dict()) == expected
     again = scheme_net(**kw)
-    again.load_state_dict(net.state_dict())  # strict: an old checkpoint loads
+    again.load_state_dict(net.state_dict())  # strict
     seq = torch.randint(10, (2, FMT.seq_len - 1))
     assert torch.equal(again(seq)[0], net(seq)[0])
+    old = scheme_net(**kw)  # the keys of checkpoints saved while the place parameters sat on the Transformer
+    old.load_state_dict({k.removeprefix("places."): v for k, v in net.state_dict().items()})  # strict
+    assert torch.equal(old(seq)[0], net(seq)[0])
 
 
 @pytest.mark.parametrize(
@@ -200,11 +204,13 @@ def test_fused_and_explicit_attention_give_the_same_logits_under_every_scheme(sc
     explicit, weights = net(seq, need_weights=True)
     torch.testing.assert_close(net(seq)[0], explicit, atol=1e-5, rtol=1e-5)
     assert all(torch.allclose(w.sum(-1), torch.ones(1)) for w in weights)
-    if net.cfg.place_embedding:  # per-sequence places (training's shifted ones), and a longer problem's
-        places = shifted(torch.tensor(place_ids(FMT, net.cfg.place_of)), torch.tensor([0, 1, 2]))
+    if (
+        net.cfg.places and net.cfg.places.place_embedding
+    ):  # per-sequence places (training's shifted ones), and a longer problem's
+        places = shifted(torch.tensor(place_ids(FMT, net.cfg.places.place_of)), torch.tensor([0, 1, 2]))
         torch.testing.assert_close(net(seq, places=places)[0], net(seq, need_weights=True, places=places)[0])
         wide = FMT.at_width(5)
-        places, seq = torch.tensor(place_ids(wide, net.cfg.place_of)), torch.randint(10, (3, wide.seq_len - 1))
+        places, seq = torch.tensor(place_ids(wide, net.cfg.places.place_of)), torch.randint(10, (3, wide.seq_len - 1))
         torch.testing.assert_close(net(seq, places=places)[0], net(seq, need_weights=True, places=places)[0])
 
 
@@ -225,3 +231,26 @@ def test_every_hook_point_is_a_hook_point_and_none_is_left_hooked():
         assert [model.get_submodule(n).has_hooks for n in hook_names(model)] == [False, False, True] * 2 + [False]
     assert all(isinstance(model.get_submodule(n), HookPoint) for n in hook_names(model))
     assert not any(model.get_submodule(n).has_hooks for n in hook_names(model))
+
+
+def test_the_worked_example_of_a_position_scheme_runs(monkeypatch):
+    """docs/architecture.md "Add a position scheme": its file and its registration line, executed as written."""
+    from model import build
+    from tests.conftest import ROOT
+
+    text = (ROOT / "docs" / "architecture.md").read_text().split("## Add a position scheme", 1)[1].split("\n## ")[0]
+    scheme_file, registration = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert registration.strip().startswith("SCHEMES[") and registration.count("\n") == 1  # one line
+    namespace: dict = {}
+    exec(compile(scheme_file, "model/sinusoidal.py", "exec"), namespace)
+    monkeypatch.setattr(build, "SCHEMES", dict(build.SCHEMES))
+    exec(registration, {**namespace, "SCHEMES": build.SCHEMES})
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=17, block_size=FMT.seq_len, d_model=32, places=namespace["SinusoidalConfig"]())
+    net = build.build_transformer(cfg, FMT).eval()
+    assert net.pos_emb is None and not any("table" in k for k in net.state_dict())  # nothing learned, nothing saved
+    assert torch.equal(net.positions(0, 3), net.places.table[:3])
+    prompt = torch.randint(10, (3, FMT.prompt_len))
+    assert torch.equal(net.generate(prompt, 4, use_cache=True), net.generate(prompt, 4, use_cache=False))
+    plain = build.build_transformer(TransformerConfig(vocab_size=17, block_size=FMT.seq_len, d_model=32), FMT)
+    assert plain.pos_emb is not None  # without the scheme: the lesson's learned positions

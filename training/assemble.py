@@ -17,15 +17,16 @@ def build_objects(cfg: DictConfig) -> tuple:
     """The run's data, model, analysis and callbacks, each checking its own settings (a ConfigError). Built once
     more by train.py's command-line check before Hydra starts (training/cli.py), so a value one of them refuses is
     refused before anything is written: they write nothing as they are built."""
-    from training.module import CalculatorModule
+    from data.datamodule import ArithmeticDataModule
+    from training.load import calculator_module
 
-    datamodule = build(cfg.data, "data")
+    datamodule = ArithmeticDataModule(build(cfg.data, "data"))
     # the longest problems the model can be asked: its trained width, plus place_offset digits for a place model
     longest = datamodule.fmt.at_width(datamodule.fmt.digits + cfg.model.get("place_offset", 0))
     model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=longest.seq_len)
     optim = build(cfg.optim, "optim")
     try:
-        module = CalculatorModule(
+        module = calculator_module(
             model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict(), cfg.compile, cfg.seed
         )
     except ValueError as e:  # the one setting of its own: compile
@@ -51,6 +52,7 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     import torch
 
     from training.callbacks import AtomicCheckpointIO
+    from training.optim import OldOptimizerStates
 
     use_threads(cfg.threads)  # training/threads.py: the project's rule, threads= its override
     L.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -59,7 +61,8 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
     loggers = build_loggers(cfg, run_name, group, resume_id)
     trainer = build(
-        cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False, plugins=[AtomicCheckpointIO()],
+        cfg.trainer, "trainer", callbacks=[*callbacks, OldOptimizerStates()], logger=loggers or False,
+        plugins=[AtomicCheckpointIO()],
         **distributed(cfg.trainer),  # trainer=ddp: a dead peer ends the run within DDP_TIMEOUT (training/config.py)
     )  # fmt: skip
     if trainer.strategy.root_device.type == "cuda":  # never changes a CPU's arithmetic

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from data.checks import is_whole
+
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FP32, INT64 = 4, 8  # bytes per weight/activation and per token id
 # what each further process of a run on this machine holds besides its share of the run: Python, torch and
@@ -155,7 +157,7 @@ def memory_estimate(s: Sizes) -> Estimate:
 
 
 def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return is_whole(value) and value >= 1
 
 
 def sizes_of(cfg: DictConfig) -> Sizes | None:
@@ -182,7 +184,7 @@ def sizes_of(cfg: DictConfig) -> Sizes | None:
         return None
     held_out = t["n_val"] + t["n_test"] + (0 if t.get("streaming", True) else int(t.get("n_train") or 0))
     offset, bias = m.get("place_offset", 0), m.get("place_bias", 0)
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (offset, bias)):
+    if not all(is_whole(v) and v >= 0 for v in (offset, bias)):
         return None
     longest = fmt.at_width(fmt.digits + offset).seq_len  # assemble's block_size: arithmetic, nothing allocated
     devices = OmegaConf.select(cfg, "trainer.devices")

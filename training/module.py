@@ -2,42 +2,45 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
 import lightning as L
 import torch
 
-from data import positions
-from data.problems import ProblemFormat
+from data.problems import ProblemFormat, answer_scores
 from data.stream import derived_seed, width_of
-from model.calculator import answer_scores
-from model.checkpoint import CheckpointError, first_line, load_weights, network_for, read_checkpoint
-from training.optim import OptimConfig, lr_schedule, optimizer_for, upgrade_checkpoint
+from model.transformer import Transformer
 
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that capture CUDA graphs on a GPU
 
 
 class CalculatorModule(L.LightningModule):
-    """Wraps :class:`Transformer` for training on arithmetic strings. ``model``, ``fmt`` and ``optim``: a
-    :class:`TransformerConfig`, the :class:`ProblemFormat` (where the answer sits) and an :class:`OptimConfig`
-    (training/optim.py), as dicts, saved in the checkpoint: ``CalculatorModule.load_from_checkpoint(path)`` rebuilds
-    the model with no config at hand. ``compile``: null (eager) or a ``torch.compile`` mode for the training
-    step's forward and backward (evaluation stays eager) -- how it ran, not what it is, so not saved. ``seed``: the
-    run's seed, from which each training step's random draws are seeded (:meth:`on_train_batch_start`); not saved
-    either (a run's seed is in its config.yaml).
+    """Trains ``net`` (a :class:`Transformer`) on problems written as ``fmt`` (a :class:`ProblemFormat`: where the
+    answer sits). ``optimizer``: the recipe, handed in ready to call -- ``optimizer(module, max_steps, fused)`` ->
+    (optimizer, per-step schedule); training/assemble.py builds it from configs/optim (training/optim.py), so this
+    file never reads the recipe. ``hparams``: the settings the net, the format and the recipe were built from, as
+    dicts (model, fmt, optim), saved in the checkpoint: what training/load.py rebuilds a module from. ``compile``:
+    null (eager) or a ``torch.compile`` mode for the training step's forward and backward (evaluation stays
+    eager). ``seed``: the run's seed, from which each training step's random draws are seeded
+    (:meth:`on_train_batch_start`).
     """
 
-    def __init__(self, model: dict, fmt: dict, optim: dict, compile: str | None = None, seed: int = 0):
+    def __init__(
+        self,
+        net: Transformer,
+        fmt: ProblemFormat,
+        optimizer: Callable | None = None,
+        compile: str | None = None,
+        seed: int = 0,
+        hparams: dict | None = None,
+    ):
         super().__init__()
         if compile not in COMPILE_MODES:
             modes = ", ".join(m for m in COMPILE_MODES if m)
             raise ValueError(f"compile={compile!r}: use null (eager) or a torch.compile mode: {modes}")
-        self.save_hyperparameters(ignore=["compile", "seed"])
-        self.seed = seed
-        self.optim = OptimConfig(**optim)
-        self.fmt = ProblemFormat(**fmt)
-        self.net = network_for(model, self.fmt)
+        self.save_hyperparameters(hparams or {})
+        self.net, self.fmt, self.optimizer, self.seed = net, fmt, optimizer, seed
         self.val_history: list[dict] = []  # one entry per validation: step, exact_match, loss
         self.compile_mode = compile
         self.training_loss = self.teacher_forced_loss  # compiled in setup("fit") when asked
@@ -49,12 +52,8 @@ class CalculatorModule(L.LightningModule):
         return self.fmt if seq.shape[1] == self.fmt.seq_len else width_of(self.fmt, seq.shape[1])
 
     def training_places(self, seq: torch.Tensor) -> torch.Tensor | None:
-        """A training batch's place ids (B, seq_len), moved at random so every place the model addresses is learned
-        (:func:`data.positions.training_places`); None for a model without places."""
-        c = self.net.cfg
-        if not c.place_embedding:
-            return None
-        return positions.training_places(seq, self.fmt, self.layout(seq), c.place_of, c.place_offset, c.random_places)
+        """A training batch's place ids (B, seq_len) from the net's position scheme; None for learned positions."""
+        return None if self.net.places is None else self.net.places.training_places(seq, self.fmt, self.layout(seq))
 
     def answer_logits(self, seq: torch.Tensor, places: torch.Tensor | None = None, prompt_len: int | None = None):
         """Teacher-forced logits (B, answer_len + 1, vocab) predicting seq's answer and [EOS] tokens; ``places``:
@@ -70,19 +69,19 @@ class CalculatorModule(L.LightningModule):
 
     def forced_scores(self, seq: torch.Tensor):
         """One teacher-forced pass -> (loss on the answer and [EOS] tokens, (B,) greedy exact-match): see
-        :func:`model.calculator.answer_scores`."""
+        :func:`data.problems.answer_scores`."""
         return answer_scores(self.answer_logits(seq), seq)
 
     def decode_answers(self, seq: torch.Tensor) -> torch.Tensor:
         """Greedy answers (B, answer_len) for the prompts in ``seq``, decoded with the KV cache."""
-        return self.net.generate(seq[:, : self.fmt.prompt_len], self.fmt.answer_len)
+        return self.net.generate(self.fmt.prompt_of(seq), self.fmt.answer_len)
 
     def greedy_answers(self, seq: torch.Tensor, logits: torch.Tensor | None = None) -> torch.Tensor:
         """The answers (B, answer_len) greedy decoding writes for seq's prompts, for one teacher-forced pass
         (``logits``, when the caller has them) plus decoding only the problems that pass gets wrong: greedy writes
         the true answer exactly when every true answer token is the argmax (see ``forced_scores``)."""
         logits = self.answer_logits(seq) if logits is None else logits
-        wrong = ~self.fmt.exact_match(logits[:, : self.fmt.answer_len].argmax(-1), seq)
+        wrong = ~self.fmt.exact_match(self.fmt.forced_answers(logits), seq)
         answers = self.fmt.answer_of(seq).clone()
         if wrong.any():
             answers[wrong] = self.decode_answers(seq[wrong])
@@ -104,8 +103,8 @@ class CalculatorModule(L.LightningModule):
         """score's values, and the (B, answer_len) answers they judge."""
         logits = self.answer_logits(seq)
         loss, _ = answer_scores(logits, seq)
-        answers = self.greedy_answers(seq, logits) if greedy else logits[:, : self.fmt.answer_len].argmax(-1)
-        exact, digits = self.fmt.exact_match(answers, seq), answers == self.fmt.answer_of(seq)  # (B,), (B, A)
+        answers = self.greedy_answers(seq, logits) if greedy else self.fmt.forced_answers(logits)
+        exact, digits = self.fmt.judge(answers, seq)  # (B,), (B, answer_len)
         return {"loss": loss, "exact_match": exact.float().mean(), "digit_accuracy": digits.float().mean()}, answers
 
     # ---- Lightning hooks ----------------------------------------------------------------------------
@@ -149,7 +148,6 @@ class CalculatorModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.val_history = list(checkpoint.get("val_history", []))
-        upgrade_checkpoint(checkpoint)  # an optimizer state saved before training/optim.py resumes too
 
     def on_test_epoch_start(self) -> None:
         self.test_wrong: list[tuple[torch.Tensor, torch.Tensor]] = []  # (problems, answers written) per batch
@@ -161,21 +159,8 @@ class CalculatorModule(L.LightningModule):
         self._log_scores(metrics, "test", len(batch))
 
     def configure_optimizers(self):
+        if self.optimizer is None:
+            raise ValueError("this CalculatorModule was built without an optimizer: see training/load.py")
         mixed = str(self.trainer.precision).endswith("-mixed")  # AdamW unfused there, as always (optimizer_for)
-        optimizer = optimizer_for(self, self.optim, fused=not mixed)
-        schedule = lr_schedule(optimizer, self.optim, self.trainer.max_steps)
+        optimizer, schedule = self.optimizer(self, self.trainer.max_steps, not mixed)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
-
-
-def load_module(path) -> tuple[CalculatorModule, Path]:
-    """Checkpoint file or run directory -> (its CalculatorModule on the CPU, in eval mode; the .ckpt path), every
-    way a file can be wrong one :class:`CheckpointError` line (model/checkpoint.py reads it as plain values)."""
-    ckpt, saved = read_checkpoint(path)
-    hparams = saved["hyper_parameters"]
-    try:
-        module = CalculatorModule(hparams["model"], hparams["fmt"], hparams.get("optim") or {})
-    except Exception as e:  # wrong config keys or values
-        raise CheckpointError(f"{ckpt}: incompatible with this code ({first_line(e)})") from None
-    load_weights(module.net, saved, ckpt)
-    module.on_load_checkpoint(saved)  # its learning curve; an old optimizer state upgraded
-    return module.eval(), ckpt

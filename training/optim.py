@@ -8,8 +8,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import lightning as L
 import torch
 from torch.optim.adamw import adamw as adamw_update  # torch.optim.AdamW's step, as a function
+
+from data.checks import check_whole
 
 MATRIX_OPTIMIZERS = ("adamw", "muon")
 
@@ -37,7 +40,6 @@ class OptimConfig:
 
     def __post_init__(self) -> None:
         number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
-        whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
         if not (number(self.lr) and self.lr > 0):
             raise ValueError(f"lr={self.lr!r}: must be a number > 0 (e.g. 3e-3)")
         if not (number(self.weight_decay) and self.weight_decay >= 0):
@@ -46,8 +48,7 @@ class OptimConfig:
         if betas is None or len(betas) != 2 or not all(number(b) and 0 <= b < 1 for b in betas):
             raise ValueError(f"betas={self.betas!r}: must be two numbers in [0, 1), e.g. [0.9, 0.98]")
         object.__setattr__(self, "betas", tuple(betas))
-        if not whole(self.warmup_steps) or self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps={self.warmup_steps!r}: must be a whole number >= 0")
+        check_whole("warmup_steps", self.warmup_steps, least=0)
         if not (number(self.min_lr_ratio) and 0 <= self.min_lr_ratio <= 1):
             raise ValueError(f"min_lr_ratio={self.min_lr_ratio!r}: must be a number in [0, 1]")
         if self.matrices not in MATRIX_OPTIMIZERS:
@@ -56,8 +57,8 @@ class OptimConfig:
             raise ValueError(f"muon_lr={self.muon_lr!r}: must be a number > 0 (e.g. 0.02)")
         if not (number(self.muon_momentum) and 0 <= self.muon_momentum < 1):
             raise ValueError(f"muon_momentum={self.muon_momentum!r}: must be a number in [0, 1)")
-        if self.decay_steps is not None and not (whole(self.decay_steps) and self.decay_steps >= 1):
-            raise ValueError(f"decay_steps={self.decay_steps!r}: must be a whole number >= 1, or null (max_steps)")
+        if self.decay_steps is not None:
+            check_whole("decay_steps", self.decay_steps, hint=", or null (max_steps)")
 
     def to_dict(self) -> dict:
         return {**asdict(self), "betas": list(self.betas)}
@@ -201,6 +202,18 @@ def lr_schedule(optimizer: torch.optim.Optimizer, config: OptimConfig, max_steps
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def recipe(config: OptimConfig):
+    """The recipe as the callable a ``CalculatorModule`` is handed (its ``optimizer``): (model, max_steps, fused)
+    -> (the optimizer, its per-step schedule)."""
+
+    def optimizer(model: torch.nn.Module, max_steps: int, fused: bool = True):
+        built = optimizer_for(model, config, fused)
+        return built, lr_schedule(built, config, max_steps)
+
+    optimizer.config = config  # what it was built from (the benchmarks' plain loops read it)
+    return optimizer
+
+
 # ---- checkpoints saved before MuonAdamW took its groups itself -----------------------------------------
 def upgrade_checkpoint(checkpoint: dict) -> None:
     """Rewrites, in place, the optimizer and scheduler states of a checkpoint saved before this module into
@@ -228,3 +241,11 @@ def upgrade_checkpoint(checkpoint: dict) -> None:
         if "_schedulers" in scheduler:  # SequentialLR's state; LambdaLR keeps its base rates and takes the step
             last = {key: scheduler[key] for key in ("last_epoch", "_last_lr")}
             checkpoint["lr_schedulers"][i] = {**last, "lr_lambdas": [None] * len(scheduler["_last_lr"])}
+
+
+class OldOptimizerStates(L.Callback):
+    """A run resumed from a checkpoint saved before this module: its optimizer and scheduler states upgraded
+    (:func:`upgrade_checkpoint`) as Lightning reads them, before it hands them to the optimizer."""
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        upgrade_checkpoint(checkpoint)

@@ -18,7 +18,7 @@ def run_record(
     net, fmt = module.net, module.fmt
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else None
     steps, processes = trainer.global_step, trainer.world_size
-    tokens = steps * datamodule.batch_size * processes * (fmt.seq_len - 1)
+    tokens = steps * datamodule.data.batch_size * processes * (fmt.seq_len - 1)
     return {
         "status": "ok",
         "test_exact_match": test["test/exact_match"],

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from storage.messages import one_line
 from storage.rundir import RunDir, RunDirError, parse_yaml, resume_target
 from training.config import ConfigError, register_resolvers
 
@@ -30,12 +31,11 @@ OPTION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # a config option's file 
 
 
 # Where a ``_target_`` the project once named now lives: an older run's config.yaml names the old path, and resumes.
-MOVED_TARGETS = {"model.module.AdamWSchedule": "training.optim.OptimConfig"}
-
-
-def _first_line(error: BaseException) -> str:
-    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return line if len(line) <= 120 else line[:120] + "..."
+MOVED_TARGETS = {
+    "model.module.AdamWSchedule": "training.optim.OptimConfig",
+    "model.transformer.TransformerConfig": "model.build.transformer_config",  # the place fields grouped
+    "data.datamodule.ArithmeticDataModule": "data.arithmetic.DataConfig",  # the data module is built from it
+}
 
 
 def _names_code(key) -> bool:
@@ -57,7 +57,7 @@ def read_saved_config(owner: RunDir, label: str) -> dict:
     try:
         saved = OmegaConf.to_container(parse_yaml(owner.read_text(owner.config) or "", owner.config), resolve=False)
     except Exception as e:  # noqa: BLE001 -- yaml and omegaconf raise several kinds
-        raise ConfigError(f"{label}: {owner.config} is not readable YAML ({_first_line(e)})") from None
+        raise ConfigError(f"{label}: {owner.config} is not readable YAML ({one_line(e)})") from None
     if not isinstance(saved, dict) or not saved:
         raise ConfigError(f"{label}: {owner.config} is empty or not a mapping of settings; the run's config is unknown")
     return saved
@@ -73,9 +73,7 @@ def saved_choices(owner: RunDir, label: str) -> list[str]:
         saved = parse_yaml(owner.read_text(path) or "", path)  # bounded: storage/rundir.py
         choices = OmegaConf.to_container(saved, resolve=False)["hydra"]["runtime"]["choices"]
     except Exception as e:  # noqa: BLE001 -- unreadable, or not the shape Hydra writes
-        raise ConfigError(
-            f"{label}: {path} is damaged ({_first_line(e)}); the run's config groups are unknown"
-        ) from None
+        raise ConfigError(f"{label}: {path} is damaged ({one_line(e)}); the run's config groups are unknown") from None
     if not isinstance(choices, dict):
         raise ConfigError(f"{label}: {path} is damaged (runtime.choices is not a mapping)")
     picked = []
@@ -176,7 +174,7 @@ def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path
     try:  # the whole format, as the data module builds it: every field the config has (the rest: their defaults)
         fmt = ProblemFormat(**{f.name: data[f.name] for f in dataclasses.fields(ProblemFormat) if f.name in data})
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"{label}: config.yaml data.{_first_line(e)}") from None
+        raise ConfigError(f"{label}: config.yaml data.{one_line(e)}") from None
     said = {f"model.{k}": v for k, v in OmegaConf.to_container(cfg.model).items() if not _names_code(k)}
     said |= {f"data.{k}": v for k, v in fmt.to_dict().items()}
     for key, value in said.items():
@@ -199,7 +197,7 @@ def check_results(owner: RunDir, label: str) -> None:
     try:
         data = owner.read_json(owner.results, object)  # bounded: storage/rundir.py
     except (OSError, ValueError) as e:
-        why = f"not readable JSON: {_first_line(e)}"
+        why = f"not readable JSON: {one_line(e)}"
     else:
         seconds = data.get("train_seconds", 0.0) if isinstance(data, dict) else None
         ok = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds)

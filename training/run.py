@@ -65,7 +65,7 @@ class Run:
         if self.main_process:
             self.dir.claim(resuming=self.cfg.resume is not None)
             self.dir.mark_running(self.cfg.resume, self.previous)
-            tokenizer.save(self.dir.tokenizer)
+            self.dir.write_text(self.dir.tokenizer, tokenizer.to_json())
             if not self.cfg.resume:
                 self.dir.write_text(self.dir.config, OmegaConf.to_yaml(self.cfg, resolve=True))
             for logger in trainer.loggers:

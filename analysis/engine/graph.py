@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from model.hooks import head_label
+from model.positions import attention_terms
 
 MEMO_ENTRIES = 4  # outputs run(memo=) keeps: the circuit search's next variants mostly share one of its last few
 
@@ -125,9 +126,9 @@ class ComponentGraph:
         first: list[torch.Tensor] = []  # each sender's output in the first variant, returned
         bias = 0.0  # the attention output biases written so far: the same in every run, so no edge carries them
         last = slice(-1, None)  # the position last_only computes
-        scores, scale = net.attention_terms(T, T, None, idx.device)  # what the position schemes add, per layer
+        scores, scale = attention_terms(net, T, T, None, idx.device)  # what the position schemes add, per layer
         if last_only:
-            last_scores, last_scale = net.attention_terms(1, T, None, idx.device)  # ... for the last query alone
+            last_scores, last_scale = attention_terms(net, 1, T, None, idx.device)  # ... for the last query alone
 
         def sent(outputs: torch.Tensor, at: slice = slice(None)) -> None:
             """The next senders' outputs (n, C, B, T or 1, d) into ``changes``, at positions ``at``."""

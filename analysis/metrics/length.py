@@ -69,7 +69,7 @@ def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[L
         fmt = calc.fmt.at_width(calc.width_of(problems[0]))
         seqs = calc.encode(problems, fmt)  # (n, seq_len)
         start = time.perf_counter()
-        written = calc.generate(seqs[:, : fmt.prompt_len], fmt=fmt)  # (n, answer_len)
+        written = calc.generate(fmt.prompt_of(seqs), fmt=fmt)  # (n, answer_len)
         seconds = round(time.perf_counter() - start, 2)
         exact = fmt.exact_match(written, seqs).float().mean()
         right = (written == fmt.answer_of(seqs)).float().mean()  # every answer token, one by one

@@ -41,7 +41,7 @@ def describe_head(fmt: ProblemFormat, pattern: torch.Tensor) -> str:
     digit_queries = [(q, target) for q, target in queries if target.kind == "answer"]
 
     # 1. With the working of long multiplication shown: a head that fetches the digits of a partial product.
-    if fmt.work_lines and (work := _working(fmt, pattern, roles, queries)):
+    if fmt.working.lines and (work := _working(fmt, pattern, roles, queries)):
         return work
 
     # 1'. Aligned digits: the query predicting answer place k reads operand digits at place k + offset
@@ -89,7 +89,7 @@ def _working(fmt: ProblemFormat, pattern: torch.Tensor, roles: list[Position], q
     one whose product carries into it (counted where there is such a digit)."""
     read, could = Counter(), Counter()  # per habit: queries that have it, queries that could
     for q, target in queries:
-        kind, j = fmt.work_line(target.line) if target.kind == "work" else (None, None)
+        kind, j = fmt.working.line(target.line) if target.kind == "work" else (None, None)
         if kind != "product":
             continue
         key = roles[int(pattern[q].argmax())] if pattern[q].max() >= 0.3 else Position("none")

@@ -1,0 +1,12 @@
+"""An error as one line: what every one-line report of the project (bad files, bad configs, bad checkpoints)
+writes of an exception it caught."""
+
+from __future__ import annotations
+
+
+def one_line(error: BaseException, limit: int = 120, sentence: bool = False) -> str:
+    """The first line of ``error``'s message (its first sentence with ``sentence``), cut at ``limit`` characters;
+    the exception's type name when it has no message."""
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    line = line.split(". ")[0] if sentence else line
+    return line if len(line) <= limit else line[:limit] + "..."

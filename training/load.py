@@ -1,0 +1,39 @@
+"""A :class:`CalculatorModule` from plain settings -- a checkpoint's ``hyper_parameters``, or a test's dicts -- or
+from a checkpoint file: the network put together (model/build.py), the recipe made callable (training/optim.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from data.problems import ProblemFormat
+from model.build import network_for
+from model.checkpoint import CheckpointError, load_weights, read_checkpoint
+from storage.messages import one_line
+from training.module import CalculatorModule
+from training.optim import OptimConfig, recipe, upgrade_checkpoint
+
+
+def calculator_module(model: dict, fmt: dict, optim: dict, compile: str | None = None, seed: int = 0):
+    """``model``, ``fmt``, ``optim``: a TransformerConfig (flat), a ProblemFormat and an OptimConfig as dicts, as a
+    checkpoint saves them -> a CalculatorModule with new weights (``module.optim``: the OptimConfig)."""
+    problem_format, optim_config = ProblemFormat(**fmt), OptimConfig(**optim)
+    net = network_for(model, problem_format)
+    hparams = {"model": net.cfg.to_dict(), "fmt": problem_format.to_dict(), "optim": optim_config.to_dict()}
+    module = CalculatorModule(net, problem_format, recipe(optim_config), compile, seed, hparams)
+    module.optim = optim_config
+    return module
+
+
+def load_module(path) -> tuple[CalculatorModule, Path]:
+    """Checkpoint file or run directory -> (its CalculatorModule on the CPU, in eval mode; the .ckpt path), every
+    way a file can be wrong one :class:`CheckpointError` line (model/checkpoint.py reads it as plain values)."""
+    ckpt, saved = read_checkpoint(path)
+    hparams = saved["hyper_parameters"]
+    try:
+        module = calculator_module(hparams["model"], hparams["fmt"], hparams.get("optim") or {})
+    except Exception as e:  # wrong config keys or values
+        raise CheckpointError(f"{ckpt}: incompatible with this code ({one_line(e, sentence=True)})") from None
+    load_weights(module.net, saved, ckpt)
+    module.on_load_checkpoint(saved)  # its learning curve
+    upgrade_checkpoint(saved)  # an optimizer state saved before training/optim.py, as a resumed run reads it
+    return module.eval(), ckpt
