@@ -15,6 +15,8 @@ from data.sampler import ProblemSampler
 from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches
 from data.tokenizer import CharTokenizer
 
+SEED_MAX = 2**32 - 1  # the run's seed= range (training/config.py); far larger overflowed torch's int64 in the stream
+
 
 def _whole_numbers(**values) -> None:
     """ValueError naming the first of ``values`` that is not a whole number >= 1."""
@@ -78,8 +80,8 @@ class ArithmeticData:
             raise ValueError(f"n_train={n_train}: must be at least batch_size={batch_size} when streaming is false")
         HardCases.check(hard_share, hard_fade_steps, streaming)
         FreshBatches.check(draw_steps, mixed_widths, streaming, show_work)
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise ValueError(f"seed={seed!r}: must be a whole number")
+        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= SEED_MAX:
+            raise ValueError(f"seed={seed!r}: must be a whole number in [0, {SEED_MAX}] (as the run's seed)")
         self.fmt = ProblemFormat(
             digits, operators, reverse_answer, show_work, mixed_lengths, round_numbers, larger_first
         )
@@ -90,6 +92,8 @@ class ArithmeticData:
         self.streaming, self.n_train, self.draw_steps = streaming, n_train, draw_steps
         self.mixed_widths = mixed_widths
         self.sizes = {"val": n_val, "test": n_test}
+        for split, n in self.sizes.items():
+            self.sampler.check_room(split, n)
         self.seed = seed
         self.hard = HardCases(self.sampler, hard_share, hard_fade_steps) if hard_share else None
         self.held_out: dict[str, torch.Tensor] = {}

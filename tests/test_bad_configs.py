@@ -80,6 +80,15 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("+trainer.fast_dev_run=true", "trainer.fast_dev_run=True is not allowed"),
     ("seed=-1", "seed=-1"),
     ("seed=5000000000", "seed=5000000000"),
+    # settings that reach the data past the command line's rules: each is the data's own to check (issue 58,
+    # class 5: data.seed=1e23 claimed the run, began training and crashed in the stream; a held-out split too small
+    # for its set drew forever, or asked for 10**300 problems)
+    ("data.seed=100000000000000000000000", "data.seed=100000000000000000000000: must be a whole number in [0, 4294"),
+    ("data.seed=-1", "data.seed=-1: must be a whole number in [0, 4294967295]"),
+    ("data.seed=1.5", "data.seed=1.5"),
+    ("data.digits=4 data.val_fraction=1e-7", "data.val_fraction=1e-07: the val split holds about 10 problems"),
+    ("data.digits=4 data.test_fraction=1e-300", "data.test_fraction=1e-300: the test split holds about"),
+    ("data.digits=10 data.n_val=100 data.val_fraction=1e-18", "data.val_fraction=1e-18: the val split holds about"),
     ("threads=0", "threads=0"),
     ("target_accuracy=1.5", "target_accuracy=1.5"),
     ("resume=/nonexistent/run", "resume=/nonexistent/run"),
@@ -286,6 +295,7 @@ GOOD_VALUES = {  # an allowed value for keys the table above gets wrong, and whe
     "trainer.precision=bf16-mixed": lambda run: run["trainer"].precision == "bf16-mixed",
     "trainer.gradient_clip_val=0.5": lambda run: run["trainer"].gradient_clip_val == 0.5,
     "seed=4294967295": lambda run: True,  # the largest seed Lightning takes: no error is what is checked
+    "data.seed=4294967295": lambda run: run["data"].seed == 4294967295,
     "threads=1": lambda run: torch.get_num_threads() == 1,
     "target_accuracy=1": lambda run: True,
     "analysis.probes=[12*4]": lambda run: run["analysis"].probes == ["12*4"],
@@ -350,6 +360,7 @@ def test_the_project_s_own_configs_pass_the_rules_of_lightning_s_settings(overri
 # above, the same function train.py calls; the rest of them through train.py in the slow suite.
 CLI_SAMPLE = [
     "data.batch_size=100000000",
+    "data.seed=100000000000000000000000",
     "model.n_heads=3",
     "model.n_head=8",
     "callbacks.best_checkpoint=null",
