@@ -232,3 +232,38 @@ def test_a_heads_jobs_read_one_phrase_per_kind():
         "base add r0 r1",
         "uses the carry into r3",
     ]
+
+
+def test_a_kind_of_pairs_the_model_does_not_tell_apart_is_measured_by_no_patching(small):
+    """A partly learned model (experiment=sub_length after 200 steps, 19.7%) tells a digit apart overall but not
+    one kind of its pairs: that kind's gap was 0 and the circuit roles divided by it (ZeroDivisionError). A kind
+    not told apart names no role; the kinds told apart still do."""
+    from types import SimpleNamespace
+
+    from analysis.metrics.ablation import Ablation
+    from analysis.metrics.circuit import Circuit, Circuits, DigitCircuit
+    from analysis.metrics.circuit_roles import MIN_PAIRS, CircuitRoles
+    from analysis.metrics.roles import Roles
+
+    net, graph, pairs = small
+    runs = pair_runs(graph, pairs)
+    kinds = sorted(set(pairs.kinds))
+    assert len(kinds) >= 2 and all(pairs.kinds.count(k) >= MIN_PAIRS for k in kinds[:2]), pairs.kinds
+    learned, unlearned = kinds[0], kinds[1]
+    # the learned kind: the right digit ahead on both runs; the other: the model says the same on both (gap 0)
+    clean = torch.tensor([2.0 if k == learned else 0.0 for k in pairs.kinds])
+    corrupted = torch.tensor([-2.0 if k == learned else 0.0 for k in pairs.kinds])
+    runs = PairRuns(pairs, clean, corrupted, runs.clean_z, runs.corrupted_z, runs.corrupted_outs, runs.clean_outs)
+    assert runs.told_apart and runs.subset(learned).told_apart and not runs.subset(unlearned).told_apart
+    assert runs.subset(unlearned).gap == 0.0
+
+    heads = {f"L{layer}h{head}" for layer in range(graph.n_layers) for head in range(graph.n_heads)}
+    circuit = Circuit([Edge(h, "logits", "in") for h in sorted(heads)], 1.0, 0.0, 0.0, len(graph), 0)
+    results = {Circuits: [DigitCircuit(runs, torch.zeros(0), torch.zeros(0), circuit)], Ablation: [], Roles: []}
+    ctx = SimpleNamespace(
+        result=results.get, module=SimpleNamespace(net=net), n_layers=graph.n_layers, n_heads=graph.n_heads,
+        tolerance=0.01,
+    )  # fmt: skip
+    rows = CircuitRoles().compute(ctx)  # raised ZeroDivisionError
+    assert len(rows) == graph.n_layers * graph.n_heads
+    assert not any(unlearned in row.role for row in rows)
