@@ -48,7 +48,8 @@ options:
 --digits D                   train: operand digits of the addition problems timed (default 3; 10 = add10's).
 --seeds 0,1,2,3,4            converge: seeds (default 0,1,2,3,4); --override KEY=VALUE
                              adds a train.py override to each converge run (repeatable).
---ckpt P, --n N              decode: checkpoint (default a freshly initialised model), problems (default 10000).
+--ckpt P, --n N              decode: checkpoint (default a freshly initialised model), problems (default 10000,
+                             at most 1,000,000; every number an option takes is bounded: bench.py BOUNDS).
 --json                       one JSON object with every figure.
 
 Without --ckpt, decode uses a freshly initialised default model (3-digit addition, d_model=64, 4 heads,

@@ -27,6 +27,11 @@ from storage.rundir import RunDir
 ANALYSIS_SCHEMA = 1  # analysis.json's layout
 
 
+# problems per width and operator the length analysis decodes at once: 10,000 measure an exact-match to within
+# 0.5 points (one standard error); far more never ended (length_problems=1e23)
+MAX_LENGTH_PROBLEMS = 10_000
+
+
 @dataclass
 class HeadAnalysis:
     """What the end-of-run look inside the heads does (configs/analysis/default.yaml builds one).
@@ -79,9 +84,12 @@ class HeadAnalysis:
         if (
             not isinstance(self.length_problems, int)
             or isinstance(self.length_problems, bool)
-            or self.length_problems < 0
+            or not 0 <= self.length_problems <= MAX_LENGTH_PROBLEMS
         ):
-            raise ValueError(f"length_problems={self.length_problems!r}: must be a whole number >= 0 (0 skips it)")
+            raise ValueError(
+                f"length_problems={self.length_problems!r}: must be a whole number in [0, {MAX_LENGTH_PROBLEMS:,}] "
+                "(0 skips it)"
+            )
         for name in ("circuits", "enabled"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
