@@ -214,18 +214,6 @@ def check_device(accelerator: str, devices: int | str = 1) -> None:
         )
 
 
-def not_joined(trainer: DictConfig) -> ConfigError:
-    """The one line for a process whose run's other processes did not all connect within DDP_TIMEOUT."""
-    nodes = trainer.get("num_nodes", 1)
-    address = os.environ.get("MASTER_ADDR")
-    where = f" at {address}:{os.environ.get('MASTER_PORT', '?')}" if address else ""
-    how = f"; start it with  {MULTI_NODE}" if nodes > 1 else ""
-    return ConfigError(
-        f"trainer.num_nodes={nodes}, trainer.devices={trainer.get('devices', 1)}: the run's other processes did not "
-        f"connect{where} within {DDP_TIMEOUT.total_seconds() / 60:g} minutes; nothing was trained{how}"
-    )
-
-
 # How long a process of a multi-process run (trainer=ddp) waits for the others -- in a collective (a step's gradient
 # all-reduce, a validation's sums) or for them to start -- before it gives up: a peer that died mid-step ends the run
 # within this, not torch's default 30 minutes. A step of ours takes well under a second; a process starting on
@@ -242,6 +230,18 @@ def distributed(trainer: DictConfig) -> dict:
     from lightning.pytorch.strategies import DDPStrategy
 
     return {"strategy": DDPStrategy(timeout=DDP_TIMEOUT)}
+
+
+def not_joined(trainer: DictConfig) -> ConfigError:
+    """The one line for a process whose run's other processes did not all connect within DDP_TIMEOUT."""
+    nodes = trainer.get("num_nodes", 1)
+    address = os.environ.get("MASTER_ADDR")
+    where = f" at {address}:{os.environ.get('MASTER_PORT', '?')}" if address else ""
+    how = f"; start it with  {MULTI_NODE}" if nodes > 1 else ""
+    return ConfigError(
+        f"trainer.num_nodes={nodes}, trainer.devices={trainer.get('devices', 1)}: the run's other processes did not "
+        f"connect{where} within {DDP_TIMEOUT.total_seconds() / 60:g} minutes; nothing was trained{how}"
+    )
 
 
 _ARGUMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(=| )")
