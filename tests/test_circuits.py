@@ -267,3 +267,49 @@ def test_a_kind_of_pairs_the_model_does_not_tell_apart_is_measured_by_no_patchin
     rows = CircuitRoles().compute(ctx)  # raised ZeroDivisionError
     assert len(rows) == graph.n_layers * graph.n_heads
     assert not any(unlearned in row.role for row in rows)
+
+
+UNLEARNED = [  # (operators, digits, data settings, steps): models from untrained to barely trained, every task
+    pytest.param("+-*", 2, {}, 0, id="untrained +-*", marks=pytest.mark.slow),
+    pytest.param("-", 3, {"larger_first": True}, 30, id="30 steps of 3-digit - larger first"),
+    pytest.param("+", 2, {}, 0, id="untrained +", marks=pytest.mark.slow),
+    pytest.param("-", 2, {}, 30, id="30 steps of -", marks=pytest.mark.slow),
+    pytest.param("*", 2, {}, 30, id="30 steps of *", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("operators,digits,settings,steps", UNLEARNED)
+def test_every_analysis_is_defined_on_a_model_that_has_not_learned(operators, digits, settings, steps, tmp_path):
+    """The whole end-of-run analysis, circuits and their roles included, on a model that has learned little or
+    nothing: no division by a zero gap, no empty mean; the summary says "not learned"."""
+    import warnings
+
+    import lightning as L
+
+    from analysis.pipeline import HeadAnalysis
+    from data.datamodule import ArithmeticDataModule
+    from storage.rundir import RunDir
+    from training.module import CalculatorModule
+    from training.optim import OptimConfig
+
+    torch.manual_seed(0)
+    dm = ArithmeticDataModule(
+        digits=digits, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10,
+        n_test=200, **settings,
+    )  # fmt: skip
+    model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
+    optim = OptimConfig(lr=1e-2, warmup_steps=5).to_dict()
+    module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
+    if steps:
+        trainer = L.Trainer(
+            max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+            enable_model_summary=False, limit_val_batches=0, accelerator="cpu",
+        )  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*val_dataloader")
+            trainer.fit(module, train_dataloaders=dm.train_dataloader())
+    found = HeadAnalysis(n_problems=200, circuits=True, length_problems=50).run(
+        module.eval(), dm.held_out_set("test"), RunDir(tmp_path)
+    )
+    summary = dict(found["analysis_summary"])
+    assert summary["heads"].startswith("not learned"), summary
