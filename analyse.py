@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             **{**analysis, "enabled": True, "circuits": not args.no_circuits}
             | ({"n_problems": args.problems} if args.problems else {})
         )
+        analysis.probes_for(calc)  # probes the model cannot be asked (config.yaml's analysis.probes): now, not later
     except (ValueError, TypeError) as e:
         print(f"error: {run.config}: {e}", file=sys.stderr)
         return 2

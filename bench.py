@@ -48,7 +48,8 @@ options:
 --digits D                   train: operand digits of the addition problems timed (default 3; 10 = add10's).
 --seeds 0,1,2,3,4            converge: seeds (default 0,1,2,3,4); --override KEY=VALUE
                              adds a train.py override to each converge run (repeatable).
---ckpt P, --n N              decode: checkpoint (default a freshly initialised model), problems (default 10000).
+--ckpt P, --n N              decode: checkpoint (default a freshly initialised model), problems (default 10000,
+                             at most 1,000,000; every number an option takes is bounded: bench.py BOUNDS).
 --json                       one JSON object with every figure.
 
 Without --ckpt, decode uses a freshly initialised default model (3-digit addition, d_model=64, 4 heads,
@@ -78,6 +79,7 @@ from pathlib import Path
 import torch
 
 from data.expressions import read_problems
+from data.operands import MAX_DIGITS
 from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
@@ -511,6 +513,42 @@ def numbers(text: str, low: int) -> list[int]:
     return values
 
 
+# Each number an option takes, bounded: past these a benchmark exhausts the memory or never ends, with a traceback
+# (decode --n 100000000000 tried to allocate 800 GB). The train section's batch sizes are train.py's to bound:
+# training/limits.py's check of the memory a run needs, on the config each is timed with (batch_sizes_refused).
+BOUNDS = {  # option -> (lowest, highest)
+    "n": (1, 1_000_000),  # problems, each held as a line of text (as many lines as calc.py --eval reads)
+    "repeat": (1, 100),
+    "digits": (1, MAX_DIGITS["+"]),  # the addition problems the train section times
+    "steps": (1, 1_000_000),
+    "warmup": (1, 1_000_000),
+}
+
+
+def out_of_bounds(args) -> str | None:
+    """The first option whose number is out of BOUNDS, as an error message, else None."""
+    for name, (low, high) in BOUNDS.items():
+        value = getattr(args, name)
+        if value is not None and not low <= value <= high:
+            return f"--{name} {value}: use a whole number in [{low:,}, {high:,}]"
+    return None
+
+
+def batch_sizes_refused(args, device: torch.device) -> str | None:
+    """train.py's own refusal (training/limits.py: the memory the run needs) of a batch size the train section
+    would time, on the config it would be timed with; None when each fits."""
+    from benchmarks.train_speed import compose, device_overrides
+    from training.limits import check_sizes
+
+    with tempfile.TemporaryDirectory() as workdir:
+        for batch_size in args.batch_sizes or []:
+            overrides = [*device_overrides(device), f"data.digits={args.digits}", f"data.batch_size={batch_size}"]
+            refused = check_sizes(compose(overrides, Path(workdir) / "run"))
+            if refused:
+                return f"--batch-sizes {batch_size}: {refused.split(': ', 1)[1]}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     from training.module import COMPILE_MODES
 
@@ -577,10 +615,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
-    if args.n < 1 or args.repeat < 1 or args.digits < 1:
-        p.error("--n, --repeat and --digits must be >= 1")
-    if (args.steps is not None and args.steps < 1) or (args.warmup is not None and args.warmup < 1):
-        p.error("--steps and --warmup must be >= 1")
+    if out_of_bounds(args):  # one line, as every refusal of the project's commands
+        print(f"error: {out_of_bounds(args)}", file=sys.stderr)
+        return 2
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:
         p.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
@@ -592,6 +629,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.seeds is None:
         args.seeds = [0, 1, 2, 3, 4]
+    too_big = batch_sizes_refused(args, device) if "train" in (args.sections or ["train"]) else None
+    if too_big:
+        print(f"error: {too_big}", file=sys.stderr)
+        return 2
     try:
         calc = load_calculator(args.ckpt) if args.ckpt else fresh_calculator()
     except CheckpointError as e:

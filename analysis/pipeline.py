@@ -29,6 +29,11 @@ from storage.rundir import RunDir
 ANALYSIS_SCHEMA = 1  # analysis.json's layout
 
 
+# problems per width and operator the length analysis decodes at once: 10,000 measure an exact-match to within
+# 0.5 points (one standard error); far more never ended (length_problems=1e23)
+MAX_LENGTH_PROBLEMS = 10_000
+
+
 @dataclass
 class HeadAnalysis:
     """What the end-of-run look inside the heads does (configs/analysis/default.yaml builds one).
@@ -76,7 +81,7 @@ class HeadAnalysis:
             or not 0 <= self.tolerance < 1
         ):
             raise ValueError(f"tolerance={self.tolerance!r}: must be a number in [0, 1)")
-        check_whole("length_problems", self.length_problems, least=0, hint=" (0 skips it)")
+        check_whole("length_problems", self.length_problems, least=0, hint=" (0 skips it)", most=MAX_LENGTH_PROBLEMS)
         for name in ("circuits", "enabled"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")

@@ -11,12 +11,14 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from data.checks import check_whole, is_whole
+from data.checks import check_whole
 from data.difficulty import HardCases
 from data.problems import ProblemEncoder, ProblemFormat
 from data.sampler import ProblemSampler
 from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches
 from data.tokenizer import CharTokenizer
+
+SEED_MAX = 2**32 - 1  # the run's seed= range (training/config.py); far larger overflowed torch's int64 in the stream
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,7 @@ class DataConfig:
             )
         HardCases.check(self.hard_share, self.hard_fade_steps, self.streaming)
         FreshBatches.check(self.draw_steps, self.mixed_widths, self.streaming, self.show_work)
-        if not is_whole(self.seed):
-            raise ValueError(f"seed={self.seed!r}: must be a whole number")
+        check_whole("seed", self.seed, least=0, hint=" (as the run's seed)", most=SEED_MAX)
         ProblemSampler(self.fmt, self.val_fraction, self.test_fraction)  # the format's and the sampler's own checks
 
     @property
@@ -97,6 +98,8 @@ class ArithmeticData:
         self.streaming, self.n_train, self.draw_steps = config.streaming, config.n_train, config.draw_steps
         self.mixed_widths = config.mixed_widths
         self.sizes = {"val": config.n_val, "test": config.n_test}
+        for split, n in self.sizes.items():
+            self.sampler.check_room(split, n)
         self.seed = config.seed
         self.hard = HardCases(self.sampler, config.hard_share, config.hard_fade_steps) if config.hard_share else None
         self.held_out: dict[str, torch.Tensor] = {}

@@ -8,7 +8,9 @@ def is_whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_whole(name: str, value, least: int = 1, hint: str = "") -> None:
-    """ValueError ``name=value: must be a whole number >= least`` (and ``hint``) unless ``value`` is one."""
-    if not is_whole(value) or value < least:
-        raise ValueError(f"{name}={value!r}: must be a whole number >= {least}{hint}")
+def check_whole(name: str, value, least: int = 1, hint: str = "", most: int | None = None) -> None:
+    """ValueError ``name=value: must be a whole number >= least`` (``in [least, most]`` where ``most`` is given, and
+    ``hint``) unless ``value`` is one."""
+    if not is_whole(value) or value < least or (most is not None and value > most):
+        rule = f">= {least}" if most is None else f"in [{least}, {most}]"
+        raise ValueError(f"{name}={value!r}: must be a whole number {rule}{hint}")

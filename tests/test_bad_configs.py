@@ -62,6 +62,11 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("data.hard_share=0.5", "data.hard_share=0.5"),  # no hard_fade_steps: would never fade
     ("data.hard_fade_steps=-1", "data.hard_fade_steps=-1"),
     ("model.place_embedding=maybe", "model.place_embedding"),
+    # the width the model must address was computed from it before the model checked it: a traceback
+    ("model.place_offset=1.5", "model.place_offset=1.5: must be a whole number >= 0"),
+    ("model.place_offset=abc", "model.place_offset='abc': must be a whole number >= 0"),
+    ("model.place_offset=1e300", "model.place_offset=1e+300: must be a whole number >= 0"),
+    ("model.place_offset=-100000000000000000000000", "model.place_offset=-100000000000000000000000: must be"),
     ("model.position_embedding=false", "model.position_embedding=false"),  # and no place embedding: no positions
     ("optim.lr=0", "optim.lr=0"),
     ("optim.lr=-1e-3", "optim.lr=-0.001"),
@@ -80,6 +85,16 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("+trainer.fast_dev_run=true", "trainer.fast_dev_run=True is not allowed"),
     ("seed=-1", "seed=-1"),
     ("seed=5000000000", "seed=5000000000"),
+    # settings that reach the data past the command line's rules: each is the data's own to check (issue 58,
+    # class 5: data.seed=1e23 claimed the run, began training and crashed in the stream; a held-out split too small
+    # for its set drew forever, or asked for 10**300 problems)
+    ("data.seed=100000000000000000000000", "data.seed=100000000000000000000000: must be a whole number in [0, 4294"),
+    ("data.seed=-1", "data.seed=-1: must be a whole number in [0, 4294967295]"),
+    ("data.seed=1.5", "data.seed=1.5"),
+    ("data.digits=4 data.val_fraction=1e-7", "data.val_fraction=1e-07: the val split holds about 10 problems"),
+    ("data.digits=4 data.test_fraction=1e-300", "data.test_fraction=1e-300: the test split holds about"),
+    ("data.digits=10 data.n_val=100 data.val_fraction=1e-18", "data.val_fraction=1e-18: the val split holds about"),
+    ("data.digits=2 data.val_fraction=1e-300", "data.val_fraction=1e-300: the val split holds about 1e-296 problems"),
     ("threads=0", "threads=0"),
     ("target_accuracy=1.5", "target_accuracy=1.5"),
     ("resume=/nonexistent/run", "resume=/nonexistent/run"),
@@ -96,6 +111,7 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("callbacks.attention_maps.probes=5", "callbacks.attention_maps.probes=5 is not allowed: use a list of text"),
     ("analysis.n_problems=0", "analysis.n_problems=0"),
     ("analysis.tolerance=2", "analysis.tolerance=2"),
+    ("analysis.length_problems=100000000000000000000000", "analysis.length_problems=100000000000000000000000: must"),
     ("logger.wandb.mode=sideways", "logger.wandb.mode='sideways'"),
     ("callbacks.attention_maps.every_n_val=0", "callbacks.attention_maps.every_n_val=0"),
     ("callbacks.attention_maps.probes=[1+2+3]", "callbacks.attention_maps.probes"),
@@ -286,6 +302,7 @@ GOOD_VALUES = {  # an allowed value for keys the table above gets wrong, and whe
     "trainer.precision=bf16-mixed": lambda run: run["trainer"].precision == "bf16-mixed",
     "trainer.gradient_clip_val=0.5": lambda run: run["trainer"].gradient_clip_val == 0.5,
     "seed=4294967295": lambda run: True,  # the largest seed Lightning takes: no error is what is checked
+    "data.seed=4294967295": lambda run: run["data"].seed == 4294967295,
     "threads=1": lambda run: torch.get_num_threads() == 1,
     "target_accuracy=1": lambda run: True,
     "analysis.probes=[12*4]": lambda run: run["analysis"].probes == ["12*4"],
@@ -350,6 +367,7 @@ def test_the_project_s_own_configs_pass_the_rules_of_lightning_s_settings(overri
 # above, the same function train.py calls; the rest of them through train.py in the slow suite.
 CLI_SAMPLE = [
     "data.batch_size=100000000",
+    "data.seed=100000000000000000000000",
     "model.n_heads=3",
     "model.n_head=8",
     "callbacks.best_checkpoint=null",
@@ -463,3 +481,42 @@ def test_a_multi_process_run_waits_for_a_dead_peer_only_as_long_as_stated(tmp_pa
     assert isinstance(trainer.strategy, DDPStrategy) and trainer.world_size == 2
     # the timeout DDPStrategy hands torch.distributed.init_process_group: no public reader, its own attribute
     assert trainer.strategy._timeout == DDP_TIMEOUT and DDP_TIMEOUT.total_seconds() <= 300
+
+
+def test_a_node_that_never_comes_ends_the_wait_in_one_line_after_the_stated_time(no_launcher):
+    """+trainer.num_nodes=2 under a launcher's environment whose second node never comes: Lightning's auto strategy
+    waited torch's 30 minutes (and trainer=ddp its 2, then tracebacks). Several nodes get the project's DDPStrategy
+    too, and a connection that times out is one line naming the settings and how to start every node."""
+    import torch.distributed
+
+    from training.assemble import stoppable_while_waiting
+    from training.config import DDP_TIMEOUT, distributed, not_joined
+
+    cfg = compose_config(["+trainer.num_nodes=2"])
+    assert distributed(cfg.trainer)["strategy"]._timeout == DDP_TIMEOUT  # DDPStrategy's own attribute
+    assert distributed(compose_config([]).trainer) == {}  # one process: Lightning's own single-device strategy
+
+    class Waiting:  # a strategy whose rendezvous times out, as torch's does after DDP_TIMEOUT
+        def setup_environment(self):
+            raise torch.distributed.DistStoreError("Timed out after 121 seconds waiting for clients. 1/2 joined.")
+
+    strategy = Waiting()
+    stoppable_while_waiting(strategy, not_joined(cfg.trainer))
+    with pytest.raises(ConfigError) as refused:
+        strategy.setup_environment()
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith("trainer.num_nodes=2, trainer.devices=1: the run's other processes")
+    assert "within 2 minutes; nothing was trained; start it with  torchrun --nnodes=N" in line
+
+
+@pytest.mark.slow
+def test_through_the_command_line_a_node_that_never_comes_is_one_line_after_the_stated_wait(tmp_path):
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NODE_RANK": "0"}
+    command = [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={tmp_path / 'run'}", "+trainer.num_nodes=2"]
+    done = subprocess.run([*command, "logger=none"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("Initializing")]
+    assert done.returncode == 2 and len(lines) == 1 and "did not connect at 127.0.0.1:" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr + done.stdout

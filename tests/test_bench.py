@@ -173,11 +173,32 @@ def test_device_auto_and_bad_options(capsys, monkeypatch):
     assert bench.resolve_device("auto") == torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert bench.resolve_device("auto") == torch.device("cuda")
-    for argv in (["--device", "tpu"], ["--batch-sizes", "256,x"], ["--seeds", "-1"], ["--steps", "0"]):
+    for argv in (["--device", "tpu"], ["--batch-sizes", "256,x"], ["--seeds", "-1"]):
         with pytest.raises(SystemExit) as stopped:
             bench.main(argv)
         assert stopped.value.code == 2
     capsys.readouterr()
+
+
+OUT_OF_BOUNDS = [  # (arguments, what the one line must say): each number an option takes is bounded
+    (["decode", "--n", "100000000000"], "--n 100000000000: use a whole number in [1, 1,000,000]"),  # a traceback
+    (["decode", "--n", "0"], "--n 0: use a whole number in [1, 1,000,000]"),
+    (["decode", "--repeat", "0"], "--repeat 0: use a whole number in [1, 100]"),
+    (["train", "--digits", "100"], "--digits 100: use a whole number in [1, 17]"),
+    (["train", "--steps", "0"], "--steps 0: use a whole number in [1, 1,000,000]"),
+    (["train", "--warmup", "10000000"], "--warmup 10000000: use a whole number in [1, 1,000,000]"),
+    (["train", "--batch-sizes", "256,100000000"], "--batch-sizes 100000000: the run would need about"),
+]
+
+
+@pytest.mark.parametrize("argv,needle", OUT_OF_BOUNDS, ids=lambda a: " ".join(a) if isinstance(a, list) else "")
+def test_an_option_out_of_bounds_is_one_line_before_any_benchmark_runs(argv, needle, capsys, monkeypatch):
+    ran = []
+    monkeypatch.setitem(bench.SECTIONS, argv[0], lambda *a: ran.append(a))
+    assert bench.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith("error: ") and needle in err, err
+    assert ran == []
 
 
 def test_the_gpu_plan_measures_precisions_and_compiled_paths_and_composes():

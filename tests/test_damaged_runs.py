@@ -377,6 +377,40 @@ def test_analyse_on_a_damaged_config_is_one_line(trained, tmp_path, capsys):
     assert err.count("\n") == 1 and err.startswith(f"error: {run.config}: not valid YAML")
 
 
+BAD_SETTINGS = {  # a run's config.yaml edited to a value analyse.py cannot use -> what its one line must say
+    "analysis.probes=[12/4]": "probes: probe '12/4': unexpected '/'",  # was a traceback once the analysis began
+    "analysis.probes=[999+1]": "probe '999+1'",  # wider than the run's 2 digits
+    "analysis.probes=[]": "probes=[]",
+    "analysis.n_problems=0": "n_problems=0",
+    "analysis.tolerance=2": "tolerance=2",
+    "analysis.prune=sometimes": "prune='sometimes'",
+    "data.seed=100000000000000000000000": "seed=100000000000000000000000: must be a whole number in [0, 4294967295]",
+    "data.n_test=0": "n_test=0",
+}
+
+
+@pytest.mark.parametrize("setting", BAD_SETTINGS)
+def test_analyse_on_a_config_with_a_bad_setting_is_one_line_before_analysing(trained, tmp_path, capsys, setting):
+    from omegaconf import OmegaConf
+
+    run = copy_of(trained, tmp_path)
+    config = OmegaConf.load(run.config)
+    key, value = setting.split("=", 1)
+    OmegaConf.update(config, key, OmegaConf.create(f"v: {value}").v, force_add=True)
+    run.config.write_text(OmegaConf.to_yaml(config))
+    before = run.results.read_text()
+
+    def analysed(*args):
+        raise AssertionError("the analysis ran with a setting it cannot use")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(HeadAnalysis, "run", analysed)
+        assert analyse.main([str(run.path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {run.config}: ") and BAD_SETTINGS[setting] in err, err
+    assert run.results.read_text() == before
+
+
 @pytest.mark.parametrize("device", ["xla", "meta", "nonsense"])
 def test_verify_on_a_device_it_cannot_use_is_one_line_exit_2(trained, capsys, device):
     assert verify.main([str(trained), "--device", device]) == 2

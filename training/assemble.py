@@ -8,7 +8,7 @@ import threading
 
 from omegaconf import DictConfig
 
-from training.config import ConfigError, build, check, distributed
+from training.config import ConfigError, build, check, distributed, not_joined
 from training.loggers import build_loggers
 from training.threads import use_threads
 
@@ -22,7 +22,10 @@ def build_objects(cfg: DictConfig) -> tuple:
 
     datamodule = ArithmeticDataModule(build(cfg.data, "data"))
     # the longest problems the model can be asked: its trained width, plus place_offset digits for a place model
-    longest = datamodule.fmt.at_width(datamodule.fmt.digits + cfg.model.get("place_offset", 0))
+    try:
+        longest = datamodule.fmt.at_width(datamodule.fmt.digits + cfg.model.get("place_offset", 0))
+    except (TypeError, ValueError):  # place_offset=1.5, abc, -1e23: not a whole number >= 0, as the model says next
+        longest = datamodule.fmt
     model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=longest.seq_len)
     optim = build(cfg.optim, "optim")
     try:
@@ -68,19 +71,28 @@ def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resu
     if trainer.strategy.root_device.type == "cuda":  # never changes a CPU's arithmetic
         torch.set_float32_matmul_precision(cfg.matmul_precision)
     if trainer.world_size > 1:
-        stoppable_while_waiting(trainer.strategy)
+        stoppable_while_waiting(trainer.strategy, not_joined(cfg.trainer))
     return datamodule, module, analysis, callbacks, loggers, trainer
 
 
-def stoppable_while_waiting(strategy) -> None:
+def stoppable_while_waiting(strategy, not_joined: ConfigError) -> None:
     """Ctrl-C and SIGTERM end a process that waits for the others of its run (torch.distributed's rendezvous, which
-    waits for every node, for 30 minutes when one never comes).
+    waits for every node up to DDP_TIMEOUT, training/config.py).
 
     That wait is in C++, where no Python signal handler runs until it returns: the project's handlers (a true status,
     a step finished first) would hold the signal until then. While it lasts the two signals do what they do by
     default -- end the process at once; nothing has been trained yet (a "running" record with no process behind it
-    says so) -- and the handlers come back as soon as every process is there."""
-    wait = strategy.setup_environment
+    says so) -- and the handlers come back as soon as every process is there. A process left waiting longer than
+    DDP_TIMEOUT (a node that never came) ends with ``not_joined``, one line, not torch's traceback."""
+    import torch.distributed
+
+    connect = strategy.setup_environment
+
+    def wait() -> None:
+        try:
+            return connect()
+        except torch.distributed.DistError:  # "Timed out after 121 seconds waiting for clients. 1/2 clients joined."
+            raise not_joined from None
 
     def setup_environment() -> None:
         if threading.current_thread() is not threading.main_thread():

@@ -222,13 +222,26 @@ DDP_TIMEOUT = datetime.timedelta(minutes=2)
 
 
 def distributed(trainer: DictConfig) -> dict:
-    """The Trainer's ``strategy`` argument for trainer.strategy=ddp: Lightning's DDPStrategy with DDP_TIMEOUT (its
-    public argument); nothing for the others."""
-    if trainer.get("strategy") != "ddp":
+    """The Trainer's ``strategy`` argument for trainer.strategy=ddp, and for several nodes (where Lightning's auto
+    picks DDP with torch's 30 minutes): Lightning's DDPStrategy with DDP_TIMEOUT (its public argument); nothing for
+    the others."""
+    if trainer.get("strategy") != "ddp" and trainer.get("num_nodes", 1) == 1:
         return {}
     from lightning.pytorch.strategies import DDPStrategy
 
     return {"strategy": DDPStrategy(timeout=DDP_TIMEOUT)}
+
+
+def not_joined(trainer: DictConfig) -> ConfigError:
+    """The one line for a process whose run's other processes did not all connect within DDP_TIMEOUT."""
+    nodes = trainer.get("num_nodes", 1)
+    address = os.environ.get("MASTER_ADDR")
+    where = f" at {address}:{os.environ.get('MASTER_PORT', '?')}" if address else ""
+    how = f"; start it with  {MULTI_NODE}" if nodes > 1 else ""
+    return ConfigError(
+        f"trainer.num_nodes={nodes}, trainer.devices={trainer.get('devices', 1)}: the run's other processes did not "
+        f"connect{where} within {DDP_TIMEOUT.total_seconds() / 60:g} minutes; nothing was trained{how}"
+    )
 
 
 _ARGUMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(=| )")

@@ -51,6 +51,13 @@ class PairRuns:
     def gap(self) -> float:
         return self.clean_ld - self.corrupted_ld
 
+    @property
+    def told_apart(self) -> bool:
+        """The model tells these pairs' digits apart: the right digit ahead on the clean problems and on the
+        corrupted ones. Only then is there a gap to measure shares of; a model that has not learned the digit
+        (or a kind of pairs of it) has none, and nothing is measured on them."""
+        return self.clean_ld > 0 > self.corrupted_ld
+
     def subset(self, kind: str) -> PairRuns:
         """The runs of the pairs of one kind only (slices: nothing is run again)."""
         keep = torch.tensor([k == kind for k in self.pairs.kinds], device=self.clean_lds.device)
@@ -89,7 +96,7 @@ def digit_runs(graph: ComponentGraph, fmt: ProblemFormat, device=None, n: int = 
     on the clean and on the corrupted problems (patching measures a share of that gap)."""
     found = [contrast_pairs(fmt, at, n) for at in studied_digits(fmt)]
     runs = [pair_runs(graph, pairs.to(device)) for pairs in found if len(pairs)]
-    return [r for r in runs if r.clean_ld > 0 > r.corrupted_ld]
+    return [r for r in runs if r.told_apart]
 
 
 @torch.no_grad()

@@ -87,7 +87,7 @@ class CircuitRoles(HeadMetric):
                 circuits_of.setdefault(name, []).append(runs.pairs.target)
             for kind in sorted(set(runs.pairs.kinds)):
                 subset = runs.subset(kind)
-                if len(subset.pairs) < MIN_PAIRS:
+                if len(subset.pairs) < MIN_PAIRS or not subset.told_apart:  # too few, or none of it learned
                     continue
                 restored = head_patching(ctx.module.net, subset)
                 for layer in range(ctx.n_layers):
