@@ -30,8 +30,6 @@ from training.loggers import quiet_known_noise
 from training.resume import effective_config
 from training.run import Run, next_steps, run_command, run_job
 
-register_resolvers()
-
 
 def train(cfg: DictConfig, run: Run, name: str, group: str | None) -> dict:
     """Train, test and analyse one calculator as ``cfg`` says; write results.json and report.html. Returns the
@@ -94,5 +92,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    register_resolvers()  # configs/train.yaml's ${run_dir:...}: Hydra composes it before main runs
     run_command(main)
     exit_quickly()  # only a command that ended well; every other exit is a normal one
