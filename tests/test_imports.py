@@ -18,9 +18,10 @@ THIRD_PARTY = ["torch", "lightning", "hydra", "omegaconf", "wandb", "matplotlib"
 
 # Run in a fresh interpreter: look at the process, then import each module in turn and look again after each.
 PROBE = r"""
-import gc, importlib, json, logging, os, signal, sys, warnings
+import faulthandler, gc, importlib, json, logging, os, signal, sys, threading, warnings
 for name in THIRD_PARTY:
     importlib.import_module(name)
+import matplotlib
 import torch
 from omegaconf import OmegaConf
 
@@ -30,8 +31,12 @@ def state():
     return {
         "os.environ": dict(os.environ),
         "signal handlers": {s.name: repr(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)},
-        "gc": [gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()],
+        # frozen or not: after a gc.freeze() the count falls as the frozen objects die
+        "gc": [gc.isenabled(), gc.get_threshold(), gc.get_freeze_count() > 0],
         "sys.excepthook": repr(sys.excepthook),
+        "threading.excepthook": repr(threading.excepthook),
+        "faulthandler": faulthandler.is_enabled(),
+        "sys.path": list(sys.path),
         "sys.stdout/stderr": [repr(sys.stdout), repr(sys.stderr)],
         "sys.getrecursionlimit()": sys.getrecursionlimit(),
         "os.getcwd()": os.getcwd(),
@@ -40,8 +45,11 @@ def state():
         "torch default dtype": str(torch.get_default_dtype()),
         "torch float32 matmul precision": torch.get_float32_matmul_precision(),
         "torch deterministic": torch.are_deterministic_algorithms_enabled(),
+        "torch grad enabled": torch.is_grad_enabled(),
         "torch random state": torch.random.get_rng_state().sum().item(),
         "warnings filters": repr(warnings.filters),
+        "matplotlib backend": repr(dict.__getitem__(matplotlib.rcParams, "backend")),  # as set: reading it picks one
+        "matplotlib rcParams": repr(sorted((k, repr(v)) for k, v in dict.items(matplotlib.rcParams) if k != "backend")),
         "logging levels": {n: logger.level for n, logger in loggers.items()},
         "logging handlers": {n: repr(logger.handlers) for n, logger in loggers.items()},
     }
@@ -62,12 +70,14 @@ print(json.dumps(changed))
 
 
 def project_modules(root: Path = ROOT) -> list[str]:
-    """Every module of the project's packages, lowest layer first, then the commands. (notebooks/lessons.py is a
-    notebook's first cell: importing it is how a notebook sets itself up.)"""
+    """Every module of the project's packages, lowest layer first, then the commands. Not imported here: the scripts
+    that are never imported, only run or loaded from their file (docs/regenerate.py puts docs/ on the path to find
+    its measure package), and notebooks/lessons.py, a notebook's first cell: importing it sets the notebook up."""
     found = []
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
-            found.append(".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"))
+            if path.relative_to(root) != Path("docs", "regenerate.py"):
+                found.append(".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"))
     return found + COMMANDS
 
 
@@ -105,6 +115,8 @@ def test_the_check_sees_a_module_that_changes_the_process(tmp_path):
         "dtype": "import torch\ntorch.set_default_dtype(torch.float64)",
         "warnings": "import warnings\nwarnings.filterwarnings('ignore')",
         "logging": "import logging\nlogging.getLogger('lightning.pytorch').setLevel(logging.ERROR)",
+        "backend": "import matplotlib\nmatplotlib.use('Agg')",
+        "path": "import sys\nsys.path.insert(0, '/nowhere')",
         "quiet": "x = 1",
     }
     for name, body in changes.items():
