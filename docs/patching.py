@@ -38,8 +38,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-if not __package__:  # run as a file (python docs/patching.py): the project's modules are one folder up
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))
 
 from data.problems import ProblemFormat  # noqa: E402
 

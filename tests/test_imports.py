@@ -13,6 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ["storage", "data", "model", "training", "analysis", "benchmarks", "docs"]  # the layers, lowest first
 COMMANDS = sorted(p.stem for p in ROOT.glob("*.py"))  # train, analyse, calc, verify, bench
+SCRIPTS = {Path("docs", "regenerate.py"), Path("docs", "patching.py")}  # run as files, never imported as modules
 # third-party libraries that change the process themselves when first imported: imported before the first look
 THIRD_PARTY = ["torch", "lightning", "hydra", "omegaconf", "wandb", "matplotlib", "rich", "tokenizers"]
 
@@ -71,12 +72,12 @@ print(json.dumps(changed))
 
 def project_modules(root: Path = ROOT) -> list[str]:
     """Every module of the project's packages, lowest layer first, then the commands. Not imported here: the scripts
-    that are never imported, only run or loaded from their file (docs/regenerate.py puts docs/ on the path to find
-    its measure package), and notebooks/lessons.py, a notebook's first cell: importing it sets the notebook up."""
+    in docs/ that are run as files (python docs/regenerate.py, docs/patching.py), which put the project on the path
+    first, and notebooks/lessons.py, a notebook's first cell: importing it is how a notebook sets itself up."""
     found = []
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
-            if path.relative_to(root) != Path("docs", "regenerate.py"):
+            if path.relative_to(root) not in SCRIPTS:
                 found.append(".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"))
     return found + COMMANDS
 
