@@ -33,8 +33,6 @@ from training.loggers import quiet_known_noise
 from training.resume import effective_config
 from training.run import Run, next_steps, run_command, run_job
 
-register_resolvers()
-
 
 def train(cfg: DictConfig, run: Run, name: str, group: str | None) -> dict:
     """Train, test and analyse one calculator as ``cfg`` says; write results.json and report.html. Returns the
@@ -97,5 +95,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    register_resolvers()  # configs/train.yaml's ${run_dir:...}: Hydra composes it before main runs
     run_command(main)
     exit_quickly(exit_status(sys.argv[1:]))  # a sweep none of whose jobs ended ok exits 3 (training/cli.py)

@@ -1,7 +1,7 @@
 """The end-of-run look inside, as one pipeline: one cached forward pass -> every registered analysis -> one recorder.
 
 cache = run_with_cache(net, probes + problems)       one pass; every analysis reads it
-for analysis in ANALYSES:                            analysis/registry.py
+for analysis in analyses():                          analysis/registry.py
     rows = ctx.result(type(analysis))                pure; what it needs is computed first, once
     recorder.record(analysis, rows, analysis.figure(rows, ctx))
 analysis.json                                        what the page needs to render them (written, not rebuilt)
@@ -95,7 +95,7 @@ class HeadAnalysis:
         """Every registered analysis on the first n_problems of ``test_set``, recorded in ``run_dir``; returns
         the entries for results.json (the terminal summary's rows under "analysis_summary")."""
         from analysis.plots import map_figures
-        from analysis.registry import ANALYSES
+        from analysis.registry import analyses
 
         started = time.perf_counter()
         module.net.eval()
@@ -113,7 +113,7 @@ class HeadAnalysis:
             self.length_problems, self.circuits,
         )  # fmt: skip
         results, summary, described = {}, [], []
-        chosen = [a for a in ANALYSES if not a.opt_in or getattr(self, a.opt_in)]
+        chosen = [a for a in analyses() if not a.opt_in or getattr(self, a.opt_in)]
         for analysis in track(chosen, "analysis", part=lambda a: a.name):  # in the terminal only
             rows = ctx.result(type(analysis))
             if not rows:
@@ -177,8 +177,8 @@ def page_facts(fmt, tolerance: float, analyses: list[dict]) -> dict:
 def legacy_facts(data: dict | None, tolerance: float) -> dict:
     """The page's facts for a run recorded before analysis.json: its format from results.json, every analysis as
     registered now (the page shows those whose CSV the run has), no notes under the heads."""
-    from analysis.registry import ANALYSES
+    from analysis.registry import analyses
     from data.problems import ProblemFormat
 
-    analyses = [a.describe() | {"notes": {}} for a in ANALYSES]
-    return page_facts(ProblemFormat(**data) if data else None, tolerance, analyses)
+    described = [a.describe() | {"notes": {}} for a in analyses()]
+    return page_facts(ProblemFormat(**data) if data else None, tolerance, described)

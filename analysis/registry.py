@@ -5,6 +5,7 @@ points (docs/architecture.md, "Add a metric", shows one). The order is only wher
 analysis reads of another it declares (``needs``) and gets from ``ctx.result``, computed once, whichever comes first.
 """
 
+from functools import cache
 from importlib import import_module
 
 from analysis.metric import Analysis
@@ -35,4 +36,7 @@ def registered(entries) -> list[Analysis]:
     return analyses
 
 
-ANALYSES = registered(REGISTERED)
+@cache
+def analyses() -> tuple[Analysis, ...]:
+    """The registered analyses, imported, built and checked at the first call (importing this module does none)."""
+    return tuple(registered(REGISTERED))

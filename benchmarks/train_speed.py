@@ -435,6 +435,7 @@ def data_throughput(dm: ArithmeticDataModule, device: torch.device, batches: int
 
 
 def _compile_counts() -> dict[str, int]:
+    # torch has no public count of compiled graphs and graph breaks (torch._dynamo.explain recompiles the function)
     from torch._dynamo.utils import counters
 
     return {
@@ -512,10 +513,10 @@ def bench_train(
 def _bench_batch(variants, device, batch_size, digits, rounds, steps, warmup, compile_mode, workdir, say, profile):
     """One batch size: the variants taking turns for ``rounds`` rounds -> (per-variant timings, extra figures)."""
     if compile_mode:  # compile afresh for each batch size: no shape seen before, so none made dynamic
-        import torch._dynamo
+        from torch._dynamo.utils import counters  # no public API clears them (_compile_counts says why they are read)
 
-        torch._dynamo.reset()
-        torch._dynamo.utils.counters.clear()
+        torch.compiler.reset()
+        counters.clear()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     total = warmup + steps

@@ -44,7 +44,7 @@ def test_the_documented_analysis_reaches_the_run_directory_and_the_page(tmp_path
     monkeypatch.setitem(sys.modules, spec.name, importlib.util.module_from_spec(spec))
     spec.loader.exec_module(sys.modules[spec.name])
     entries = (*analysis.registry.REGISTERED, line.strip('",'))  # the registry with that one line added
-    monkeypatch.setattr(analysis.registry, "ANALYSES", analysis.registry.registered(entries))
+    monkeypatch.setattr(analysis.registry, "analyses", lambda: analysis.registry.registered(entries))
     run = RunDir(tmp_path / "run")
     HeadAnalysis(n_problems=200).run(module, test, run)
 

@@ -10,6 +10,7 @@ import errno
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -101,16 +102,81 @@ def test_our_callbacks_checkpoints_are_whole_or_the_old_one(tmp_path, trainer, m
     assert path.read_bytes() == first and [p.name for p in path.parent.iterdir()] == ["interrupted.ckpt"]
 
 
-def test_every_checkpoint_the_run_writes_goes_through_the_crash_safe_path(tmp_path):
-    """The trainer train.py builds writes every checkpoint -- Lightning's own best.ckpt saves included -- through
-    AtomicCheckpointIO: a full disk during a save leaves the previous checkpoint whole and names its path."""
-    from tests.conftest import compose_config, with_run_dir
+class Disturb(L.Callback):
+    """At step ``at``: a Ctrl-C (SIGINT) to this process (GracefulStop saves interrupted.ckpt), or a NaN weight (the
+    loss turns NaN: FiniteLossGuard saves last-good.ckpt); ``save_to``: a checkpoint torch.save writes directly."""
+
+    def __init__(self, at: int, nan: bool = False, save_to: Path | None = None):
+        self.at, self.nan, self.save_to = at, nan, save_to
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step != self.at:
+            return
+        if self.nan:
+            with torch.no_grad():
+                next(pl_module.parameters()).fill_(float("nan"))
+            return
+        if self.save_to is not None:
+            torch.save(pl_module.state_dict(), self.save_to)
+        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C during the step
+
+
+def checkpoints_off_the_crash_safe_path(run_dir: Path, disturb: Disturb, monkeypatch) -> list[str]:
+    """A short run built as train.py builds it (validation every 2 steps: best.ckpt), disturbed by ``disturb``: ->
+    each checkpoint file it left that did not go through write_atomically, and each torch.save straight into a file."""
+    import training.callbacks
+    from tests.conftest import SMALL_TASK, compose_config, with_run_dir
     from training.assemble import assemble
+
+    through, straight = set(), []
+    real_write, real_save = training.callbacks.write_atomically, torch.save
+
+    def write_atomically(path, write):
+        through.add(Path(path).resolve())
+        return real_write(path, write)
+
+    def save(obj, f, *args, **kwargs):
+        if isinstance(f, (str, os.PathLike)):
+            straight.append(f"torch.save into {f}")
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(training.callbacks, "write_atomically", write_atomically)
+    monkeypatch.setattr(torch, "save", save)
+    overrides = [*SMALL_TASK, "logger=none", "analysis=none", "trainer.max_steps=6", "trainer.val_check_interval=2"]
+    datamodule, module, _, _, _, trainer = assemble(with_run_dir(compose_config(overrides), run_dir))
+    trainer.callbacks.append(disturb)
+    try:
+        trainer.fit(module, datamodule=datamodule)
+    except Exception as e:  # noqa: BLE001 -- the NaN run ends with NonFiniteLossError, as it should
+        assert "not finite" in str(e) or "nan" in str(e).lower(), e
+    left = {p.resolve() for p in run_dir.rglob("*.ckpt")}
+    assert left, "the run wrote no checkpoint"
+    return sorted(str(p.relative_to(run_dir.resolve())) for p in left - through) + straight
+
+
+def test_every_checkpoint_the_run_writes_goes_through_the_crash_safe_path(tmp_path, monkeypatch):
+    """The trainer train.py builds writes every checkpoint through write_atomically (AtomicCheckpointIO): Lightning's
+    own best.ckpt saves, GracefulStop's interrupted.ckpt and FiniteLossGuard's last-good.ckpt -- each route run."""
+    stopped, nan = RunDir(tmp_path / "stopped"), RunDir(tmp_path / "nan")
+    assert checkpoints_off_the_crash_safe_path(stopped.path, Disturb(at=3), monkeypatch) == []
+    assert checkpoints_off_the_crash_safe_path(nan.path, Disturb(at=3, nan=True), monkeypatch) == []
+    assert stopped.best_checkpoint.is_file() and stopped.interrupted_checkpoint.is_file()
+    assert nan.last_good_checkpoint.is_file()
+
+
+def test_the_crash_safe_check_sees_a_checkpoint_written_another_way(tmp_path, monkeypatch):
+    """The guard can fail: with AtomicCheckpointIO writing as Lightning's own IO does (open the file, write into
+    it) and a callback calling torch.save on a path, the same run is reported, file by file."""
+    from lightning.pytorch.plugins.io import TorchCheckpointIO
+
     from training.callbacks import AtomicCheckpointIO
 
-    cfg = with_run_dir(compose_config(["logger=none", "analysis=none"]), tmp_path / "run")
-    trainer = assemble(cfg)[-1]
-    assert isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO)
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", TorchCheckpointIO.save_checkpoint)
+    run = tmp_path / "run"
+    found = checkpoints_off_the_crash_safe_path(run, Disturb(at=3, save_to=tmp_path / "run" / "raw.ckpt"), monkeypatch)
+    assert found == [
+        "checkpoints/best.ckpt", "checkpoints/interrupted.ckpt", "raw.ckpt", f"torch.save into {run / 'raw.ckpt'}"
+    ]  # fmt: skip
 
 
 # ---- a checkpoint that cannot be read is never chosen ----------------------------------------------------------

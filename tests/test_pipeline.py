@@ -48,7 +48,7 @@ def test_one_forward_pass_feeds_every_analysis(small, tmp_path):
     assert all(shape[0] <= N_PAIRS for shape in calls[1:])  # pairs only
     pairs_based = {"patching", "circuit", "circuit_roles"}  # an untrained model tells no digit apart: none
     longer = {"length"}  # only for a model that can address longer problems than it trained on
-    for registered in analysis.registry.ANALYSES:
+    for registered in analysis.registry.analyses():
         assert RunDir(tmp_path).table(registered.name).is_file() is (registered.name not in pairs_based | longer)
     assert {"head_roles", "most_important_heads", "prunable_fraction", "direct_logit_attribution"} <= set(results)
     # an untrained model: its rows are recorded, but the summary claims no pruning or roles about it
@@ -102,7 +102,7 @@ def recorded(module, test, run_dir, order: list) -> tuple[dict, dict, dict[str, 
     """A pipeline run with the analyses registered in ``order``: results.json's entries (no timing, no paths),
     analysis.json's analyses by name, and every CSV's text."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(analysis.registry, "ANALYSES", order)
+        patch.setattr(analysis.registry, "analyses", lambda: order)
         found = HeadAnalysis(n_problems=300, circuits=True).run(module, test, RunDir(run_dir))
     found = {k: v for k, v in found.items() if k not in ("analysis_seconds", "images", "analysis_summary")}
     facts = json.loads(RunDir(run_dir).analysis.read_text())
@@ -113,7 +113,7 @@ def test_the_registry_order_changes_no_result(adder, tmp_path):
     """What one analysis reads of another (pruning the ablation ranking, ablation the roles, the circuit roles the
     circuits) is computed on first request, so any order of the registry records the same numbers."""
     module, test = adder
-    registered = list(analysis.registry.ANALYSES)
+    registered = list(analysis.registry.analyses())
     shuffled = random.Random(0).sample(registered, len(registered))
     assert shuffled != registered and shuffled != registered[::-1]
     want = recorded(module, test, tmp_path / "registered", registered)
@@ -199,5 +199,5 @@ def test_registering_checks_what_the_page_will_read(monkeypatch):
     with pytest.raises(ValueError, match=r"dla:DirectLogitAttribution: another registered analysis is named 'dla'"):
         analysis.registry.registered(["dla:DirectLogitAttribution", "dla:DirectLogitAttribution"])
     assert [a.name for a in analysis.registry.registered(analysis.registry.REGISTERED)] == [
-        a.name for a in analysis.registry.ANALYSES
+        a.name for a in analysis.registry.analyses()
     ]

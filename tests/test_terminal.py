@@ -168,3 +168,36 @@ def test_analyse_wraps_each_row_to_the_terminal(run_add, tmp_path, monkeypatch, 
     assert len(shown) > 5 and max(map(len, shown)) <= 100, shown
     assert shown[0].startswith(f"{'each head':>24}  L0h0") and all(line.startswith(" " * 26) for line in shown[1:-1])
     assert " ".join(line.strip() for line in shown[:-1]).removeprefix("each head").strip() == story.strip()
+
+
+def test_wandb_says_nothing_in_the_terminal_and_leaves_the_environment_as_it_was(tmp_path):
+    """The run's wandb logger is built silent (its own settings): no banner, no summary lines, no WANDB_SILENT set
+    for the rest of the process; WANDB_SILENT=false asks for wandb's lines back."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import os\n"
+        "from tests.conftest import compose_config, with_run_dir\n"
+        "from training.loggers import build_loggers\n"
+        f"cfg = with_run_dir(compose_config(['logger=wandb', 'logger.wandb.mode=offline']), {str(tmp_path)!r})\n"
+        "[logger] = build_loggers(cfg, 'quiet', None, None)\n"
+        "logger.log_metrics({'a': 1.0}, step=0)\n"
+        "logger.experiment.finish()\n"
+        "print('WANDB_SILENT' in os.environ)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SILENT"}
+    for silent in (None, "false"):
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120,
+            env=env if silent is None else {**env, "WANDB_SILENT": silent},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        said = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("wandb:")]
+        if silent is None:
+            assert said == [] and done.stdout.split()[-1] == "False"  # nothing said, nothing set
+        else:
+            assert any(line.startswith("wandb: Tracking run with wandb") for line in said), said

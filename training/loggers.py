@@ -21,8 +21,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from training.config import ConfigError, build
 
-os.environ.setdefault("WANDB_SILENT", "true")  # wandb's banner lines; errors still show
-
 # logger.wandb's settings (WandbLogger's arguments) -> the wandb.Settings field wandb checks each one as. wandb
 # checks them only at its first use, once the run has begun; check_wandb asks wandb.Settings before anything starts
 WANDB_SETTINGS = {
@@ -100,12 +98,22 @@ def build_loggers(cfg: DictConfig, run_name: str, group: str | None, resume_id: 
                     file=sys.stderr,
                 )
                 wandb_cfg.mode = "offline"
-    loggers = [build(node, f"logger.{name}") for name, node in nodes.items() if node is not None]
+    loggers = [build(node, f"logger.{name}", **quiet_wandb(name)) for name, node in nodes.items() if node is not None]
     for logger in wandb_loggers(loggers):  # Lightning always passes anonymous=None, which wandb 0.2x+ warns about
         # no public API leaves an argument out of WandbLogger's wandb.init call: its private dict is edited
         if logger._wandb_init.get("anonymous") is None:
             logger._wandb_init.pop("anonymous", None)
     return loggers
+
+
+def quiet_wandb(logger: str) -> dict:
+    """wandb's run without its banner lines (errors still show), unless WANDB_SILENT says otherwise: the run's own
+    setting, so importing or building nothing else changes wandb for the rest of the process."""
+    if logger != "wandb" or "WANDB_SILENT" in os.environ:
+        return {}
+    import wandb
+
+    return {"settings": wandb.Settings(silent=True)}  # an object: Hydra hands it to wandb.init as it is
 
 
 def check_wandb(settings: dict) -> None:
