@@ -30,8 +30,8 @@ class ProblemSampler:
         """ValueError when a held-out split cannot hold its set: in a space too large to list, fewer than twice the
         ``n`` distinct problems asked of it (drawing them would never end: val_fraction=1e-7 at 4 digits holds ~10;
         or ask for 10**300 problems at once); in a listed space, which caps the set at the split's size, none."""
-        room = self.fractions[split] * self.fmt.n_problems
-        listed = self.fmt.n_problems <= _ENUMERATE_LIMIT
+        room = self.fractions[split] * self.fmt.draws.n_problems
+        listed = self.fmt.draws.n_problems <= _ENUMERATE_LIMIT
         if room < (1 if listed else 2 * n):
             least = "not one problem" if listed else f"fewer than twice n_{split}={n}"
             raise ValueError(

@@ -20,6 +20,7 @@ from analysis.lab import lab_page, lab_payload
 from data.expressions import parse_expression
 from model.calculator import Calculator
 from model.export import gpt2_state_dict
+from model.positions import trained_len
 from tests.test_lab import model_of
 
 
@@ -36,7 +37,7 @@ def export_config(calc: Calculator) -> dict:
         "n_head": cfg.n_heads,
         "n_layer": cfg.n_layers,
         "n_inner": cfg.mlp_ratio * cfg.d_model,
-        "n_positions": net.trained_len,
+        "n_positions": trained_len(net),
         "vocab_size": cfg.vocab_size,
         "tie_word_embeddings": cfg.tie_weights,
         "bos_token_id": tok.bos_id,
