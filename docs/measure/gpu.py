@@ -24,7 +24,8 @@ from .common import MEASURED, ROOT, bench, commit, not_measured, pct, results, r
 
 COMMAND = (
     "python train.py trainer=gpu experiment=add10 seed=S (S = 0, 1, 2) + python verify.py <run>; "
-    "python train.py trainer=gpu; python bench.py train --device cuda --batch-sizes 256; python -m pytest -m gpu"
+    "python train.py trainer=gpu; python train.py (the same machine's CPU); "
+    "python bench.py train --device cuda --batch-sizes 256; python -m pytest -m gpu"
 )
 COST = "~7 min on one H100 (needs an NVIDIA GPU; skipped without one)"
 NEEDS_GPU = True  # docs/regenerate.py runs it only where CUDA is, and keeps the CPU machine's line in machine.json
@@ -60,15 +61,16 @@ def attempt(part):
         return {"error": " ... ".join(dict.fromkeys([lines[0][:200], lines[-1][:300]]))}
 
 
-def trained(scratch: Path, name: str, *overrides: str) -> dict:
-    """``python train.py trainer=gpu OVERRIDES``: its figures, timed as a whole command."""
+def trained(scratch: Path, name: str, *overrides: str, trainer: str = "trainer=gpu") -> dict:
+    """``python train.py trainer=gpu OVERRIDES`` (``trainer=""``: the CPU's default): its figures, timed as a whole
+    command."""
     out = scratch / "gpu" / name
-    ran = train(scratch, "trainer=gpu", *overrides, f"hydra.run.dir={out}", timeout=TIMEOUT)
+    ran = train(scratch, *filter(None, [trainer, *overrides]), f"hydra.run.dir={out}", timeout=TIMEOUT)
     r = results(out)
     keep = ("steps", "train_seconds", "test_exact_match", "n_test", "device", "precision", "compile", "status")
     keep += ("phases", "maps_seconds", "analysis_seconds")  # where a whole command's seconds went
     return (
-        {"command": " ".join(["python train.py trainer=gpu", *overrides]), "whole_seconds": ran.seconds}
+        {"command": " ".join(["python train.py", *filter(None, [trainer, *overrides])]), "whole_seconds": ran.seconds}
         | {key: r.get(key) for key in keep}
         | {"run_dir": str(out)}
     )
@@ -101,6 +103,8 @@ def measure(scratch: Path) -> dict:
     parts = {
         "add10": lambda: [attempt(lambda s=s: add10(scratch, s)) for s in SEEDS],
         "default": lambda: attempt(lambda: trained(scratch, "default")),
+        # the same task on the same machine's CPU cores, right after: the GPU's run side by side with the CPU's
+        "cpu": lambda: attempt(lambda: trained(scratch, "default_cpu", trainer="")),
         "bench": lambda: attempt(lambda: bench(scratch, *BENCH, ok=(0, 1), timeout=TIMEOUT)["train"]),
         "tests": lambda: attempt(lambda: gpu_tests(scratch)),
     }
@@ -113,7 +117,7 @@ def measure(scratch: Path) -> dict:
         facts.setdefault("measured", {})[name] = stamp
         # so far, in the scratch directory: a session on a borrowed card that runs out of time keeps what it got
         (scratch / "gpu" / "so_far.json").write_text(json.dumps(facts, indent=2))
-    for r in [*facts.get("add10", []), facts.get("default", {})]:
+    for r in [*facts.get("add10", []), facts.get("default", {}), facts.get("cpu", {})]:
         r.pop("run_dir", None)
     return facts
 
@@ -142,7 +146,7 @@ def block_gpu(m: dict) -> str:
         "| command | steps | training | whole command | test exact-match | `verify.py` |",
         "|---|---|---|---|---|---|",
     ]
-    for r in [*x["add10"], x["default"]]:
+    for r in [*x["add10"], x["default"], *([x["cpu"]] if "cpu" in x else [])]:
         if failed(r):
             lines.append(f"| | {failed(r)} | | | | |")
             continue
@@ -163,7 +167,13 @@ def when_measured(x: dict) -> str:
     return "; ".join(f"{' and '.join(names)} on {date} at commit {at}" for (date, at), names in by_stamp.items())
 
 
-PART_NAMES = {"add10": "add10", "default": "the default run", "bench": "`bench.py`", "tests": "the tests"}
+PART_NAMES = {
+    "add10": "add10",
+    "default": "the default run",
+    "cpu": "the CPU's default run",
+    "bench": "`bench.py`",
+    "tests": "the tests",
+}
 
 
 def bench_lines(b: dict) -> list[str]:
