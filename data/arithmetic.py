@@ -76,7 +76,9 @@ class DataConfig:
         HardCases.check(self.hard_share, self.hard_fade_steps, self.streaming)
         FreshBatches.check(self.draw_steps, self.mixed_widths, self.streaming, self.show_work)
         check_whole("seed", self.seed, least=0, hint=" (as the run's seed)", most=SEED_MAX)
-        ProblemSampler(self.fmt, self.val_fraction, self.test_fraction)  # the format's and the sampler's own checks
+        sampler = ProblemSampler(self.fmt, self.val_fraction, self.test_fraction)  # the format's and sampler's checks
+        sampler.check_room("val", self.n_val)
+        sampler.check_room("test", self.n_test)
 
     @property
     def fmt(self) -> ProblemFormat:
@@ -98,8 +100,6 @@ class ArithmeticData:
         self.streaming, self.n_train, self.draw_steps = config.streaming, config.n_train, config.draw_steps
         self.mixed_widths = config.mixed_widths
         self.sizes = {"val": config.n_val, "test": config.n_test}
-        for split, n in self.sizes.items():
-            self.sampler.check_room(split, n)
         self.seed = config.seed
         self.hard = HardCases(self.sampler, config.hard_share, config.hard_fade_steps) if config.hard_share else None
         self.held_out: dict[str, torch.Tensor] = {}

@@ -302,7 +302,7 @@ GOOD_VALUES = {  # an allowed value for keys the table above gets wrong, and whe
     "trainer.precision=bf16-mixed": lambda run: run["trainer"].precision == "bf16-mixed",
     "trainer.gradient_clip_val=0.5": lambda run: run["trainer"].gradient_clip_val == 0.5,
     "seed=4294967295": lambda run: True,  # the largest seed Lightning takes: no error is what is checked
-    "data.seed=4294967295": lambda run: run["data"].seed == 4294967295,
+    "data.seed=4294967295": lambda run: run["data"].data.seed == 4294967295,
     "threads=1": lambda run: torch.get_num_threads() == 1,
     "target_accuracy=1": lambda run: True,
     "analysis.probes=[12*4]": lambda run: run["analysis"].probes == ["12*4"],
