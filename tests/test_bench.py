@@ -339,8 +339,9 @@ def test_bench_converge_on_cuda_trains_with_trainer_gpu():
     small = [*SMALL_TASK, "trainer.max_steps=50", "trainer.val_check_interval=25", "analysis=none"]
     done = bench_cli("converge", "--device", "cuda", "--seeds", "0", "--json", *(f"--override={o}" for o in small))
     assert done.returncode == 0, done.stderr[-3000:]
-    r = json.loads(done.stdout)["converge"]
-    assert "trainer=gpu" in r["command"] and r["runs"][0]["steps"] == 50 and r["errors"] == {}
+    r = json.loads(done.stdout)["converge"]  # its shape: test_converge_runs_each_recipe_per_seed_and_reads_its_results
+    default = r["variants"]["default"]
+    assert "trainer=gpu" in default["command"] and default["runs"][0]["steps"] == 50 and r["errors"] == {}, r
 
 
 @pytest.mark.gpu

@@ -398,16 +398,17 @@ def fp32_matmuls():
     torch.set_float32_matmul_precision(previous)
 
 
-def eval_report(capsys, run: Path, path: Path, *options: str) -> dict:
-    """--eval --json of ``path``, without the parts that depend on the machine (time, device)."""
+def eval_report(capsys, run: Path, path: Path, *options: str, status: int = 0) -> dict:
+    """--eval --json of ``path``, without the parts that depend on the machine (time, device); ``status``: the exit
+    status expected (1 where the file has an invalid line)."""
     started = time.perf_counter()
-    status, lines, _ = call(
+    exited, lines, _ = call(
         capsys, "--ckpt", str(run), *options, "--eval", str(path), "--json", "--show-mistakes", "50"
     )
     elapsed = time.perf_counter() - started
     report = json.loads("\n".join(lines))
     # the evaluation's own time: measured (not 0), in seconds, and within the whole call's wall time
-    assert status == 0 and 0 < report.pop("seconds") <= elapsed
+    assert exited == status and 0 < report.pop("seconds") <= elapsed
     return report
 
 
@@ -488,7 +489,8 @@ def test_to_cpu_and_device_cpu_answer_as_the_default(capsys, tmp_path, run_add):
 
 @pytest.mark.parametrize(
     "device",
-    [pytest.param("cuda", marks=[pytest.mark.gpu, needs_cuda]), pytest.param("mps", marks=needs_mps)],
+    # "cpu": the same steps on every machine, so that the GPU's test cannot drift from the code while no card runs it
+    ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, needs_cuda]), pytest.param("mps", marks=needs_mps)],
 )
 def test_answers_and_evaluation_on_a_gpu_equal_the_cpus(capsys, tmp_path, run_add, device, fp32_matmuls):
     cpu = load_calculator(run_add)
@@ -511,15 +513,15 @@ def test_answers_and_evaluation_on_a_gpu_equal_the_cpus(capsys, tmp_path, run_ad
     assert status == 0 and on_gpu == on_cpu
     path = tmp_path / "problems.txt"
     path.write_text("\n".join(texts) + "\nnope\n")
-    report = eval_report(capsys, run_add, path, "--device", device)
+    report = eval_report(capsys, run_add, path, "--device", device, status=1)  # 1: the invalid line 'nope'
     assert report.pop("device").startswith(device)
-    cpu_report = eval_report(capsys, run_add, path)
+    cpu_report = eval_report(capsys, run_add, path, status=1)
     cpu_report.pop("device")
     assert report == cpu_report
     status, lines, err = call(capsys, "--ckpt", str(run_add), "--device", device, "--attention", problems[0].text)
     assert status == 0 and lines == [str(cpu.answer(problems[:1])[0])] and "layer 0 · head 0" in err
     if device == "cuda":
-        assert eval_report(capsys, run_add, path, "--device", "auto")["device"].startswith("cuda")
+        assert eval_report(capsys, run_add, path, "--device", "auto", status=1)["device"].startswith("cuda")
 
 
 # ---- attention --------------------------------------------------------------------------------------------

@@ -86,8 +86,14 @@ def gpu_tests(scratch: Path) -> dict:
     workers = ["-n", "4"] if importlib.util.find_spec("xdist") else []  # pytest-xdist, where it is installed
     ran = run(["-m", "pytest", "-m", "gpu", "-q", "-rfE", *workers], ROOT, ok=(0, 1), timeout=600)
     counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", ran.stdout.splitlines()[-1])}
-    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", ran.stdout, re.M)
-    return {"command": "python -m pytest -m gpu", "seconds": ran.seconds, **counts, "failures": failed}
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$", ran.stdout, re.M)  # -rfE: name - its reason
+    reasons = {name: why[:300] for name, why in failed if why}  # what broke, for whoever fixes it without the card
+    return {
+        "command": "python -m pytest -m gpu",
+        "seconds": ran.seconds,
+        **counts,
+        "failures": [n for n, _ in failed],
+    } | ({"reasons": reasons} if reasons else {})
 
 
 def measure(scratch: Path) -> dict:
@@ -151,8 +157,9 @@ def block_gpu(m: dict) -> str:
             lines.append(f"| | {failed(r)} | | | | |")
             continue
         verdict = ("pass" if r["verify"]["passed"] else "fails") if "verify" in r else "—"
+        where = " on the same machine's CPU" if r is x.get("cpu") else ""
         lines.append(
-            f"| `{r['command']}` | {r['steps']:,} | {r['train_seconds']:.1f} s | {r['whole_seconds']:.1f} s | "
+            f"| `{r['command']}`{where} | {r['steps']:,} | {r['train_seconds']:.1f} s | {r['whole_seconds']:.1f} s | "
             f"{pct(r['test_exact_match'])} of {r['n_test']:,} | {verdict} |"
         )
     lines += ["", *bench_lines(x["bench"]), "", tests_line(x.get("tests"))]
