@@ -3,7 +3,7 @@
 #   bash docs/measure/gpu_run.sh OUT [SECONDS] [PARTS]
 # installs the wheels in .whl/ (if any) into its python3, then runs each part of docs/measure/gpu.py in turn
 # (GPU_PARTS=tests, default, cpu, add10, bench), copying docs/measured/gpu.json and a log to OUT after each, and
-# stops starting parts once SECONDS (default 420) have passed; "extra": add10 with bigger batches and fewer steps, verified.
+# stops starting parts once SECONDS (default 420) have passed; "extra": add10 at batch 2048 in 600 steps on seeds 0-2, each verified.
 out=${1:?usage: gpu_run.sh OUT [SECONDS] [PARTS]}; budget=${2:-420}; parts=${3:-tests default cpu extra bench add10}
 start=$SECONDS
 export PYTHONUNBUFFERED=1 WANDB_MODE=offline
@@ -17,11 +17,12 @@ for part in $parts; do
   if [ "$(left)" -lt 20 ]; then echo "skipped $part: out of time" | tee -a "$out/log.txt"; continue; fi
   t0=$SECONDS
   if [ "$part" = extra ]; then
-    # GPU recipes: add10 with bigger batches and fewer steps (a step costs about the same at batch 256 and 2048)
-    for args in "experiment=add10 data.batch_size=1024 trainer.max_steps=1000 optim.warmup_steps=70 data.hard_fade_steps=1333" \
-                "experiment=add10 data.batch_size=2048 trainer.max_steps=600 optim.warmup_steps=40 data.hard_fade_steps=800 optim.lr=6e-3"; do
+    # a GPU recipe: add10 with 8x the batch in a fifth of the steps (a launch-bound step costs about the same at
+    # batch 256 and 2048); measured on an H100: 6-8 s of training, but verify.py passed on seed 0 only
+    recipe="experiment=add10 data.batch_size=2048 trainer.max_steps=600 optim.warmup_steps=40 data.hard_fade_steps=800 optim.lr=6e-3"
+    for seed in 0 1 2; do
       [ "$(left)" -lt 30 ] && break
-      name=$(echo "$args" | tr -c 'a-zA-Z0-9\n' _ | cut -c1-60); dir=/tmp/extra/$name
+      args="$recipe seed=$seed"; dir=/tmp/extra/seed$seed
       t1=$SECONDS
       timeout $(left) $py train.py trainer=gpu $args hydra.run.dir=$dir >> "$out/parts.log" 2>&1; rc=$?
       echo "extra [$args] rc=$rc whole=$((SECONDS - t1))s" | tee -a "$out/log.txt"
@@ -32,7 +33,7 @@ d, args, whole = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 r = json.loads((d / "results.json").read_text()) if (d / "results.json").is_file() else {}
 keep = {k: r.get(k) for k in ("steps", "train_seconds", "test_exact_match", "phases", "maps_seconds", "analysis_seconds", "compile")}
 v = subprocess.run([sys.executable, "verify.py", str(d), "--json"], capture_output=True, text=True) if r else None
-passed = json.loads(v.stdout).get("passed") if v and v.stdout.strip().startswith("{") else None
+passed = next(iter(json.loads(v.stdout).values()))["passed"] if v and v.stdout.strip().startswith("{") else None
 print(json.dumps({"args": args, "whole_seconds": whole, "verify": passed, **keep}))
 P
     done
