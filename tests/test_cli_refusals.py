@@ -198,18 +198,32 @@ def test_a_value_an_object_refuses_is_refused_before_anything_is_written(value, 
     assert snapshot(tmp_path) == before
 
 
-def test_a_value_only_the_trainer_refuses_leaves_a_folder_the_user_made_where_it_was(tmp_path):
-    """A value refused only as the trainer is built, in the run (after Hydra has written .hydra/ there): what the
-    command made is taken away, and a folder the user made stays, with nothing in it -- it used to be deleted."""
+@pytest.mark.parametrize(
+    "value",
+    ["+trainer.enable_progress_bar=false", "+trainer.gradient_clip_algorithm=sideways", "trainer.precision=99"],
+)
+def test_a_value_only_the_trainer_refuses_is_refused_before_anything_is_written(value, tmp_path, capsys):
+    """Lightning's own rules (a progress bar turned off beside the project's, an algorithm it does not know) are
+    asked too, by building the trainer before Hydra starts: the user's folder stays exactly as it was, mtime and
+    all, and the check prints nothing but its one line (not Lightning's hardware banner)."""
     mine = tmp_path / "mine"
     mine.mkdir()
+    before = snapshot(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        check_command_line([f"hydra.run.dir={mine}", value, "logger=none"], claim=True)
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert stopped.value.code == 2 and len(lines) == 1 and lines[0].startswith("error: trainer"), lines
+    assert out == "" and snapshot(tmp_path) == before
+
+
+def test_through_train_py_a_value_only_the_trainer_refuses_writes_nothing(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    before = snapshot(tmp_path)
     done = train_py(tmp_path, f"hydra.run.dir={mine}", "+trainer.enable_progress_bar=false", "logger=none")
     assert done.returncode == 2 and "enable_progress_bar=False" in done.stderr, done.stderr
-    assert mine.is_dir() and list(mine.iterdir()) == []
-    made = tmp_path / "made" / "by" / "the run"
-    done = train_py(tmp_path, f"hydra.run.dir={made}", "+trainer.enable_progress_bar=false", "logger=none")
-    assert done.returncode == 2 and not (tmp_path / "made").exists()  # what the claim made, it takes away
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+    assert len(done.stderr.strip().splitlines()) == 1 and snapshot(tmp_path) == before
 
 
 def test_every_value_a_multirun_sweeps_is_composed_before_any_job_runs(tmp_path, capsys):

@@ -48,26 +48,33 @@ def build_objects(cfg: DictConfig) -> tuple:
     return datamodule, module, analysis, callbacks
 
 
+def build_trainer(cfg: DictConfig, callbacks: list, loggers: list):
+    """The run's Trainer, refusing its own settings (a ConfigError). Built once more, with no logger, by train.py's
+    command-line check before Hydra starts (training/cli.py), so a value only Lightning refuses writes nothing
+    either: building it writes nothing (its callbacks make their folders when they first save)."""
+    from training.callbacks import AtomicCheckpointIO
+    from training.optim import OldOptimizerStates
+
+    # a run shorter than the validation interval still validates (and checkpoints) once, at its end
+    cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
+    return build(
+        cfg.trainer, "trainer", callbacks=[*callbacks, OldOptimizerStates()], logger=loggers or False,
+        plugins=[AtomicCheckpointIO()],
+        **distributed(cfg.trainer),  # trainer=ddp: a dead peer ends the run within DDP_TIMEOUT (training/config.py)
+    )  # fmt: skip
+
+
 def assemble(cfg: DictConfig, run_name: str = "", group: str | None = None, resume_id: str | None = None):
     """Every object of the run, each checking its own settings: a mistake is a ConfigError before any training."""
     check(cfg)  # the keys no object owns; each object checks its own arguments as it is built
     import lightning as L
     import torch
 
-    from training.callbacks import AtomicCheckpointIO
-    from training.optim import OldOptimizerStates
-
     use_threads(cfg.threads)  # training/threads.py: the project's rule, threads= its override
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule, module, analysis, callbacks = build_objects(cfg)
-    # a run shorter than the validation interval still validates (and checkpoints) once, at its end
-    cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
     loggers = build_loggers(cfg, run_name, group, resume_id)
-    trainer = build(
-        cfg.trainer, "trainer", callbacks=[*callbacks, OldOptimizerStates()], logger=loggers or False,
-        plugins=[AtomicCheckpointIO()],
-        **distributed(cfg.trainer),  # trainer=ddp: a dead peer ends the run within DDP_TIMEOUT (training/config.py)
-    )  # fmt: skip
+    trainer = build_trainer(cfg, callbacks, loggers)
     if trainer.strategy.root_device.type == "cuda":  # never changes a CPU's arithmetic
         torch.set_float32_matmul_precision(cfg.matmul_precision)
     if trainer.world_size > 1:

@@ -10,9 +10,11 @@ built here once as the run will build them (training/assemble.py: build_objects)
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import inspect
+import logging
 import os
 import re
 import sys
@@ -22,9 +24,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from storage.rundir import RunDir, RunDirError, SweepDir, hydra_override
-from training.assemble import build_objects
+from training.assemble import build_objects, build_trainer
 from training.config import ConfigError, check
-from training.loggers import check_wandb
+from training.loggers import RANK_ZERO_LOGGERS, check_wandb
 from training.resume import compose_train_config, effective_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -267,17 +269,32 @@ def _composed(overrides, job: list[str]) -> DictConfig:
 
 def _check_values(cfg: DictConfig) -> None:
     """The values: the rules of the keys no object owns (training/config.py: ranges, devices, sizes), then each
-    object's own, by building the data, the model, the analysis and the callbacks as the run will (they write
-    nothing), and wandb's names by wandb's rules. The trainer and the loggers are built in the run only: what the
-    trainer alone refuses comes after Hydra has written .hydra/, and the run takes away what it made. A resumed
-    run's config is the run's own, checked by :func:`_check_resume`."""
+    object's own, by building the data, the model, the analysis, the callbacks and the trainer as the run will
+    (they write nothing; the trainer quietly, with no logger), and wandb's names by wandb's rules. The loggers are
+    built in the run only. A resumed run's config is the run's own, checked by :func:`_check_resume`."""
     check(cfg)
     if cfg.resume is None:
         job = with_run_dir(copy.deepcopy(cfg), cfg.hydra.run.dir)  # ${hydra:runtime.output_dir}: where it writes
-        build_objects(job)
+        _, _, _, callbacks = build_objects(job)
+        with _lightning_quiet():  # its hardware banner is the run's to print (verbose=true), not the check's
+            build_trainer(job, callbacks, loggers=[])
         wandb = (cfg.get("logger") or {}).get("wandb")
         if wandb is not None:
             check_wandb(OmegaConf.to_container(wandb, resolve=True))
+
+
+@contextlib.contextmanager
+def _lightning_quiet():
+    """Lightning's information lines (rank_zero_info) held back for the block; its warnings still show."""
+    loggers = [logging.getLogger(name) for name in RANK_ZERO_LOGGERS]
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(max(log.level, logging.WARNING))
+    try:
+        yield
+    finally:
+        for log, level in zip(loggers, levels, strict=True):
+            log.setLevel(level)
 
 
 def _check_resume(cfg: DictConfig, overrides, multirun: bool) -> None:

@@ -34,6 +34,8 @@ WANDB_SETTINGS = {
     "notes": "run_notes",
     "job_type": "run_job_type",
 }
+# where Lightning's information lines (rank_zero_info) go: one of the two, whichever module was imported last
+RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning_fabric.utilities.rank_zero")
 WANDB_LOGGER_SETTINGS = ("_target_", "save_dir", "mode", "log_model")  # WandbLogger's own (training/config.py, cli.py)
 
 
@@ -174,9 +176,8 @@ def quiet_known_noise(verbose: bool = False) -> None:
         plain.setFormatter(logging.Formatter("%(message)s"))
         lightning_log.addHandler(plain)
     lightning_log.setLevel(logging.INFO)
-    # Lightning's own lines go through rank_zero_info, which logs to one of these two (whichever module was
-    # imported last); importing Lightning resets its top loggers' levels, never these
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning_fabric.utilities.rank_zero"):
+    # importing Lightning resets its top loggers' levels, never these
+    for name in RANK_ZERO_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
     lightning_log.propagate = False
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
