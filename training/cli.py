@@ -15,7 +15,6 @@ import copy
 import difflib
 import inspect
 import logging
-import os
 import re
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from training.assemble import build_objects, build_trainer
 from training.config import ConfigError, check
 from training.loggers import RANK_ZERO_LOGGERS, check_wandb
 from training.resume import compose_train_config, effective_config
+from training.signals import a_worker_process
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 HYDRA_FLAGS_WE_CHECK = ("-m", "--multirun")
@@ -317,7 +317,7 @@ def check_command_line(argv: list[str], claim: bool = False) -> RunDir | SweepDi
     (hydra.run.dir= / hydra.sweep.dir=) when Hydra would otherwise pick it again, from the clock."""
     if any(a.startswith("-") and a not in HYDRA_FLAGS_WE_CHECK for a in argv):
         return None  # --help, --cfg, -cp ...: Hydra's own business
-    if os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("RANK", "0") != "0":
+    if a_worker_process():
         return None  # a DDP worker re-running the command: rank 0 has checked it
     multirun = any(a in HYDRA_FLAGS_WE_CHECK for a in argv)
     texts = [a for a in argv if a not in HYDRA_FLAGS_WE_CHECK]
@@ -364,7 +364,7 @@ def exit_status(argv: list[str]) -> int:
         a.startswith("-") and a not in HYDRA_FLAGS_WE_CHECK for a in argv
     ):
         return 0  # one run (its failures exit as they happen), or Hydra's own --help, --cfg ...
-    if os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("RANK", "0") != "0":
+    if a_worker_process():
         return 0  # the first process of a multi-process job speaks for the sweep
     overrides = OverridesParser.create().parse_overrides([a for a in argv if a not in HYDRA_FLAGS_WE_CHECK])
     where = [o.value() for o in overrides if o.key_or_group == "hydra.sweep.dir"]
