@@ -287,19 +287,22 @@ def test_every_analysis_is_defined_on_a_model_that_has_not_learned(operators, di
     import lightning as L
 
     from analysis.pipeline import HeadAnalysis
+    from data.arithmetic import DataConfig
     from data.datamodule import ArithmeticDataModule
     from storage.rundir import RunDir
-    from training.module import CalculatorModule
+    from training.load import calculator_module
     from training.optim import OptimConfig
 
     torch.manual_seed(0)
     dm = ArithmeticDataModule(
-        digits=digits, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10,
-        n_test=200, **settings,
+        DataConfig(
+            digits=digits, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10,
+            n_test=200, **settings,
+        )
     )  # fmt: skip
     model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
     optim = OptimConfig(lr=1e-2, warmup_steps=5).to_dict()
-    module = CalculatorModule(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
+    module = calculator_module(model.to_dict(), dm.fmt.to_dict(), optim)
     if steps:
         trainer = L.Trainer(
             max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
