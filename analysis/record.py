@@ -12,7 +12,7 @@ from pathlib import Path
 
 from analysis.metric import Analysis
 from storage.rundir import RunDir, SweepDir, write_atomically
-from training.loggers import wandb_loggers
+from training.loggers import quiet_wandb, wandb_loggers
 
 DPI = 90
 
@@ -95,6 +95,7 @@ def record_sweep(sweep: SweepDir, columns: list[str], rows: list[dict], markdown
         job_type="summary",
         dir=str(sweep.path),
         mode=os.environ.get("WANDB_MODE", "offline"),
+        **quiet_wandb("wandb"),  # its banner lines too, as the runs' own (training/loggers.py)
     )
     run.log(
         {

@@ -201,3 +201,23 @@ def test_wandb_says_nothing_in_the_terminal_and_leaves_the_environment_as_it_was
             assert said == [] and done.stdout.split()[-1] == "False"  # nothing said, nothing set
         else:
             assert any(line.startswith("wandb: Tracking run with wandb") for line in said), said
+
+
+def test_a_sweep_logged_to_wandb_prints_no_wandb_lines(tmp_path):
+    """Each job's wandb run and the sweep's own summary run are built silent alike: a sweep's terminal holds the
+    project's lines only (the summary run's banner once reached the docs' measured blocks)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import SMALL_TASK
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(root / "train.py"), "-m", *SMALL_TASK, "model.n_heads=1,2", "trainer.max_steps=5",
+         "analysis=none", "logger=wandb", "logger.wandb.mode=offline", f"hydra.sweep.dir={tmp_path}"],
+        cwd=root, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "wandb").is_dir(), "the sweep's summary run was not logged"
+    assert "wandb:" not in done.stdout + done.stderr, done.stdout + done.stderr
