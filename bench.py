@@ -517,18 +517,18 @@ def print_phases(r: dict, console) -> None:
     from benchmarks.phases import PHASES
 
     table = Table(
-        title=f"phases: a whole python train.py, seconds (share), medians of {r['rounds']} rounds taking turns",
+        title=f"phases: a whole python train.py, seconds (share), medians of {r['rounds']} round(s) taking turns",
         title_justify="left",
     )
-    for name in ("run", *PHASES, "outside", "whole command", "steps"):
-        table.add_column(name, justify="left" if name == "run" else "right")
+    for name in ("run", *PHASES, "outside", "whole", "steps"):
+        table.add_column(name, justify="left" if name == "run" else "right", no_wrap=name == "run")
     for name, v in r["runs"].items():
         cells = [f"{v['seconds'][p]:.1f} ({v['share'][p]:.0%})" for p in (*PHASES, "outside")]
         table.add_row(name, *cells, f"{v['whole_seconds']:.1f}", ", ".join(map(str, v["steps"])))
     console.print(table)
     for name, v in r["runs"].items():
         console.print(f"{name}: {v['command']}")
-    console.print("outside = the interpreter's start before the run's clock and its exit after")
+    console.print("outside = the interpreter's start before the run's clock and its exit after; whole = the whole command's wall seconds")
     for name, error in r["errors"].items():
         console.print(f"[red]failed: {name}: {error}[/red]")
 
