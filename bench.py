@@ -528,7 +528,7 @@ def print_phases(r: dict, console) -> None:
     console.print(table)
     for name, v in r["runs"].items():
         console.print(f"{name}: {v['command']}")
-    console.print("outside = the interpreter's start before the run's clock and its exit after; whole = the whole command's wall seconds")
+    console.print("outside = the interpreter's start before the run's clock and its exit; whole = the command's wall s")
     for name, error in r["errors"].items():
         console.print(f"[red]failed: {name}: {error}[/red]")
 
