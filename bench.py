@@ -1,4 +1,4 @@
-"""Speed benchmarks:  python bench.py [decode] [train] [converge] [analysis] [threads] [collector] [--device D] [...]
+"""Speed benchmarks:  python bench.py [decode] [train] [converge] [analysis] [threads] [collector] [phases] [...]
 
 sections (with none named: decode and train; on CUDA decode, train and converge):
 decode    -- (1) evaluation of N random problems end to end, as ``calc.py --eval`` does it: parse the text
@@ -32,6 +32,10 @@ threads_runs -- the default ``python train.py`` (analysis=none logger=none) with
 collector -- what Python's cycle collector costs over what train.py and analyse.py import (benchmarks/collector.py):
              one full collection and the interpreter's exit, with those objects frozen as every command freezes
              them (training/collector.py) and not, each in a fresh interpreter, taking turns (--repeat rounds).
+phases    -- where a whole ``python train.py`` goes (benchmarks/phases.py): each phase's seconds (startup, build,
+             training, test, analysis, report, and the rest outside the run's clock) and share, for the default run
+             and the 10-digit preset (experiment=add10_speedrun), taking turns (--repeat rounds, + any --override;
+             minutes: only when named).
 
 options:
 --device cpu|cuda|mps|auto   where every section runs (default cpu; auto: cuda, else mps, else cpu).
@@ -43,11 +47,11 @@ options:
                              --compile; default reduce-overhead on CUDA, default elsewhere).
 --steps N, --warmup N        train: timed and warm-up steps per round (default 60 + 10 on a CPU, 300 + 20 on a GPU);
                              threads: per thread count and round (default 30 + 5).
---repeat R                   decode: the fastest of R runs; train, threads, collector: R rounds, taking turns, medians;
-                             analysis: R runs of each kind (default 3).
+--repeat R                   decode: the fastest of R runs; train, threads, collector, phases: R rounds, taking turns,
+                             medians; analysis: R runs of each kind (default 3).
 --digits D                   train: operand digits of the addition problems timed (default 3; 10 = add10's).
 --seeds 0,1,2,3,4            converge: seeds (default 0,1,2,3,4); --override KEY=VALUE
-                             adds a train.py override to each converge run (repeatable).
+                             adds a train.py override to each converge and phases run (repeatable).
 --ckpt P, --n N              decode: checkpoint (default a freshly initialised model), problems (default 10000,
                              at most 1,000,000; every number an option takes is bounded: bench.py BOUNDS).
 --json                       one JSON object with every figure.
@@ -227,6 +231,7 @@ SECTIONS = {  # name -> (calculator, command-line args, device) -> figures
     "threads": lambda calc, args, device: bench_thread_counts(args),
     "threads_runs": lambda calc, args, device: bench_threads_runs(args),
     "collector": lambda calc, args, device: bench_collector(args.repeat),
+    "phases": lambda calc, args, device: bench_run_phases(args.repeat, args.override),
 }
 # where a section's figures go in the results, when not under its own name ("threads" is the count the run used)
 RESULT_KEYS = {"threads": "step_time_by_threads"}
@@ -236,6 +241,12 @@ def bench_collector(repeat: int) -> dict:
     from benchmarks.collector import bench_collector as collector
 
     return collector(repeat, say=progress)
+
+
+def bench_run_phases(repeat: int, overrides: list[str]) -> dict:
+    from benchmarks.phases import bench_phases
+
+    return bench_phases(repeat, overrides, say=progress)
 
 
 def bench_lab(calc: Calculator, n: int) -> dict:
@@ -502,6 +513,28 @@ def print_threads_runs(r: dict, console) -> None:
     console.print(table)
 
 
+def print_phases(r: dict, console) -> None:
+    from rich.table import Table
+
+    from benchmarks.phases import PHASES
+
+    table = Table(
+        title=f"phases: a whole python train.py, seconds (share), medians of {r['rounds']} round(s) taking turns",
+        title_justify="left",
+    )
+    for name in ("run", *PHASES, "outside", "whole", "steps"):
+        table.add_column(name, justify="left" if name == "run" else "right", no_wrap=name == "run")
+    for name, v in r["runs"].items():
+        cells = [f"{v['seconds'][p]:.1f} ({v['share'][p]:.0%})" for p in (*PHASES, "outside")]
+        table.add_row(name, *cells, f"{v['whole_seconds']:.1f}", ", ".join(map(str, v["steps"])))
+    console.print(table)
+    for name, v in r["runs"].items():
+        console.print(f"{name}: {v['command']}")
+    console.print("outside = the interpreter's start before the run's clock and its exit; whole = the command's wall s")
+    for name, error in r["errors"].items():
+        console.print(f"[red]failed: {name}: {error}[/red]")
+
+
 def numbers(text: str, low: int) -> list[int]:
     """'256,4096' -> [256, 4096] (argparse type): whole numbers >= low, comma-separated."""
     try:
@@ -569,7 +602,7 @@ def main(argv: list[str] | None = None) -> int:
         "--repeat",
         type=int,
         default=3,
-        help="decode: fastest of R runs; train, collector: R rounds; analysis: R runs (default 3)",
+        help="decode: fastest of R runs; train, collector, phases: R rounds; analysis: R runs (default 3)",
     )
     p.add_argument(
         "--digits",
@@ -611,7 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="converge: one more train.py override for every run (repeatable), e.g. trainer.precision=bf16-mixed",
+        help="converge, phases: one more train.py override for every run (repeatable), e.g. seed=1",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
@@ -655,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
         headline = ("lightning_over_bare", "model_over_nanogpt", "mfu", "tokens_per_second")
         headline += ("lightning_over_reference_eager", "lightning_over_reference_compiled")
         results |= {k: results["train"][k] for k in headline}
-    failed = any(results.get(name, {}).get("errors") for name in ("train", "converge"))
+    failed = any(results.get(name, {}).get("errors") for name in ("train", "converge", "phases"))
     if args.json:
         print(json.dumps(results, indent=2))
         return 1 if failed else 0
@@ -681,6 +714,8 @@ def main(argv: list[str] | None = None) -> int:
         print_threads_runs(results["threads_runs"], console)
     if "collector" in results:
         print_collector(results["collector"], console)
+    if "phases" in results:
+        print_phases(results["phases"], console)
     return 1 if failed else 0
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import hydra
 import pytest
+import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from data.datamodule import ArithmeticDataModule
@@ -250,3 +251,21 @@ def test_sub3_is_signed_three_digit_subtraction(tmp_path):
     check(cfg)
     dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.signed, dm.fmt.answer_len) == (3, "-", True, 4)
+
+
+def test_add10_speedrun_is_add10s_task_stopped_by_its_validation_loss(tmp_path):
+    cfg = with_run_dir(compose_config(["experiment=add10_speedrun"]), tmp_path)
+    check(cfg)  # every key it sets is one train.py knows, with a value it takes
+    dm = hydra.utils.instantiate(cfg.data)
+    add10 = hydra.utils.instantiate(compose_config(["experiment=add10"]).data)
+    assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.reverse_answer, dm.fmt.seq_len) == (10, "+", True, 35)
+    assert (dm.fmt.mixed_lengths, dm.fmt.round_numbers) == (add10.fmt.mixed_lengths, add10.fmt.round_numbers)
+    assert dm.hard is not None and dm.hard.share > 0
+    assert (cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers) == (64, 4, 2)  # the default calculator
+    assert (cfg.model.place_window, cfg.model.place_bias, cfg.model.place_vectors) == (True, 1, False)  # local
+    assert cfg.hydra.runtime.choices.optim == "muon" and cfg.hydra.runtime.choices.analysis == "none"
+    stop = hydra.utils.instantiate(cfg.callbacks.early_stopping)  # it stops when done, not at max_steps
+    assert (stop.monitor, stop.stopping_threshold, stop.monitor_op(torch.tensor(0.001), torch.tensor(0.002))) == (
+        "val/loss", 0.002, True
+    )  # fmt: skip
+    assert cfg.target_accuracy is None and cfg.callbacks.attention_maps is None

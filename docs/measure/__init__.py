@@ -25,6 +25,7 @@ SECTIONS = [
     "answer_order",
     "add10",
     "add10_recipe",
+    "add10_speedrun",
     "mul_working",
     "circuits_tasks",
     "recipe_search",
