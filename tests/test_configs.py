@@ -256,8 +256,8 @@ def test_sub3_is_signed_three_digit_subtraction(tmp_path):
 def test_add10_speedrun_is_add10s_task_stopped_by_its_validation_loss(tmp_path):
     cfg = with_run_dir(compose_config(["experiment=add10_speedrun"]), tmp_path)
     check(cfg)  # every key it sets is one train.py knows, with a value it takes
-    dm = hydra.utils.instantiate(cfg.data)
-    add10 = hydra.utils.instantiate(compose_config(["experiment=add10"]).data)
+    dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data)).data
+    add10 = hydra.utils.instantiate(compose_config(["experiment=add10"]).data)  # its DataConfig: the format
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.reverse_answer, dm.fmt.seq_len) == (10, "+", True, 35)
     assert (dm.fmt.mixed_lengths, dm.fmt.round_numbers) == (add10.fmt.mixed_lengths, add10.fmt.round_numbers)
     assert dm.hard is not None and dm.hard.share > 0
