@@ -11,7 +11,7 @@ from pathlib import Path
 from .common import ROOT, not_measured, run, secs
 
 COMMAND = "python -m pytest"
-COST = "~3 min on 2 idle cores (much longer on shared ones)"
+COST = "~4 min on 2 idle cores (much longer on shared ones)"
 COUNTS = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
 
 
