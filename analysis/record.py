@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shutil
 from pathlib import Path
 
 from analysis.metric import Analysis
@@ -58,7 +59,10 @@ class Recorder:
         for logger in self.wandb:
             for layer, path in enumerate(paths):
                 logger.log_image(key=f"attention/layer{layer}", images=[str(path)], caption=[tag], step=step)
-            logger.experiment.save(str(data), base_path=str(self.run_dir.path), policy="now")
+            # in the wandb run's own folder, which it syncs whole (wandb.save links it there too, with a warning line)
+            kept = Path(logger.experiment.dir) / data.relative_to(self.run_dir.path)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(data, kept)
         return paths
 
     def page(self, path: Path) -> None:
