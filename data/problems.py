@@ -23,7 +23,6 @@ import functools
 from collections.abc import Iterable
 
 import torch
-import torch.nn.functional as F
 
 from data.checks import check_whole
 from data.operands import OperandDraws
@@ -201,17 +200,6 @@ class ProblemFormat:
         test_cut = round(test_fraction * 1_000_000)
         val_cut = test_cut + round(val_fraction * 1_000_000)
         return torch.where(h < test_cut, 2, torch.where(h < val_cut, 1, 0))
-
-
-def answer_scores(logits: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """How a teacher-forced pass is scored, in training (the loss) and in every analysis: logits (B, answer_len + 1,
-    vocab) predicting seq's answer and [EOS] tokens -> (the cross-entropy on them, (B,) every answer token is the
-    argmax). A greedy decoder writes the whole answer right exactly when every answer token is the argmax given
-    the true tokens before it, so the second value is greedy exact-match at the cost of one pass."""
-    A = logits.shape[1] - 1
-    target = seq[:, -(A + 1) :]  # the answer and [EOS]: a sequence's last tokens, whatever its width
-    loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
-    return loss, (logits[:, :A].argmax(-1) == target[:, :A]).all(dim=1)
 
 
 class ProblemEncoder:

@@ -179,7 +179,7 @@ def window_slices(path: Path) -> list[str]:
 
 def test_the_prompt_and_the_answer_are_sliced_in_one_place():
     """Where the prompt and the answer sit is ProblemFormat's (prompt_of, answer_of, forced_answers,
-    answer_scores: data/problems.py); a slice bounded by prompt_len or answer_len anywhere else (docs' code too)
+    exact_match: data/problems.py); a slice bounded by prompt_len or answer_len anywhere else (docs' code too)
     is a second spelling, unless WINDOW_ELSEWHERE says what else it reads."""
     files = code_files() + sorted((ROOT / "docs").rglob("*.py"))
     allowed = {"data/problems.py", *WINDOW_ELSEWHERE}
