@@ -83,8 +83,7 @@ from pathlib import Path
 import torch
 
 from data.expressions import read_problems
-from data.operands import MAX_DIGITS
-from data.problems import ProblemFormat
+from data.problems import MAX_DIGITS, ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 from model.checkpoint import CheckpointError, load_calculator
@@ -116,7 +115,7 @@ def fastest(fn, repeat: int) -> tuple[float, list[float]]:
 
 def bench_decode(calc: Calculator, n: int, repeat: int) -> dict:
     fmt = calc.fmt
-    a, op_idx, b = fmt.draws.random_problems(n, torch.Generator().manual_seed(0))
+    a, op_idx, b = fmt.random_problems(n, torch.Generator().manual_seed(0))
     lines = [f"{x}{fmt.operators[o]}{y}" for x, o, y in zip(a.tolist(), op_idx.tolist(), b.tolist(), strict=True)]
 
     def evaluate() -> dict:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from data.build import problem_format
 from data.problems import ProblemFormat
 from model.hooks import head_label, hook_name
 from model.positions import attention_terms
@@ -49,7 +50,7 @@ def head_means(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int], n: i
     from analysis.engine.evaluator import head_means as means_of
     from data.problems import ProblemEncoder
 
-    a, op_idx, b = fmt.draws.random_problems(n, torch.Generator().manual_seed(0))
+    a, op_idx, b = fmt.random_problems(n, torch.Generator().manual_seed(0))
     seqs = ProblemEncoder(fmt, vocab).encode(a, op_idx, b)
     names = [hook_name(layer, "attn.hook_z") for layer in range(net.cfg.n_layers)]
     return means_of(run_with_cache(net, seqs[:, :-1], names))
@@ -172,7 +173,7 @@ def lab_for_run(run_dir) -> dict:
     try:
         ckpt, saved = read_checkpoint(run_dir)
         net, tokenizer = build_network(saved, ckpt), load_tokenizer(ckpt)
-        return lab_payload(net, ProblemFormat(**saved["hyper_parameters"]["fmt"]), tokenizer.vocab)
+        return lab_payload(net, problem_format(**saved["hyper_parameters"]["fmt"]), tokenizer.vocab)
     except (CheckpointError, OSError, KeyError, TypeError, ValueError) as e:
         return {"error": f"the lab cannot run this model: {one_line(e, sentence=True)}"}
 

@@ -178,7 +178,7 @@ def legacy_facts(data: dict | None, tolerance: float) -> dict:
     """The page's facts for a run recorded before analysis.json: its format from results.json, every analysis as
     registered now (the page shows those whose CSV the run has), no notes under the heads."""
     from analysis.registry import analyses
-    from data.problems import ProblemFormat
+    from data.build import problem_format
 
     described = [a.describe() | {"notes": {}} for a in analyses()]
-    return page_facts(ProblemFormat(**data) if data else None, tolerance, described)
+    return page_facts(problem_format(**data) if data else None, tolerance, described)

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from analysis.metric import points
-from data.problems import ProblemFormat
+from data.build import problem_format
 
 WIDTH = 100  # the summary's widest line, also when the terminal is wider (and the width assumed when piped)
 LABEL = 10  # the labels' column: "training  "
@@ -50,7 +50,7 @@ def summary_lines(results: dict, width: int = WIDTH) -> list[str]:
     fmt = results["data"]
     operation = " / ".join(OPERATIONS.get(op, f"'{op}'") for op in fmt["operators"])
     order = "units digit first (reversed)" if fmt["reverse_answer"] else "most significant digit first"
-    work = ", with its working" if ProblemFormat(**fmt).work_len else ""
+    work = ", with its working" if problem_format(**fmt).work_len else ""
     d_model = results.get("d_model", results["n_heads"] * results["head_dim"])
     rows = [
         ("task", f"{fmt['digits']}-digit {operation}, answer written {order}{work}"),
@@ -165,7 +165,7 @@ def researchers_table(results: dict, console: Console | None = None) -> None:
     table.add_row(
         "task",
         f"{fmt['digits']}-digit '{fmt['operators']}', answer {'reversed' if fmt['reverse_answer'] else 'plain'}"
-        + (" with working" if ProblemFormat(**fmt).work_len else ""),
+        + (" with working" if problem_format(**fmt).work_len else ""),
     )
     table.add_row(
         "model",

@@ -32,7 +32,7 @@ def bench_lab(calc, n: int) -> dict:
         raise RuntimeError("no Chromium found (apt-get install chromium)")
     payload = lab_payload(calc.net, calc.fmt, calc.tokenizer.vocab)
     html = lab_page(payload)
-    a, op_idx, b = calc.fmt.draws.random_problems(n, torch.Generator().manual_seed(0))
+    a, op_idx, b = calc.fmt.random_problems(n, torch.Generator().manual_seed(0))
     problems = [
         f"{x}{calc.fmt.operators[o]}{y}" for x, o, y in zip(a.tolist(), op_idx.tolist(), b.tolist(), strict=True)
     ]

@@ -50,8 +50,8 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import DataLoader
 from torch.utils.flop_counter import FlopCounterMode
 
+from data.build import problem_format
 from data.datamodule import ArithmeticDataModule
-from data.problems import ProblemFormat
 from model.device import device_name
 from model.reference import RefGPT
 from storage.messages import one_line
@@ -493,7 +493,7 @@ def bench_train(
         variants = plan(device, compile_mode, str(defaults.trainer.precision), str(defaults.matmul_precision))
         d = defaults.data
         shape = {
-            "tokens": ProblemFormat(d.digits, d.operators, d.reverse_answer, d.show_work).seq_len - 1,
+            "tokens": problem_format(d.digits, d.operators, d.reverse_answer, d.show_work).seq_len - 1,
             **{key: defaults.model[key] for key in ("d_model", "n_heads", "n_layers")},
         }
         by_batch, extras = {}, {}

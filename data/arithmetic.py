@@ -2,7 +2,9 @@
 attached (``python analyse.py`` reads a run's test set here); data/datamodule.py hands it to Lightning.
 
 One problem's text and tokens: data/problems.py; drawing the problems of a split: data/sampler.py; the stream of
-fresh training batches, and a fixed set's epochs: data/stream.py; hard cases: data/difficulty.py.
+fresh training batches, and a fixed set's epochs: data/stream.py. The research settings (the format's working and
+varied operands, hard cases, mixed widths) work through pieces data/build.py hands in: it checks them and builds
+an ArithmeticData with them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from dataclasses import dataclass, fields
 import torch
 
 from data.checks import check_whole
-from data.difficulty import HardCases
 from data.problems import ProblemEncoder, ProblemFormat
 from data.sampler import ProblemSampler
 from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches
@@ -23,7 +24,8 @@ SEED_MAX = 2**32 - 1  # the run's seed= range (training/config.py); far larger o
 
 @dataclass(frozen=True)
 class DataConfig:
-    """The data's settings (configs/data/, each key a field; each checked here, with its key named).
+    """The data's settings (configs/data/, each key a field; each checked with its key named: the lesson's here,
+    the research's by data/build.py, which builds their pieces).
 
     digits, operators, reverse_answer, show_work, mixed_lengths, round_numbers, larger_first: the
         :class:`ProblemFormat`.
@@ -33,7 +35,7 @@ class DataConfig:
     streaming: draw a fresh training batch every step (default) instead of cycling a fixed set of ``n_train``
         problems.
     hard_share, hard_fade_steps: with streaming, the share of each batch drawn as hard cases at step 0, fading
-        linearly to none at ``hard_fade_steps`` (:class:`HardCases`); 0 = uniform throughout.
+        linearly to none at ``hard_fade_steps`` (data/difficulty.py); 0 = uniform throughout.
     draw_steps: with streaming, how many steps' batches are drawn at once, on the device that trains
         (:class:`FreshBatches`); null = 1 on the CPU (the stream every recorded CPU figure was measured with) and
         ``ACCELERATOR_DRAW_STEPS`` on a GPU.
@@ -66,42 +68,42 @@ class DataConfig:
     def __post_init__(self) -> None:
         for name in ("batch_size", "eval_batch_size", "n_train", "n_val", "n_test"):
             check_whole(name, getattr(self, name))
-        for name in ("streaming", "mixed_widths"):  # the format checks its own
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
+        if not isinstance(self.streaming, bool):
+            raise ValueError(f"streaming={self.streaming!r}: must be true or false")
         if not self.streaming and self.n_train < self.batch_size:  # drop_last would leave not one training batch
             raise ValueError(
                 f"n_train={self.n_train}: must be at least batch_size={self.batch_size} when streaming is false"
             )
-        HardCases.check(self.hard_share, self.hard_fade_steps, self.streaming)
-        FreshBatches.check(self.draw_steps, self.mixed_widths, self.streaming, self.show_work)
+        FreshBatches.check(self.draw_steps)
         check_whole("seed", self.seed, least=0, hint=" (as the run's seed)", most=SEED_MAX)
-        sampler = ProblemSampler(self.fmt, self.val_fraction, self.test_fraction)  # the format's and sampler's checks
+        written = ProblemFormat(self.digits, self.operators, self.reverse_answer)  # the lesson's settings checked
+        sampler = ProblemSampler(written, self.val_fraction, self.test_fraction)  # the format's and sampler's checks
         sampler.check_room("val", self.n_val)
         sampler.check_room("test", self.n_test)
 
     @property
-    def fmt(self) -> ProblemFormat:
-        """How the problems are written."""
-        names = (f.name for f in fields(ProblemFormat))
-        return ProblemFormat(**{name: getattr(self, name) for name in names})
+    def format_settings(self) -> dict:
+        """The :class:`ProblemFormat`'s settings among these: how the problems are written."""
+        return {f.name: getattr(self, f.name) for f in fields(ProblemFormat) if f.compare}
 
 
 class ArithmeticData:
-    """Arithmetic problems as token ids, as ``config`` (a :class:`DataConfig`; None: its defaults) says."""
+    """Arithmetic problems as token ids, as ``config`` (a :class:`DataConfig`; None: its defaults) says. ``fmt``
+    and ``mix``: the research's pieces, handed in by data/build.py -- the format with its working and varied
+    operands, and what the training stream mixes in (data/mixing.py); None: the lesson's format, uniform batches."""
 
-    def __init__(self, config: DataConfig | None = None):
+    def __init__(self, config: DataConfig | None = None, fmt: ProblemFormat | None = None, mix=None):
         config = DataConfig() if config is None else config
-        self.config, self.fmt = config, config.fmt
+        if mix is None and (config.hard_share or config.mixed_widths):
+            raise ValueError("hard_share and mixed_widths are drawn by a mix: build the data with data/build.py")
+        self.config, self.fmt, self.mix = config, fmt or ProblemFormat(**config.format_settings), mix
         self.sampler = ProblemSampler(self.fmt, config.val_fraction, config.test_fraction)
         self.tokenizer = CharTokenizer()
         self.encoder = ProblemEncoder(self.fmt, self.tokenizer.vocab)
         self.batch_size, self.eval_batch_size = config.batch_size, config.eval_batch_size
         self.streaming, self.n_train, self.draw_steps = config.streaming, config.n_train, config.draw_steps
-        self.mixed_widths = config.mixed_widths
         self.sizes = {"val": config.n_val, "test": config.n_test}
         self.seed = config.seed
-        self.hard = HardCases(self.sampler, config.hard_share, config.hard_fade_steps) if config.hard_share else None
         self.held_out: dict[str, torch.Tensor] = {}
 
     @property
@@ -123,7 +125,6 @@ class ArithmeticData:
         ``draw_steps`` at a time (null: 1 on a CPU, ``ACCELERATOR_DRAW_STEPS`` elsewhere)."""
         device = torch.device(device)
         return FreshBatches(
-            self.sampler, self.encoder, self.batch_size, self.seed, start, rank, world_size, self.hard, device,
-            draw_steps=self.draw_steps or (1 if device.type == "cpu" else ACCELERATOR_DRAW_STEPS),
-            mixed_widths=self.mixed_widths,
+            self.sampler, self.encoder, self.batch_size, self.seed, start, rank, world_size, device,
+            draw_steps=self.draw_steps or (1 if device.type == "cpu" else ACCELERATOR_DRAW_STEPS), mix=self.mix,
         )  # fmt: skip

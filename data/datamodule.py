@@ -12,13 +12,13 @@ from data.stream import ShuffledEpochs
 
 
 class ArithmeticDataModule(L.LightningDataModule):
-    """``data``, an :class:`ArithmeticData` built from ``config`` (a :class:`DataConfig`: the format, batch sizes,
-    streaming, the held-out sets, the seed), loaded by a Trainer: each process of a run streams its own share,
-    from the step it resumes at."""
+    """``data``, an :class:`ArithmeticData` (data/build.py builds one with the research pieces its settings ask
+    for), or the :class:`DataConfig` of the lesson's (the format, batch sizes, streaming, the held-out sets, the
+    seed), loaded by a Trainer: each process of a run streams its own share, from the step it resumes at."""
 
-    def __init__(self, config: DataConfig | None = None):
+    def __init__(self, data: ArithmeticData | DataConfig | None = None):
         super().__init__()
-        self.data = ArithmeticData(config)
+        self.data = data if isinstance(data, ArithmeticData) else ArithmeticData(data)
         self.fmt, self.tokenizer, self.vocab_size = self.data.fmt, self.data.tokenizer, self.data.vocab_size
         self.held_out_set, self.training_stream = self.data.held_out_set, self.data.training_stream
 

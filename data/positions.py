@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from data.problems import ProblemFormat
+from data.working import work_lines
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def positions(fmt: ProblemFormat) -> list[Position]:
     if fmt.signed:
         answer = answer + [Position("sign")] if fmt.reverse_answer else [Position("sign")] + answer
     work = [
-        p for line in range(fmt.working.lines) for p in [*(Position("work", k, line) for k in places), Position("then")]
+        p for line in range(work_lines(fmt)) for p in [*(Position("work", k, line) for k in places), Position("then")]
     ]
     return [
         Position("bos"),

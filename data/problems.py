@@ -12,8 +12,9 @@ When subtraction is among the operators every answer also carries a sign ('+' or
 
 Splits are a pure function of the problem (a hash of a, op, b), so no test problem can ever be drawn
 for training, whatever the seed, batch size or streaming mode; data/sampler.py draws the problems of a split.
-Beside this file live the research options, off by default: the working of long multiplication before a '*'
-result (``show_work``: data/working.py) and how operands are drawn (data/operands.py).
+Beside this file live the research options, off by default, as pieces a format is handed (data/build.py): the
+working of long multiplication before a '*' result (``show_work``: data/working.py) and how operands are varied
+(data/operands.py).
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from collections.abc import Iterable
 import torch
 
 from data.checks import check_whole
-from data.operands import OperandDraws
-from data.working import Working
 
 OPERATORS = "+-*"
 SPLITS = ("train", "val", "test")
 # The exact-match share at which a task counts as done: the step learning curves mark and sweeps compare
 # (steps_to_99), verify.py's pass mark, the longest length a model is said to answer.
 MASTERED = 0.99
+# The widest operands int64 arithmetic can hold: a*b must stay below 2**63 for '*', a+b for '+'/'-'.
+MAX_DIGITS = {"+": 17, "-": 17, "*": 9}
 
 
 def mix(x: torch.Tensor) -> torch.Tensor:
@@ -58,9 +59,11 @@ def _digits_of(x: torch.Tensor, width: int) -> torch.Tensor:
 
 @dataclasses.dataclass(frozen=True)
 class ProblemFormat:
-    """How problems are written; stored in checkpoints so a model can be used without its config. It holds the
-    working's layout (``working``: data/working.py) and how its problems are drawn (``draws``: random_problems,
-    all_problems; data/operands.py)."""
+    """How problems are written; stored in checkpoints so a model can be used without its config. Four research
+    settings, off by default, work through pieces the format is handed, never imported here: ``working`` writes
+    the working before a '*' result (``show_work``: data/working.py), ``draws`` varies the operands drawn
+    (``mixed_lengths``, ``round_numbers``, ``larger_first``: data/operands.py); data/build.py's
+    ``problem_format`` checks those settings and hands in their pieces. None: the lesson's format."""
 
     digits: int = 3
     operators: str = "+"
@@ -69,6 +72,8 @@ class ProblemFormat:
     mixed_lengths: float = 0.0  # the share of problems with operands of mixed lengths (data/operands.py)
     round_numbers: float = 0.0  # the share of operands drawn as round numbers (data/operands.py)
     larger_first: bool = False  # '-' problems with the larger operand first (data/operands.py)
+    working: object = dataclasses.field(default=None, compare=False, repr=False)  # pieces: not saved, not compared
+    draws: object = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         given = self.operators
@@ -77,20 +82,19 @@ class ProblemFormat:
         if not ops or any(op not in OPERATORS for op in ops) or len(set(ops)) != len(ops):
             raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', each once (e.g. '+-')")
         check_whole("digits", self.digits)
-        for name in ("reverse_answer", "show_work", "larger_first"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}={getattr(self, name)!r}: must be true or false")
-        object.__setattr__(self, "working", Working(self))  # members, not fields: not saved, not compared
-        object.__setattr__(self, "draws", OperandDraws(self))
-        self.draws.check()
-        self.working.check()
+        if not isinstance(self.reverse_answer, bool):
+            raise ValueError(f"reverse_answer={self.reverse_answer!r}: must be true or false")
+        varied = self.mixed_lengths or self.round_numbers or self.larger_first
+        if (self.show_work and self.working is None) or (varied and self.draws is None):
+            raise ValueError("a research setting needs its piece: build the format with data.build.problem_format")
 
     def at_width(self, digits: int) -> ProblemFormat:
         """The same format with operands written ``digits`` wide (a model with places can answer other widths)."""
         return dataclasses.replace(self, digits=digits)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The settings, as a checkpoint saves them (the pieces are rebuilt from them)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.compare}
 
     # ---- layout: [BOS] a op b = [working] result [EOS] ---------------------------------------------
     @property
@@ -115,7 +119,7 @@ class ProblemFormat:
     @property
     def work_len(self) -> int:
         """Tokens of working before the result (0 without ``show_work``: data/working.py)."""
-        return self.working.length
+        return 0 if self.working is None else self.working.length(self)
 
     @property
     def prompt_len(self) -> int:
@@ -162,7 +166,8 @@ class ProblemFormat:
 
     def written_text(self, a: int, op: str, b: int) -> str:
         """Everything the model writes for ``a op b``: the working, then the result."""
-        return self.working.text(a, op, b) + self.answer_text(self.evaluate(a, op, b))
+        work = "" if self.working is None else self.working.text(self, a, op, b)
+        return work + self.answer_text(self.evaluate(a, op, b))
 
     def ordered(self, plain: str) -> str:
         return plain[::-1] if self.reverse_answer else plain
@@ -170,13 +175,17 @@ class ProblemFormat:
     def parse_answer(self, text: str) -> int:
         """Inverse of :meth:`answer_text`; given all the model wrote, reads the result at its end (raises
         ValueError on a string that is not an answer)."""
-        plain = self.ordered(self.working.result_text(text))  # reversing twice restores the order
+        plain = self.ordered(self.result_text(text))  # reversing twice restores the order
         sign = 1
         if self.signed:
             sign, plain = (-1 if plain[0] == "-" else 1), plain[1:]
         if not plain.isdigit():
             raise ValueError(f"not an answer: {text!r}")
         return sign * int(plain)
+
+    def result_text(self, written: str) -> str:
+        """The result at the end of everything the model wrote (all of it without working)."""
+        return written if self.working is None else self.working.result_text(self, written)
 
     @staticmethod
     def evaluate(a: int, op: str, b: int) -> int:
@@ -201,19 +210,58 @@ class ProblemFormat:
         val_cut = test_cut + round(val_fraction * 1_000_000)
         return torch.where(h < test_cut, 2, torch.where(h < val_cut, 1, 0))
 
+    # ---- drawing problems: uniform operands below 10**digits, varied by ``draws`` where it is given ----------
+    def check_vectorised(self) -> None:
+        """ValueError unless int64 holds every value of this format: what drawing and encoding in bulk need
+        (longer problems are written as text, one by one: :meth:`written_text`)."""
+        limit = min(MAX_DIGITS[op] for op in self.operators)
+        if self.digits > limit:
+            raise ValueError(f"digits={self.digits}: at most {limit} with operators {self.operators!r}")
+
+    def random_problems(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        """n problems: (a, op_idx, b), each (n,) int64 on the generator's device; op_idx indexes ``operators``.
+        Operands are uniform below 10**digits (and varied as ``draws`` says)."""
+        high, device = 10**self.digits, generator.device
+        a = torch.randint(high, (n,), generator=generator, device=device)
+        b = torch.randint(high, (n,), generator=generator, device=device)
+        if self.draws is not None:
+            a, b = self.draws.varied(self, a, b, generator)  # mixed lengths, round numbers
+        op_idx = torch.randint(len(self.operators), (n,), generator=generator, device=device)
+        return (a, op_idx, b) if self.draws is None else self.draws.ordered(self, a, op_idx, b)  # larger first
+
+    @property
+    def n_problems(self) -> int:
+        return len(self.operators) * 10 ** (2 * self.digits)
+
+    def all_problems(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
+        """Every problem of this format (only sensible for small digit counts)."""
+        high = 10**self.digits
+        grid = torch.arange(self.n_problems, dtype=torch.int64, device=device)
+        problems = (grid // high) % high, grid // (high * high), grid % high
+        return problems if self.draws is None else self.draws.only_written(self, *problems)  # larger first
+
+
+@functools.cache
+def width_of(fmt: ProblemFormat, seq_len: int) -> ProblemFormat:
+    """``fmt`` at the width whose sequences are ``seq_len`` tokens long (ValueError if none is): the layout of a
+    batch of another width (``mixed_widths`` training: data/mixing.py), known from its length."""
+    for digits in range(1, seq_len):
+        if fmt.at_width(digits).seq_len == seq_len:
+            return fmt.at_width(digits)
+    raise ValueError(f"no width of {fmt.operators!r} problems makes sequences of {seq_len} tokens")
+
 
 class ProblemEncoder:
     """Turns problems into token ids in bulk, with no per-problem Python (a test checks it against the text)."""
 
     def __init__(self, fmt: ProblemFormat, vocab: dict[str, int]):
-        fmt.draws.check_vectorised()
+        fmt.check_vectorised()
         self.fmt, self.vocab = fmt, vocab
-        # token ids of digits 0-9, the operators, the signs '+'/'-' and the work separators; as tensors: _table
+        # token ids of digits 0-9, the operators and the signs '+'/'-'; as tensors: _table
         self.digit_ids = tuple(vocab[str(d)] for d in range(10))
         self.op_ids = tuple(vocab[op] for op in fmt.operators)
         self.sign_ids = (vocab["+"], vocab["-"])
         self.bos, self.eq, self.eos = vocab["[BOS]"], vocab["="], vocab["[EOS]"]
-        self.work_separator_ids = tuple(vocab[c] for c in fmt.working.separators)
 
     def encode_problems(self, problems) -> torch.Tensor:
         """Problems with ``.a``, ``.op``, ``.b`` (e.g. parsed expressions) -> (N, seq_len) token ids."""
@@ -231,12 +279,10 @@ class ProblemEncoder:
         answer = digit[_digits_of(value.abs(), fmt.answer_digits)]  # (N, answer_digits)
         if fmt.signed:
             answer = torch.cat([_table(self.sign_ids, device)[(value < 0).long()].unsqueeze(1), answer], dim=1)
-        # the working (data/working.py): (N, work_lines, answer_digits), no lines without show_work
-        work = digit[_digits_of(fmt.working.values(a, op_idx, b), fmt.answer_digits)]
         if fmt.reverse_answer:
-            answer, work = answer.flip(1), work.flip(2)
-        separators = _table(self.work_separator_ids, device).expand(n, -1).unsqueeze(2)  # (N, work_lines, 1)
-        work = torch.cat([work, separators], dim=2).flatten(1)  # (N, work_len)
+            answer = answer.flip(1)
+        if fmt.working is not None:  # the working's (N, work_len) tokens before the result (data/working.py)
+            answer = torch.cat([fmt.working.tokens(fmt, a, op_idx, b, self.vocab), answer], dim=1)
         prompt = [column(self.bos), digit[_digits_of(a, fmt.digits)], _table(self.op_ids, device)[op_idx].unsqueeze(1)]
         prompt += [digit[_digits_of(b, fmt.digits)], column(self.eq)]
-        return torch.cat([*prompt, work, answer, column(self.eos)], dim=1)
+        return torch.cat([*prompt, answer, column(self.eos)], dim=1)

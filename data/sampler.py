@@ -1,4 +1,4 @@
-"""The sampler: problems of one split, drawn with :meth:`OperandDraws.random_problems` (data/operands.py) and kept
+"""The sampler: problems of one split, drawn with :meth:`ProblemFormat.random_problems` and kept
 where the split hash (:meth:`ProblemFormat.split_of`) says they belong -- held-out sets once, training batches as a
 fresh stream (data/stream.py).
 """
@@ -21,7 +21,7 @@ class ProblemSampler:
         for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 0.5:
                 raise ValueError(f"{name}={value!r}: must be in (0, 0.5)")
-        fmt.draws.check_vectorised()
+        fmt.check_vectorised()
         self.fmt = fmt
         self.fractions = {"val": val_fraction, "test": test_fraction}
         self.train_fraction = 1.0 - val_fraction - test_fraction
@@ -30,8 +30,8 @@ class ProblemSampler:
         """ValueError when a held-out split cannot hold its set: in a space too large to list, fewer than twice the
         ``n`` distinct problems asked of it (drawing them would never end: val_fraction=1e-7 at 4 digits holds ~10;
         or ask for 10**300 problems at once); in a listed space, which caps the set at the split's size, none."""
-        room = self.fractions[split] * self.fmt.draws.n_problems
-        listed = self.fmt.draws.n_problems <= _ENUMERATE_LIMIT
+        room = self.fractions[split] * self.fmt.n_problems
+        listed = self.fmt.n_problems <= _ENUMERATE_LIMIT
         if room < (1 if listed else 2 * n):
             least = "not one problem" if listed else f"fewer than twice n_{split}={n}"
             raise ValueError(
@@ -46,15 +46,15 @@ class ProblemSampler:
         """n problems of ``split``. Held-out sets are distinct problems (capped at the split's size);
         training draws are independent, so a stream may repeat a problem, as sampling with replacement does."""
         split_id, device = SPLITS.index(split), generator.device
-        if split != "train" and self.fmt.draws.n_problems <= _ENUMERATE_LIMIT:  # a small space: list it, pick from it
-            a, op_idx, b = self.fmt.draws.all_problems(device)
+        if split != "train" and self.fmt.n_problems <= _ENUMERATE_LIMIT:  # a small space: list it, pick from it
+            a, op_idx, b = self.fmt.all_problems(device)
             keep = (self.split_of(a, op_idx, b) == split_id).nonzero().squeeze(1)
             pick = keep[torch.randperm(len(keep), generator=generator, device=device)[:n]]
             return a[pick], op_idx[pick], b[pick]
         fraction = self.train_fraction if split == "train" else self.fractions[split]
         parts, have, seen = [(torch.zeros(0, dtype=torch.int64, device=device),) * 3], 0, set()  # n=0 works too
         while have < n:  # draw, keep the split's problems, until there are n
-            a, op_idx, b = self.fmt.draws.random_problems(math.ceil((n - have) / fraction * 1.1) + 64, generator)
+            a, op_idx, b = self.fmt.random_problems(math.ceil((n - have) / fraction * 1.1) + 64, generator)
             keep = self.split_of(a, op_idx, b) == split_id
             if split != "train":  # held-out sets hold distinct problems
                 for i in keep.nonzero().squeeze(1).tolist():

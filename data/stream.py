@@ -9,14 +9,12 @@ The batches are drawn on ``device``, ``draw_steps`` steps' worth at a time: on a
 costs the kernel launches (and the one host sync of picking training problems) of a single batch, so a step
 only slices what is already there. ``draw_steps=1`` draws each batch on its own.
 
-Two research options mix into the stream: hard cases in early batches (``hard``: :class:`data.difficulty.HardCases`)
-and ``mixed_widths``: each draw written at a width drawn uniformly from 1..digits (its operands at most that
-long), so sequences of every length are trained on; its problems' splits are the same hash as at full width.
+Research draws other problems into the stream through one piece it is handed, ``mix`` (data/mixing.py, built by
+data/build.py): hard cases in early batches, batches of mixed widths. None: uniform problems, as the lesson trains.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Callable, Iterator
 
@@ -24,8 +22,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from data.checks import check_whole
-from data.difficulty import HardCases
-from data.problems import ProblemEncoder, ProblemFormat, mix
+from data.problems import ProblemEncoder, mix
 from data.sampler import ProblemSampler
 
 ACCELERATOR_DRAW_STEPS = 64  # on a GPU, training batches are drawn this many steps at a time
@@ -36,16 +33,6 @@ def derived_seed(*parts: object) -> int:
     unrelated seeds, and computing it reads nothing back from a device (plain Python)."""
     digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1  # torch takes seeds below 2**63
-
-
-@functools.cache
-def width_of(fmt: ProblemFormat, seq_len: int) -> ProblemFormat:
-    """``fmt`` at the width whose sequences are ``seq_len`` tokens long (ValueError if none is): the layout of a
-    batch of another width (``mixed_widths``), known from its length."""
-    for digits in range(1, seq_len):
-        if fmt.at_width(digits).seq_len == seq_len:
-            return fmt.at_width(digits)
-    raise ValueError(f"no width of {fmt.operators!r} problems makes sequences of {seq_len} tokens")
 
 
 class FreshBatches(IterableDataset):
@@ -60,36 +47,19 @@ class FreshBatches(IterableDataset):
         start: int = 0,
         rank: int = 0,
         world_size: int = 1,
-        hard: HardCases | None = None,
         device: torch.device | str = "cpu",
         draw_steps: int = 1,
-        mixed_widths: bool = False,
+        mix=None,
     ):
         self.sampler, self.encoder, self.batch_size, self.seed = sampler, encoder, batch_size, seed
-        self.start, self.rank, self.world_size, self.hard = start, rank, world_size, hard
-        self.device, self.draw_steps, self.mixed_widths = torch.device(device), draw_steps, mixed_widths
-        self.widths: dict[int, tuple[ProblemSampler, ProblemEncoder]] = {}
+        self.start, self.rank, self.world_size = start, rank, world_size
+        self.device, self.draw_steps, self.mix = torch.device(device), draw_steps, mix
 
     @staticmethod
-    def check(draw_steps: int | None, mixed_widths: bool, streaming: bool, show_work: bool) -> None:
-        """ValueError unless the datamodule's draw_steps and mixed_widths can be streamed."""
-        if mixed_widths and (show_work or not streaming):
-            raise ValueError(
-                "mixed_widths=true: needs streaming=true and show_work=false (batches of every width are drawn "
-                "as they are trained on, and working has one layout per width)"
-            )
+    def check(draw_steps: int | None) -> None:
+        """ValueError unless the datamodule's draw_steps is a whole number or null."""
         if draw_steps is not None:
             check_whole("draw_steps", draw_steps, hint=", or null (chosen for the device)")
-
-    def at_width(self, digits: int) -> tuple[ProblemSampler, ProblemEncoder]:
-        """The sampler and encoder of problems written ``digits`` wide."""
-        if digits == self.sampler.fmt.digits:
-            return self.sampler, self.encoder
-        if digits not in self.widths:
-            fmt = self.sampler.fmt.at_width(digits)
-            sampler = ProblemSampler(fmt, self.sampler.fractions["val"], self.sampler.fractions["test"])
-            self.widths[digits] = sampler, ProblemEncoder(fmt, self.encoder.vocab)
-        return self.widths[digits]
 
     def draw(self, index: int) -> torch.Tensor:
         """(draw_steps, batch_size, seq_len): this process's batches of steps index * draw_steps onwards."""
@@ -97,23 +67,11 @@ class FreshBatches(IterableDataset):
         key = mix(torch.tensor([self.seed * 1_000_003 + index]))
         generator = torch.Generator(self.device).manual_seed(int(key) & (2**63 - 1))
         n, steps = self.batch_size * self.world_size, range(index * self.draw_steps, (index + 1) * self.draw_steps)
-        sampler, encoder = self.sampler, self.encoder
-        if self.mixed_widths:
-            top = self.sampler.fmt.digits
-            width = torch.randint(1, top + 1, (1,), generator=generator, device=self.device)
-            sampler, encoder = self.at_width(int(width))  # one host sync per draw on a GPU
-        n_hard = [self.hard.count(n, step) if self.hard else 0 for step in steps]  # per step, known on the host
-        problems = sampler.sample("train", n * len(steps) - sum(n_hard), generator)
-        if sum(n_hard):  # each step's hard cases shuffled into its uniform ones, so every slice gets its share
-            hard = self.hard.sample(sum(n_hard), generator, sampler)
-            orders = [torch.randperm(n, generator=generator, device=self.device) for _ in steps]
-
-            def shuffled_in(uniform: torch.Tensor, hard: torch.Tensor) -> torch.Tensor:  # one column: a, op or b
-                pieces = zip(uniform.split([n - k for k in n_hard]), hard.split(n_hard), orders, strict=True)
-                return torch.cat([torch.cat([u, h])[order] for u, h, order in pieces])
-
-            problems = tuple(map(shuffled_in, problems, hard))
-        batches = encoder.encode(*problems).view(len(steps), n, -1)  # (draw_steps, global batch, seq_len)
+        if self.mix is None:  # uniform problems of the trained width
+            problems = self.encoder.encode(*self.sampler.sample("train", n * len(steps), generator))
+        else:  # what research mixes in (data/mixing.py): hard cases, other widths
+            problems = self.mix.draw(self, n, steps, generator)
+        batches = problems.view(len(steps), n, -1)  # (draw_steps, global batch, seq_len)
         return batches[:, self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
 
     def __iter__(self):

@@ -10,39 +10,44 @@ so every digit the model writes is the sum of two digits above it plus a carry, 
 one digit of b plus a carry, whatever the operand size (Deng et al. 2023 write products this way).
 '+' and '-' problems in the same format need no working: their lines are zeros.
 
-:class:`Working` holds what a :class:`data.problems.ProblemFormat` knows of it (the format holds one as
-``fmt.working``): how many lines, what each holds, their values and their text, and where the result starts.
+:class:`Working` is the piece a :class:`data.problems.ProblemFormat` is handed as ``fmt.working`` (data/build.py;
+None without ``show_work``): how many lines, what each holds, their values, tokens and text, and where the result
+starts. It holds nothing of its own: each method reads the format it is given (its digits, operators, answer width
+and digit order), so a format at another width keeps the same piece.
 """
 
 from __future__ import annotations
 
 import torch
 
+from data.problems import _digits_of, _table
+
+
+def work_lines(fmt) -> int:
+    """Lines of working before a '*' result of ``fmt``: 0 without ``show_work``."""
+    return 0 if fmt.working is None else fmt.working.lines(fmt)
+
 
 class Working:
-    """The working's layout and values for one ProblemFormat (``fmt``: its digits, operators, answer width and
-    digit order), which holds it as ``fmt.working``."""
+    """The working's layout and values, for the ProblemFormat each method is given (``fmt``)."""
 
-    def __init__(self, fmt):
-        self.fmt = fmt
-
-    def check(self) -> None:
+    @staticmethod
+    def check(fmt) -> None:
         """ValueError for show_work without '*' among the operators."""
-        if self.fmt.show_work and "*" not in self.fmt.operators:
+        if fmt.show_work and "*" not in fmt.operators:
             raise ValueError(
-                f"show_work=true: only '*' problems have working to show, and operators={self.fmt.operators!r}; "
+                f"show_work=true: only '*' problems have working to show, and operators={fmt.operators!r}; "
                 "add '*' or set show_work=false"
             )
 
-    @property
-    def lines(self) -> int:
+    @staticmethod
+    def lines(fmt) -> int:
         """Lines of working before a '*' result: d partial products and the d - 2 running sums between them."""
-        return 2 * self.fmt.digits - 2 if self.fmt.show_work else 0  # show_work implies '*' (check)
+        return 2 * fmt.digits - 2
 
-    @property
-    def length(self) -> int:
-        """Tokens of working before the result: each line, then '+' or '=' (0 without ``show_work``)."""
-        return self.lines * (self.fmt.answer_digits + 1)
+    def length(self, fmt) -> int:
+        """Tokens of working before the result: each line, then '+' or '='."""
+        return self.lines(fmt) * (fmt.answer_digits + 1)
 
     @staticmethod
     def line(i: int) -> tuple[str, int]:
@@ -50,36 +55,45 @@ class Working:
         The lines run q_0, q_1, s_1, q_2, s_2, ..., q_{d-1}; the result s_{d-1} follows them."""
         return ("product", (i + 1) // 2) if i == 0 or i % 2 == 1 else ("sum", i // 2)
 
-    @property
-    def separators(self) -> str:
+    def separators(self, fmt) -> str:
         """The character after each work line: q_0 + q_1 = s_1 + q_2 = s_2 ... + q_{d-1} = (then the result)."""
         adds_next = lambda i: i == 0 or self.line(i)[0] == "sum"  # noqa: E731 (then a product is added)
-        return "".join("+" if adds_next(i) else "=" for i in range(self.lines))
+        return "".join("+" if adds_next(i) else "=" for i in range(self.lines(fmt)))
 
-    def values(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def values(self, fmt, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """(N,) problems -> (N, lines) values of the working: for '*' the partial products
         q_j = a * b_j * 10^j (b_j: b's digit j) and the running sums s_j = q_0 + ... + q_j between them, in the
         order q_0, q_1, s_1, q_2, s_2, ..., q_{d-1}; zeros for '+' and '-'."""
         lines = []
-        for i in range(self.lines):
+        for i in range(self.lines(fmt)):
             kind, j = self.line(i)
             lines.append(a * ((b // 10**j) % 10) * 10**j if kind == "product" else a * (b % 10 ** (j + 1)))
         if not lines:
             return torch.zeros(len(a), 0, dtype=torch.int64, device=a.device)
-        is_product = (self.fmt.operator_codes(op_idx) == 2).unsqueeze(1)
+        is_product = (fmt.operator_codes(op_idx) == 2).unsqueeze(1)
         return torch.where(is_product, torch.stack(lines, dim=1), 0)
 
-    def result_text(self, written: str) -> str:
-        """The result at the end of everything the model wrote (the whole text when no working is shown)."""
-        return written[-self.fmt.result_len :] if self.length else written
+    def tokens(self, fmt, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor, vocab: dict) -> torch.Tensor:
+        """(N,) problems -> (N, length) token ids of the working: each line's digits (in the answer's order),
+        then its separator."""
+        digit = _table(tuple(vocab[str(d)] for d in range(10)), a.device)  # (10,): digit -> its token id
+        work = digit[_digits_of(self.values(fmt, a, op_idx, b), fmt.answer_digits)]  # (N, lines, answer_digits)
+        if fmt.reverse_answer:
+            work = work.flip(2)
+        separators = _table(tuple(vocab[c] for c in self.separators(fmt)), a.device)  # (lines,)
+        separators = separators.expand(len(a), -1).unsqueeze(2)  # (N, lines, 1)
+        return torch.cat([work, separators], dim=2).flatten(1)
 
-    def text(self, a: int, op: str, b: int) -> str:
-        """The working written before the result ('' without ``show_work``)."""
-        if not self.length:
+    def result_text(self, fmt, written: str) -> str:
+        """The result at the end of everything the model wrote (the whole text when no working is shown)."""
+        return written[-fmt.result_len :] if self.length(fmt) else written
+
+    def text(self, fmt, a: int, op: str, b: int) -> str:
+        """The working written before the result ('' with no lines)."""
+        if not self.length(fmt):
             return ""
-        fmt = self.fmt
-        lines = self.values(torch.tensor([a]), torch.tensor([fmt.operators.index(op)]), torch.tensor([b]))
+        lines = self.values(fmt, torch.tensor([a]), torch.tensor([fmt.operators.index(op)]), torch.tensor([b]))
         return "".join(
             fmt.ordered(f"{int(v):0{fmt.answer_digits}d}") + sep
-            for v, sep in zip(lines[0].tolist(), self.separators, strict=True)
+            for v, sep in zip(lines[0].tolist(), self.separators(fmt), strict=True)
         )

@@ -171,7 +171,7 @@ class Calculator:
             value = fmt.parse_answer(text)
         except (ValueError, IndexError):
             return Answer(text, None)
-        exact = fmt.answer_text(value) == fmt.working.result_text(text) and len(text) == fmt.answer_len
+        exact = fmt.answer_text(value) == fmt.result_text(text) and len(text) == fmt.answer_len
         return Answer(text, value if exact else None)  # exact layout only
 
     def by_width(self, problems: list[Problem]) -> dict[int, list[int]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from data.problems import ProblemFormat
+from data.build import problem_format
 from data.tokenizer import CharTokenizer
 from model.build import network_for
 from model.calculator import Calculator
@@ -109,7 +109,7 @@ def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Cal
     before anything is read."""
     target = resolve_device(device)
     ckpt, saved = read_checkpoint(path)
-    net, fmt = build_network(saved, ckpt), ProblemFormat(**saved["hyper_parameters"]["fmt"])
+    net, fmt = build_network(saved, ckpt), problem_format(**saved["hyper_parameters"]["fmt"])
     tokenizer = load_tokenizer(ckpt)
     if tokenizer.vocab_size != net.cfg.vocab_size:
         raise CheckpointError(
@@ -162,7 +162,7 @@ def build_network(saved: dict, ckpt: Path) -> Transformer:
     this code cannot take is one :class:`CheckpointError` line."""
     hparams = saved["hyper_parameters"]
     try:
-        net = network_for(hparams["model"], ProblemFormat(**hparams["fmt"]))
+        net = network_for(hparams["model"], problem_format(**hparams["fmt"]))
     except Exception as e:  # wrong config keys or values
         raise CheckpointError(f"{ckpt}: incompatible with this code ({one_line(e, sentence=True)})") from None
     return load_weights(net, saved, ckpt)
@@ -171,7 +171,7 @@ def build_network(saved: dict, ckpt: Path) -> Transformer:
 def load_weights(net: Transformer, saved: dict, ckpt: Path) -> Transformer:
     """The weights of a checkpoint :func:`read_checkpoint` read, into ``net`` (in eval mode, returned); weights of
     another shape, or a network too short for its problems, is one :class:`CheckpointError` line."""
-    fmt = ProblemFormat(**saved["hyper_parameters"]["fmt"])
+    fmt = problem_format(**saved["hyper_parameters"]["fmt"])
     try:
         net.load_state_dict({k.removeprefix("net."): v for k, v in saved["state_dict"].items() if k.startswith("net.")})
     except Exception as e:  # weights of another shape, or missing

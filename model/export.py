@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from data.expressions import Problem
+from data.working import work_lines
 from model.calculator import Calculator
 from model.optional import MissingExtraError, require
 from model.positions import position_table, trained_len
@@ -217,7 +218,7 @@ def hf_tokenizer(calc: Calculator):
 # ---- checking and writing ----------------------------------------------------------------------------
 def check_problems(calc: Calculator, n: int = N_CHECK, seed: int = 0) -> list[Problem]:
     """n problems drawn uniformly (a fixed seed), the same for every export of a format."""
-    a, op_idx, b = calc.fmt.draws.random_problems(n, torch.Generator().manual_seed(seed))
+    a, op_idx, b = calc.fmt.random_problems(n, torch.Generator().manual_seed(seed))
     return [Problem(int(x), calc.fmt.operators[o], int(y)) for x, o, y in zip(a, op_idx, b, strict=True)]
 
 
@@ -269,7 +270,7 @@ def model_card(calc: Calculator, check: ExportCheck, out_dir: Path) -> str:
     result = f"text[-{fmt.result_len}:]" if fmt.work_len else "text"  # the result follows the working
     read = f"{result}[::-1]" if fmt.reverse_answer else result
     work = (
-        f"the working of long multiplication comes first ({fmt.working.lines} lines of {fmt.answer_digits} digits, "
+        f"the working of long multiplication comes first ({work_lines(fmt)} lines of {fmt.answer_digits} digits, "
         "each followed by `+` or `=`: partial products a*b_j*10^j and running sums"
         + ("; zeros for `+` and `-`" if fmt.operators != "*" else "")
         + "), then "

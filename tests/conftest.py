@@ -108,14 +108,14 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     import torch
 
     from data.arithmetic import DataConfig
-    from data.datamodule import ArithmeticDataModule
+    from data.build import data_module
     from model.transformer import TransformerConfig
     from storage.rundir import RunDir
     from training.load import calculator_module
     from training.optim import OptimConfig
 
     torch.manual_seed(0)
-    dm = ArithmeticDataModule(
+    dm = data_module(
         DataConfig(
             digits=2, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10, n_test=10
         )
@@ -179,11 +179,11 @@ def untrained_calculator(n_layers: int = 2, seed: int = 0, n_test: int = 300):
     import lightning as L
 
     from data.arithmetic import DataConfig
-    from data.datamodule import ArithmeticDataModule
+    from data.build import data_module
     from training.load import calculator_module
 
     L.seed_everything(seed, verbose=False)
-    dm = ArithmeticDataModule(DataConfig(digits=2, n_val=10, n_test=n_test, val_fraction=0.05, test_fraction=0.05))
+    dm = data_module(DataConfig(digits=2, n_val=10, n_test=n_test, val_fraction=0.05, test_fraction=0.05))
     model = dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=n_layers)
     module = calculator_module(model=model, fmt=dm.fmt.to_dict(), optim={})
     return module.eval(), dm.held_out_set("test")

@@ -12,7 +12,7 @@ from analysis.metrics.ablation import ablate_each_head
 from analysis.metrics.pruning import PruningStep, prunable_fraction, prune_heads
 from analysis.metrics.roles import describe_head, mean_patterns
 from data.arithmetic import DataConfig
-from data.datamodule import ArithmeticDataModule
+from data.build import data_module, problem_format
 from data.positions import positions
 from data.problems import ProblemFormat
 from model.hooks import ablated, zero_ablated
@@ -27,9 +27,7 @@ def trained():
     (Each answer digit needs four operand digits -- its place and the carry's -- so one layer needs four
     heads; with fewer, small models often stall at ~10% for a long time.)"""
     L.seed_everything(0, verbose=False)
-    dm = ArithmeticDataModule(
-        DataConfig(digits=2, n_val=300, n_test=400, val_fraction=0.05, test_fraction=0.05, seed=0)
-    )
+    dm = data_module(DataConfig(digits=2, n_val=300, n_test=400, val_fraction=0.05, test_fraction=0.05, seed=0))
     module = calculator_module(
         model=dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=64, n_heads=4, n_layers=1),
         fmt=dm.fmt.to_dict(),
@@ -172,7 +170,7 @@ def synthetic_pattern(fmt: ProblemFormat, key_for_query) -> torch.Tensor:
 
 
 def test_roles_name_the_patterns_they_see():
-    fmt = ProblemFormat(3, "+", True)
+    fmt = problem_format(3, "+", True)
     roles = positions(fmt)
     eq = next(i for i, r in enumerate(roles) if r.kind == "=")
     assert describe_head(fmt, synthetic_pattern(fmt, lambda q, _: eq if q >= eq else 0)) == "attends to ="
@@ -200,10 +198,10 @@ def test_roles_speak_of_borrows_for_subtraction_and_partial_products_for_multipl
             pattern[q, keys] = 1.0 / len(keys)
         return pattern
 
-    minus = ProblemFormat(3, "-", True)
+    minus = problem_format(3, "-", True)
     assert describe_head(minus, reads_place(minus, -1)).endswith("(the borrow in)")
 
-    times = ProblemFormat(2, "*", True)
+    times = problem_format(2, "*", True)
     roles, T = positions(times), times.seq_len - 1
     where = {(r.kind, r.place): i for i, r in enumerate(roles)}
     pattern = torch.zeros(T, T)
@@ -220,7 +218,7 @@ def test_roles_speak_of_borrows_for_subtraction_and_partial_products_for_multipl
 
 @pytest.mark.parametrize("reads", ["multiplier", "multiplicand", "carry"])
 def test_heads_of_the_working_are_named_by_the_partial_product_digit_they_fetch(reads):
-    fmt = ProblemFormat(3, "*", True, show_work=True)
+    fmt = problem_format(3, "*", True, show_work=True)
     roles, T = positions(fmt), fmt.seq_len - 1
     where = {(r.kind, r.place): i for i, r in enumerate(roles)}
     pattern = torch.zeros(T, T)
@@ -234,12 +232,12 @@ def test_heads_of_the_working_are_named_by_the_partial_product_digit_they_fetch(
     described = describe_head(fmt, pattern)
     want = {"multiplier": "multiplier digit)", "multiplicand": "(the digit it multiplies)", "carry": "(the carry in)"}
     assert described.startswith("partial product") and described.endswith(want[reads])
-    plain = ProblemFormat(3, "*", True)  # no working: nothing of the kind
+    plain = problem_format(3, "*", True)  # no working: nothing of the kind
     assert "partial product a*b_j" not in describe_head(plain, torch.eye(plain.seq_len - 1))
 
 
 def test_a_head_with_no_single_habit_is_described_answer_digit_by_answer_digit():
-    fmt = ProblemFormat(2, "+", True)  # answer r0 r1 r2 (reversed), predicted from '=', r0 and r1
+    fmt = problem_format(2, "+", True)  # answer r0 r1 r2 (reversed), predicted from '=', r0 and r1
     roles = positions(fmt)
     where = {(r.kind, r.place): i for i, r in enumerate(roles)}
     T = fmt.seq_len - 1

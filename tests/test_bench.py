@@ -275,9 +275,9 @@ def test_never_seen_problems_are_in_no_held_out_set_and_were_not_trained_on(devi
     the ones it trained on are drawn again there."""
     from benchmarks.converge import unseen_problems
     from data.arithmetic import DataConfig
-    from data.datamodule import ArithmeticDataModule
+    from data.build import data_module
 
-    dm = ArithmeticDataModule(DataConfig(seed=1))
+    dm = data_module(DataConfig(seed=1))
     seqs = unseen_problems(dm, steps=40, n=2000, device=device)
     assert seqs.device.type == "cpu" and len(seqs) == 2000 and len(torch.unique(seqs, dim=0)) == 2000
     stream = iter(dm.training_stream(device))
@@ -285,7 +285,7 @@ def test_never_seen_problems_are_in_no_held_out_set_and_were_not_trained_on(devi
     others = torch.cat(
         [
             trained,
-            *(ArithmeticDataModule(DataConfig(seed=s)).held_out_set(k) for s in range(5) for k in ("val", "test")),
+            *(data_module(DataConfig(seed=s)).held_out_set(k) for s in range(5) for k in ("val", "test")),
         ]
     )
     rows = torch.cat([seqs, others])

@@ -288,13 +288,13 @@ def test_every_analysis_is_defined_on_a_model_that_has_not_learned(operators, di
 
     from analysis.pipeline import HeadAnalysis
     from data.arithmetic import DataConfig
-    from data.datamodule import ArithmeticDataModule
+    from data.build import data_module
     from storage.rundir import RunDir
     from training.load import calculator_module
     from training.optim import OptimConfig
 
     torch.manual_seed(0)
-    dm = ArithmeticDataModule(
+    dm = data_module(
         DataConfig(
             digits=digits, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10,
             n_test=200, **settings,

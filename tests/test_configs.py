@@ -11,7 +11,7 @@ import pytest
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from data.datamodule import ArithmeticDataModule
+from data.build import data_module
 from model.device import gpus_short
 from model.positions import PLACE_FIELDS, PlaceConfig
 from storage.rundir import RunDir
@@ -141,7 +141,7 @@ def test_every_config_file_composes_and_builds_what_it_names(group, option, tmp_
         assert composed == value, (key, value, composed)
     if group == "experiment":  # the objects it configures build, with its values
         check(cfg)
-        dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
+        dm = data_module(hydra.utils.instantiate(cfg.data))
         assert_built_with(dm.data.config, "data", cfg.data, tmp_path)
         net = hydra.utils.instantiate(cfg.model, vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len)
         assert_built_with(net, "model", cfg.model, tmp_path)
@@ -202,7 +202,7 @@ def test_documented_overrides_reach_the_objects(tmp_path):
     )
     model_cfg = hydra.utils.instantiate(cfg.model, vocab_size=17, block_size=32)
     assert (model_cfg.d_model, model_cfg.n_heads, model_cfg.n_kv_heads, model_cfg.n_layers) == (32, 8, 2, 3)
-    dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
+    dm = data_module(hydra.utils.instantiate(cfg.data))
     assert (dm.fmt.digits, dm.fmt.operators, dm.data.seed) == (4, "+-", 5)
     assert cfg.trainer.max_steps == 7 and not cfg.get("logger")
 
@@ -217,10 +217,11 @@ def test_an_experiment_overrides_the_top_level_defaults(experiment, tmp_path):
 def test_add10_is_ten_digit_addition_with_eight_heads_of_eight(tmp_path):
     cfg = with_run_dir(compose_config(["experiment=add10"]), tmp_path)
     check(cfg)
-    dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
+    dm = data_module(hydra.utils.instantiate(cfg.data))
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.reverse_answer, dm.fmt.seq_len) == (10, "+", True, 35)
     assert (cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers) == (64, 8, 2)
-    assert dm.data.hard is not None and dm.data.hard.share > 0  # hard cases early: the recipe of docs/arithmetic.md
+    hard = dm.data.mix.hard  # hard cases early: the recipe of docs/arithmetic.md
+    assert hard is not None and hard.share > 0
     assert cfg.target_accuracy is None  # all its steps: the last weights with every validation problem right are kept
 
 
@@ -228,7 +229,7 @@ def test_the_length_experiments_train_on_short_problems_with_places_seen_only_as
     for experiment, operators in (("add_length", "+"), ("sub_length", "-")):
         cfg = with_run_dir(compose_config([f"experiment={experiment}"]), tmp_path / experiment)
         check(cfg)
-        dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
+        dm = data_module(hydra.utils.instantiate(cfg.data))
         assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.mixed_lengths) == (10, operators, 1.0)
         assert dm.fmt.larger_first == (operators == "-")
         model = cfg.model
@@ -241,7 +242,7 @@ def test_the_length_experiments_train_on_short_problems_with_places_seen_only_as
 def test_multiplication_experiments_show_their_working(experiment, digits, operators, tmp_path):
     cfg = with_run_dir(compose_config([f"experiment={experiment}"]), tmp_path)
     check(cfg)
-    dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
+    dm = data_module(hydra.utils.instantiate(cfg.data))
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.show_work) == (digits, operators, True)
     assert len(dm.held_out_set("test")) > 900  # the 2-digit spaces are small: a tenth of them is held out
 
@@ -249,18 +250,18 @@ def test_multiplication_experiments_show_their_working(experiment, digits, opera
 def test_sub3_is_signed_three_digit_subtraction(tmp_path):
     cfg = with_run_dir(compose_config(["experiment=sub3"]), tmp_path)
     check(cfg)
-    dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data))
+    dm = data_module(hydra.utils.instantiate(cfg.data))
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.signed, dm.fmt.answer_len) == (3, "-", True, 4)
 
 
 def test_add10_speedrun_is_add10s_task_stopped_by_its_validation_loss(tmp_path):
     cfg = with_run_dir(compose_config(["experiment=add10_speedrun"]), tmp_path)
     check(cfg)  # every key it sets is one train.py knows, with a value it takes
-    dm = ArithmeticDataModule(hydra.utils.instantiate(cfg.data)).data
+    dm = data_module(hydra.utils.instantiate(cfg.data)).data
     add10 = hydra.utils.instantiate(compose_config(["experiment=add10"]).data)  # its DataConfig: the format
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.reverse_answer, dm.fmt.seq_len) == (10, "+", True, 35)
-    assert (dm.fmt.mixed_lengths, dm.fmt.round_numbers) == (add10.fmt.mixed_lengths, add10.fmt.round_numbers)
-    assert dm.hard is not None and dm.hard.share > 0
+    assert (dm.fmt.mixed_lengths, dm.fmt.round_numbers) == (add10.mixed_lengths, add10.round_numbers)
+    assert dm.mix.hard is not None and dm.mix.hard.share > 0
     assert (cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers) == (64, 4, 2)  # the default calculator
     assert (cfg.model.place_window, cfg.model.place_bias, cfg.model.place_vectors) == (True, 1, False)  # local
     assert cfg.hydra.runtime.choices.optim == "muon" and cfg.hydra.runtime.choices.analysis == "none"

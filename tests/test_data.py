@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from data.arithmetic import DataConfig
-from data.datamodule import ArithmeticDataModule
+from data.build import data_module, problem_format
 from data.difficulty import carries
 from data.positions import place_ids
-from data.problems import ProblemEncoder, ProblemFormat
+from data.problems import ProblemEncoder
 from data.sampler import ProblemSampler
 from data.tokenizer import CharTokenizer, UnknownCharacterError
 
@@ -51,9 +51,9 @@ def test_tokenizer_refuses_unknown_characters_clearly(text):
     ],
 )
 def test_bulk_encoder_agrees_with_the_tokenizer_on_the_text(ops, digits, reverse, work):
-    fmt = ProblemFormat(digits, ops, reverse, show_work=work)
+    fmt = problem_format(digits, ops, reverse, show_work=work)
     tok = CharTokenizer()
-    a, op_idx, b = fmt.draws.random_problems(200, torch.Generator().manual_seed(1))
+    a, op_idx, b = fmt.random_problems(200, torch.Generator().manual_seed(1))
     seqs = ProblemEncoder(fmt, tok.vocab).encode(a, op_idx, b)
     assert seqs.shape == (200, fmt.seq_len)
     for i in range(200):
@@ -65,15 +65,15 @@ def test_bulk_encoder_agrees_with_the_tokenizer_on_the_text(ops, digits, reverse
 
 
 def test_answer_layout_examples():
-    assert ProblemFormat(3, "+", True).answer_text(168) == "8610"
-    assert ProblemFormat(3, "+", False).answer_text(168) == "0168"
-    assert ProblemFormat(2, "-", False).answer_text(-7) == "-07"
-    assert ProblemFormat(2, "-", True).answer_text(-7) == "70-"
-    assert ProblemFormat(2, "*", True).answer_len == 4
-    assert ProblemFormat(2, "*", False, show_work=True).written_text(12, "*", 34) == "0048+0360=0408"
-    assert ProblemFormat(2, "*", True, show_work=True).written_text(12, "*", 34) == "8400+0630=8040"
-    assert ProblemFormat(2, "+-*", False, show_work=True).written_text(12, "-", 34) == "0000+0000=-0022"
-    assert ProblemFormat(1, "*", show_work=True).work_len == 0  # one digit times one digit: nothing to work out
+    assert problem_format(3, "+", True).answer_text(168) == "8610"
+    assert problem_format(3, "+", False).answer_text(168) == "0168"
+    assert problem_format(2, "-", False).answer_text(-7) == "-07"
+    assert problem_format(2, "-", True).answer_text(-7) == "70-"
+    assert problem_format(2, "*", True).answer_len == 4
+    assert problem_format(2, "*", False, show_work=True).written_text(12, "*", 34) == "0048+0360=0408"
+    assert problem_format(2, "*", True, show_work=True).written_text(12, "*", 34) == "8400+0630=8040"
+    assert problem_format(2, "+-*", False, show_work=True).written_text(12, "-", 34) == "0000+0000=-0022"
+    assert problem_format(1, "*", show_work=True).work_len == 0  # one digit times one digit: nothing to work out
 
 
 def long_multiplication(a: int, b: int, digits: int) -> list[int]:
@@ -88,15 +88,15 @@ def long_multiplication(a: int, b: int, digits: int) -> list[int]:
 
 @pytest.mark.parametrize("digits,reverse", [(2, True), (3, False), (4, True)])
 def test_the_working_is_long_multiplication_and_ends_in_the_product(digits, reverse):
-    fmt = ProblemFormat(digits, "*", reverse, show_work=True)
+    fmt = problem_format(digits, "*", reverse, show_work=True)
     width = fmt.answer_digits
-    a, _, b = fmt.draws.random_problems(300, torch.Generator().manual_seed(digits))
+    a, _, b = fmt.random_problems(300, torch.Generator().manual_seed(digits))
     for x, y in zip(a.tolist(), b.tolist(), strict=True):
         written = fmt.written_text(x, "*", y)
         work, result = written[: fmt.work_len], written[fmt.work_len :]
         lines = [work[i : i + width] for i in range(0, len(work), width + 1)]
         assert [int(line[::-1] if reverse else line) for line in lines] == long_multiplication(x, y, digits)
-        assert work[width :: width + 1] == fmt.working.separators and fmt.parse_answer(written) == x * y
+        assert work[width :: width + 1] == fmt.working.separators(fmt) and fmt.parse_answer(written) == x * y
         assert result == fmt.answer_text(x * y)
 
 
@@ -110,24 +110,22 @@ def test_the_working_is_long_multiplication_and_ends_in_the_product(digits, reve
 )
 def test_bad_format_values(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
-        ProblemFormat(**kwargs)
+        problem_format(**kwargs)
 
 
 def test_widths_int64_cannot_hold_are_written_as_text_but_never_drawn_or_encoded_in_bulk():
-    fmt = ProblemFormat(30, "+")  # a model with places can be asked 30-digit problems ...
+    fmt = problem_format(30, "+")  # a model with places can be asked 30-digit problems ...
     a, b = 10**29 + 7, 10**30 - 1
     assert fmt.parse_answer(fmt.written_text(a, "+", b)) == a + b
     for bulk in (lambda: ProblemSampler(fmt), lambda: ProblemEncoder(fmt, CharTokenizer().vocab)):
         with pytest.raises(ValueError, match="digits=30: at most 17"):  # ... but int64 holds no such sum
             bulk()
     with pytest.raises(ValueError, match="digits=10: at most 9"):
-        ArithmeticDataModule(DataConfig(digits=10, operators="*"))
+        data_module(DataConfig(digits=10, operators="*"))
 
 
 def test_splits_are_disjoint_and_the_training_stream_never_draws_a_held_out_problem():
-    dm = ArithmeticDataModule(
-        DataConfig(digits=2, n_val=200, n_test=300, batch_size=512, val_fraction=0.05, test_fraction=0.05)
-    )
+    dm = data_module(DataConfig(digits=2, n_val=200, n_test=300, batch_size=512, val_fraction=0.05, test_fraction=0.05))
     val, test = keys(dm.held_out_set("val")), keys(dm.held_out_set("test"))
     assert len(val) == 200 and len(test) == 300 and not val & test
     stream = iter(dm.train_dataloader())
@@ -137,7 +135,7 @@ def test_splits_are_disjoint_and_the_training_stream_never_draws_a_held_out_prob
 
 
 def test_fixed_training_set_is_also_disjoint():
-    dm = ArithmeticDataModule(
+    dm = data_module(
         DataConfig(digits=2, streaming=False, n_train=2000, batch_size=100, val_fraction=0.05, test_fraction=0.05)
     )
     trained = set().union(*(keys(batch) for batch in dm.train_dataloader()))
@@ -150,9 +148,7 @@ def test_the_split_of_a_problem_does_not_depend_on_the_seed():
     def problems(seqs: torch.Tensor) -> set[tuple]:
         return {tuple(row) for row in seqs[:, 1:8].tolist()}  # the prompt tokens: a op b
 
-    seeds = [
-        ArithmeticDataModule(DataConfig(digits=3, seed=seed, n_val=300, n_test=300, batch_size=512)) for seed in (0, 7)
-    ]
+    seeds = [data_module(DataConfig(digits=3, seed=seed, n_val=300, n_test=300, batch_size=512)) for seed in (0, 7)]
     tests = [problems(dm.held_out_set("test")) for dm in seeds]
     assert tests[0] != tests[1]  # the seeds draw different test sets ...
     for dm, other_test in ((seeds[0], tests[1]), (seeds[1], tests[0])):
@@ -161,7 +157,7 @@ def test_the_split_of_a_problem_does_not_depend_on_the_seed():
         assert len(trained) > 15_000 and not trained & other_test  # ... from the one split every seed shares
     share = (
         torch.bincount(
-            seeds[0].fmt.split_of(*seeds[0].fmt.draws.random_problems(20_000, torch.Generator()), 0.01, 0.02),
+            seeds[0].fmt.split_of(*seeds[0].fmt.random_problems(20_000, torch.Generator()), 0.01, 0.02),
             minlength=3,
         ).float()
         / 20_000
@@ -171,7 +167,7 @@ def test_the_split_of_a_problem_does_not_depend_on_the_seed():
 
 def test_same_seed_same_data_other_seed_other_data():
     def draw(seed):
-        dm = ArithmeticDataModule(DataConfig(seed=seed, n_val=50, n_test=50))
+        dm = data_module(DataConfig(seed=seed, n_val=50, n_test=50))
         return dm.held_out_set("test"), next(iter(dm.train_dataloader()))
 
     test0, batch0 = draw(0)
@@ -182,7 +178,7 @@ def test_same_seed_same_data_other_seed_other_data():
 
 
 def test_large_problem_spaces_sample_held_out_sets_without_listing_them():
-    sampler = ProblemSampler(ProblemFormat(10, "+"), 0.01, 0.01)
+    sampler = ProblemSampler(problem_format(10, "+"), 0.01, 0.01)
     a, op, b = sampler.sample("test", 500, torch.Generator().manual_seed(0))
     assert len(set(zip(a.tolist(), b.tolist(), strict=True))) == 500
     assert (sampler.fmt.split_of(a, op, b, 0.01, 0.01) == 2).all()
@@ -190,7 +186,7 @@ def test_large_problem_spaces_sample_held_out_sets_without_listing_them():
 
 @pytest.mark.parametrize("draw_steps", [1, 4])
 def test_the_stream_restarts_at_any_step_and_shards_one_global_batch_across_processes(draw_steps):
-    dm = ArithmeticDataModule(DataConfig(digits=3, batch_size=64, n_val=10, n_test=10, seed=3))
+    dm = data_module(DataConfig(digits=3, batch_size=64, n_val=10, n_test=10, seed=3))
     from data.stream import FreshBatches
 
     def stream(**kw):
@@ -211,11 +207,11 @@ def test_the_stream_restarts_at_any_step_and_shards_one_global_batch_across_proc
 def test_draws_of_several_steps_hold_only_training_problems_and_each_step_its_own_hard_share():
     from data.stream import FreshBatches
 
-    dm = ArithmeticDataModule(DataConfig(
+    dm = data_module(DataConfig(
         digits=2, batch_size=100, n_val=10, n_test=10, val_fraction=0.2, test_fraction=0.3, hard_share=1.0,
         hard_fade_steps=4,
     ))  # fmt: skip
-    stream = iter(FreshBatches(dm.data.sampler, dm.data.encoder, 100, seed=0, hard=dm.data.hard, draw_steps=4))
+    stream = iter(FreshBatches(dm.data.sampler, dm.data.encoder, 100, seed=0, mix=dm.data.mix, draw_steps=4))
     digits = lambda batch, columns: sum((batch[:, c] - 3) * 10 ** (1 - i) for i, c in enumerate(columns))  # noqa: E731
     mean_carries = []
     for _ in range(8):  # step 0: all hard, step 2: half, from step 4 on uniform
@@ -233,7 +229,7 @@ def test_draws_of_several_steps_hold_only_training_problems_and_each_step_its_ow
 
 
 def test_consecutive_training_batches_are_independent_draws():
-    stream = iter(ArithmeticDataModule(DataConfig(digits=2, batch_size=2000, n_val=10, n_test=10)).train_dataloader())
+    stream = iter(data_module(DataConfig(digits=2, batch_size=2000, n_val=10, n_test=10)).train_dataloader())
     first, second = next(stream), next(stream)
     same_row = (first == second).all(dim=1).float().mean().item()  # 1 in 10,000 by chance
     same_first_operand = (first[:, 1:3] == second[:, 1:3]).all(dim=1).float().mean().item()  # 1 in 100 by chance
@@ -243,10 +239,10 @@ def test_consecutive_training_batches_are_independent_draws():
 @pytest.mark.parametrize(
     "fmt",
     [
-        ProblemFormat(3, "+"),
-        ProblemFormat(2, "+-*"),
-        ProblemFormat(4, "-", reverse_answer=False),
-        ProblemFormat(3, "*", show_work=True),
+        problem_format(3, "+"),
+        problem_format(2, "+-*"),
+        problem_format(4, "-", reverse_answer=False),
+        problem_format(3, "*", show_work=True),
     ],
 )
 def test_place_ids_line_up_each_answer_digit_with_the_operand_digits_of_its_place(fmt):
@@ -286,7 +282,7 @@ SAME_BATCHES = {
 @pytest.mark.parametrize("name", SAME_BATCHES)
 def test_a_seed_draws_the_same_batches_with_every_option(name):
     options, expected = SAME_BATCHES[name]
-    dm = ArithmeticDataModule(DataConfig(n_val=100, n_test=100, batch_size=32, seed=3, **options))
+    dm = data_module(DataConfig(n_val=100, n_test=100, batch_size=32, seed=3, **options))
     stream = iter(dm.train_dataloader())
     tensors = [dm.held_out_set("val"), dm.held_out_set("test"), *(next(stream) for _ in range(3))]
     if dm.data.streaming:

@@ -7,6 +7,7 @@ import random
 import torch
 
 from data.arithmetic import DataConfig
+from data.build import data_module
 from data.datamodule import ArithmeticDataModule
 from data.difficulty import HardCases, borrows, carries, difficulty, product_carries
 from data.expressions import Problem
@@ -66,7 +67,7 @@ def test_early_batches_hold_more_carries_and_the_stream_stays_a_function_of_the_
         return next(
             iter(
                 FreshBatches(
-                    dm.data.sampler, dm.data.encoder, dm.data.batch_size, dm.data.seed, start=step, hard=dm.data.hard
+                    dm.data.sampler, dm.data.encoder, dm.data.batch_size, dm.data.seed, start=step, mix=dm.data.mix
                 )
             )
         )
@@ -77,8 +78,8 @@ def test_early_batches_hold_more_carries_and_the_stream_stays_a_function_of_the_
         return carries(number(range(1, 6)), number(range(7, 12))).float().mean().item()
 
     kw = dict(digits=5, batch_size=512, n_val=10, n_test=10)
-    uniform = ArithmeticDataModule(DataConfig(**kw))
-    hard = ArithmeticDataModule(DataConfig(**kw, hard_share=1.0, hard_fade_steps=100))
+    uniform = data_module(DataConfig(**kw))
+    hard = data_module(DataConfig(**kw, hard_share=1.0, hard_fade_steps=100))
     u0, h0, h100 = (mean_carries(first_batch(dm, step)) for dm, step in ((uniform, 0), (hard, 0), (hard, 100)))
     assert h0 > u0 + 1.0  # the most carries of 8 draws: ~4 of 5 columns against ~2.3
     assert abs(h100 - u0) < 0.3  # faded out: uniform again

@@ -239,11 +239,11 @@ def test_the_logit_check_would_catch_gpt2s_tanh_gelu(calc_add, problems):
 
 def random_calculator(seed: int = 0, fmt=None, **model) -> Calculator:
     """An untrained calculator with large random weights (so a wrong mapping shows in the logits)."""
-    from data.problems import ProblemFormat
+    from data.build import problem_format
     from model.build import network_for
 
     torch.manual_seed(seed)
-    fmt, tokenizer = fmt or ProblemFormat(digits=2), CharTokenizer()
+    fmt, tokenizer = fmt or problem_format(digits=2), CharTokenizer()
     net = network_for({"vocab_size": tokenizer.vocab_size, "block_size": fmt.seq_len, **model}, fmt)
     with torch.no_grad():
         for p in net.parameters():
@@ -284,9 +284,9 @@ def test_the_place_embedding_folds_into_gpt2s_position_table(tmp_path, position_
 @needs_extra
 def test_an_answer_with_working_exports_whole(tmp_path):
     """show_work answers are longer: the export generates all of it and its card explains the working."""
-    from data.problems import ProblemFormat
+    from data.build import problem_format
 
-    calc_ = random_calculator(fmt=ProblemFormat(2, "*", show_work=True), d_model=32, n_heads=4)
+    calc_ = random_calculator(fmt=problem_format(2, "*", show_work=True), d_model=32, n_heads=4)
     check = export_hf(calc_, tmp_path / "out", n_check=200)
     assert check.max_logit_diff <= 1e-5 and check.answers_agree == 200
     card = (tmp_path / "out" / "README.md").read_text()
@@ -481,9 +481,9 @@ ANSWER_ALL = """texts => texts.map(t => {  // type each problem into the lab, as
 def other_models_lab(tmp_path: Path) -> Path:
     """A lab page built for another model (3-digit problems, 1 layer x 4 heads, d_model 16) than the export's."""
     from analysis.lab import lab_page, lab_payload
-    from data.problems import ProblemFormat
+    from data.build import problem_format
 
-    other = random_calculator(seed=3, fmt=ProblemFormat(digits=3), d_model=16, n_heads=4, n_layers=1)
+    other = random_calculator(seed=3, fmt=problem_format(digits=3), d_model=16, n_heads=4, n_layers=1)
     path = tmp_path / "other_lab.html"
     path.write_text(lab_page(lab_payload(other.net, other.fmt, other.tokenizer.vocab)))
     return path
@@ -576,11 +576,11 @@ def test_every_export_the_lab_opens_is_the_model(browser, tmp_path, kind):
     """Untrained exports of each mapping and format, chosen in a lab: the page reads the format as lab.py writes
     it, and its logits (a head switched off too) and greedy answers are the model's."""
     from analysis.lab import lab_payload
-    from data.problems import ProblemFormat
+    from data.build import problem_format
     from model.hooks import zero_ablated
 
     fmt_args, model_args = EXPORT_KINDS[kind]
-    calc_ = random_calculator(fmt=ProblemFormat(digits=2, **fmt_args), d_model=16, n_heads=2, **model_args)
+    calc_ = random_calculator(fmt=problem_format(digits=2, **fmt_args), d_model=16, n_heads=2, **model_args)
     export_hf(calc_, tmp_path / "out", n_check=10)
     page = browser.new_page()
     page.goto(other_models_lab(tmp_path).as_uri())
@@ -661,9 +661,9 @@ def load_example():
 
 
 def test_carry_pairs_flip_only_the_carry():
-    from data.problems import ProblemFormat
+    from data.build import problem_format
 
-    example, fmt = load_example(), ProblemFormat(digits=3)
+    example, fmt = load_example(), problem_format(digits=3)
     for place in (1, 2, 3):
         pairs = example.carry_pairs(fmt, place, 200, seed=place)
         for clean, bad, digit, bad_digit in zip(

@@ -16,6 +16,7 @@ import torch
 
 from analysis.engine.cache import run_with_cache
 from analysis.lab import head_means, lab_page, lab_payload
+from data.build import problem_format
 from data.problems import ProblemEncoder, ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.build import network_for
@@ -57,7 +58,7 @@ SLOW_KINDS = ("add_length_window", "grouped_log_scaled", "abacus_no_bias")  # ex
 
 def model_of(kind: str):
     fmt_args, model_args = KINDS[kind]
-    fmt, tokenizer = ProblemFormat(**fmt_args), CharTokenizer()
+    fmt, tokenizer = problem_format(**fmt_args), CharTokenizer()
     longest = fmt.at_width(fmt.digits + model_args.get("place_offset", 0))
     torch.manual_seed(0)
     net = network_for({"vocab_size": tokenizer.vocab_size, "block_size": longest.seq_len, **model_args}, fmt)
@@ -68,7 +69,7 @@ def model_of(kind: str):
 
 
 def problems(fmt: ProblemFormat, tokenizer: CharTokenizer, n: int = 2) -> torch.Tensor:
-    a, op_idx, b = fmt.draws.random_problems(n, torch.Generator().manual_seed(1))
+    a, op_idx, b = fmt.random_problems(n, torch.Generator().manual_seed(1))
     return ProblemEncoder(fmt, tokenizer.vocab).encode(a, op_idx, b)[:, :-1]  # (n, T): every token but [EOS]
 
 
@@ -212,7 +213,7 @@ def test_the_labs_answers_are_calc_pys_on_1000_problems_of_a_trained_run(browser
     done = run_train(tmp_path, "threads=1", "logger=none", "analysis=none", "callbacks.attention_maps=null")
     assert done.returncode == 0, done.stderr[-2000:]
     calc = load_calculator(tmp_path)
-    a, op_idx, b = calc.fmt.draws.random_problems(1000, torch.Generator().manual_seed(2))
+    a, op_idx, b = calc.fmt.random_problems(1000, torch.Generator().manual_seed(2))
     texts = [f"{x}{calc.fmt.operators[o]}{y}" for x, o, y in zip(a.tolist(), op_idx.tolist(), b.tolist(), strict=True)]
     expected = [answer.text for answer in calc.answer([parse_expression(t, calc.fmt) for t in texts])]
     page = browser.new_page()

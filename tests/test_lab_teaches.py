@@ -20,9 +20,9 @@ import torch
 from analysis.engine.cache import run_with_cache
 from analysis.html_report import write_run_report
 from analysis.lab import format_of, head_means
+from data.build import problem_format
 from data.expressions import parse_expression
 from data.positions import positions
-from data.problems import ProblemFormat
 from data.tokenizer import CharTokenizer
 from model.checkpoint import load_calculator
 from model.hooks import ablated, hook_name
@@ -139,8 +139,8 @@ def test_the_lab_names_places_as_the_rest_of_the_page(browser, run, calc, tmp_pa
     view = Page(browser, run / "report.html")
     page = view.page
     tokenizer = CharTokenizer()
-    for fmt in (ProblemFormat(), ProblemFormat(operators="-"), ProblemFormat(digits=2, operators="*", show_work=True),
-                ProblemFormat(operators="+-*"), ProblemFormat(reverse_answer=False, operators="+-")):  # fmt: skip
+    for fmt in (problem_format(), problem_format(operators="-"), problem_format(2, "*", show_work=True),
+                problem_format(operators="+-*"), problem_format(reverse_answer=False, operators="+-")):  # fmt: skip
         want = [p.short for p in positions(fmt)][:-1]  # every position but [EOS]
         assert page.evaluate("f => TinycalcLab.positionsOf(f)", format_of(fmt, tokenizer.vocab)) == want, fmt
     data = inlined_data((run / "report.html").read_text())

@@ -16,7 +16,7 @@ import torch
 from analysis import adderboard
 from analysis.metrics.length import accuracy_by_length, length_widths, long_problems, longest_learned, problems_at
 from data.arithmetic import DataConfig
-from data.datamodule import ArithmeticDataModule
+from data.build import data_module, problem_format
 from data.expressions import ExpressionError, Problem, parse_expression
 from data.positions import place_ids, positions, randomised, shifted
 from data.problems import ProblemFormat
@@ -38,16 +38,16 @@ def carries_by_column(p: Problem, digits: int = 10) -> list[int]:
 
 # ---- drawing ----------------------------------------------------------------------------------------------
 def test_a_fixed_length_format_draws_exactly_as_before():
-    fmt, g1, g2 = ProblemFormat(3, "+"), torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
-    a, op, b = fmt.draws.random_problems(1000, g1)
+    fmt, g1, g2 = problem_format(3, "+"), torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    a, op, b = fmt.random_problems(1000, g1)
     assert torch.equal(a, torch.randint(1000, (1000,), generator=g2))
     assert torch.equal(b, torch.randint(1000, (1000,), generator=g2))
     assert torch.equal(op, torch.randint(1, (1000,), generator=g2))
 
 
 def test_mixed_lengths_draw_every_operand_length_about_equally_often():
-    fmt = ProblemFormat(10, "+", mixed_lengths=True)
-    a, _, b = fmt.draws.random_problems(20_000, torch.Generator().manual_seed(0))
+    fmt = problem_format(10, "+", mixed_lengths=True)
+    a, _, b = fmt.random_problems(20_000, torch.Generator().manual_seed(0))
     for x in (a, b):
         lengths = torch.tensor([len(str(v)) for v in x.tolist()])
         counts = torch.bincount(lengths, minlength=11)[1:]
@@ -57,19 +57,19 @@ def test_mixed_lengths_draw_every_operand_length_about_equally_often():
 
 def test_a_share_of_mixed_lengths_mixes_that_share_of_problems():
     for share, given in ((0.0, False), (1.0, True), (0.5, 0.5)):
-        fmt = ProblemFormat(10, "+", mixed_lengths=given)
+        fmt = problem_format(10, "+", mixed_lengths=given)
         assert fmt.mixed_lengths == share
-    a, _, b = ProblemFormat(10, "+", mixed_lengths=0.5).draws.random_problems(20_000, torch.Generator().manual_seed(0))
+    a, _, b = problem_format(10, "+", mixed_lengths=0.5).random_problems(20_000, torch.Generator().manual_seed(0))
     short = ((a < 10**9) | (b < 10**9)).float().mean().item()
     # uniform operands are short 1 time in 10 each (19% of pairs), mixed ones 9 in 10 (99%): 0.5 * 0.19 + 0.5 * 0.99
     assert abs(short - 0.59) < 0.02
     with pytest.raises(ValueError, match="mixed_lengths=1.5: must be true, false or a share"):
-        ProblemFormat(10, "+", mixed_lengths=1.5)
+        problem_format(10, "+", mixed_lengths=1.5)
 
 
 def test_round_numbers_are_runs_of_digits_followed_by_zeros_at_every_place():
-    fmt = ProblemFormat(10, "+", round_numbers=0.5)
-    a, _, b = fmt.draws.random_problems(20_000, torch.Generator().manual_seed(0))
+    fmt = problem_format(10, "+", round_numbers=0.5)
+    a, _, b = fmt.random_problems(20_000, torch.Generator().manual_seed(0))
     assert int(a.max()) < 10**10 and int(b.max()) < 10**10
     texts = [str(x) for x in a.tolist()]
     trailing = torch.tensor([len(t) - len(t.rstrip("0")) for t in texts if t != "0"])
@@ -79,7 +79,7 @@ def test_round_numbers_are_runs_of_digits_followed_by_zeros_at_every_place():
 
 
 def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
-    dm = ArithmeticDataModule(
+    dm = data_module(
         DataConfig(
             digits=4, mixed_lengths=True, mixed_widths=True, n_val=50, n_test=50, val_fraction=0.05, test_fraction=0.05
         )
@@ -98,7 +98,7 @@ def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
 
 def test_mixed_widths_refuse_what_they_cannot_draw():
     with pytest.raises(ValueError, match="mixed_widths=true: needs streaming=true"):
-        ArithmeticDataModule(DataConfig(digits=3, mixed_widths=True, streaming=False))
+        data_module(DataConfig(digits=3, mixed_widths=True, streaming=False))
 
 
 # ---- places -------------------------------------------------------------------------------------------------
@@ -107,7 +107,7 @@ def place_net(
     place_window: bool = False, place_vectors: bool = True,
 ) -> tuple[Transformer, ProblemFormat]:  # fmt: skip
     torch.manual_seed(0)
-    fmt = ProblemFormat(digits, "+")
+    fmt = problem_format(digits, "+")
     longest = fmt.at_width(digits + offset)
     cfg = transformer_config(
         vocab_size=CharTokenizer().vocab_size, block_size=longest.seq_len, d_model=32, n_heads=4,
@@ -315,7 +315,7 @@ def test_length_widths_are_every_width_to_four_times_trained_then_a_ladder_to_th
 
 
 def test_own_places_number_every_digit_by_its_own_place():
-    fmt = ProblemFormat(2, "+")  # ^ a1 a0 + b1 b0 = r0 r1 r2 $
+    fmt = problem_format(2, "+")  # ^ a1 a0 + b1 b0 = r0 r1 r2 $
     assert place_ids(fmt, "own") == [0, 2, 1, 0, 2, 1, 0, 1, 2, 3, 0]
     assert place_ids(fmt, "predicted") == [0, 2, 1, 0, 2, 1, 1, 2, 3, 0, 0]
 
@@ -350,7 +350,7 @@ def test_calc_answers_beyond_the_trained_length_and_order_with_a_warning_each(ca
     import calc as calc_cli
 
     net, fmt = place_net(offset=4)
-    subtracter = Calculator(net, ProblemFormat(3, "+-", larger_first=True), CharTokenizer())
+    subtracter = Calculator(net, problem_format(3, "+-", larger_first=True), CharTokenizer())
     assert calc_cli.answer_lines(subtracter, ["12-7", "1234567+1"], check=False, attention=False) == 0
     out = capsys.readouterr()
     assert "7-digit operands: longer than the 3 digits" in out.err and "smaller operand first" not in out.err
@@ -360,7 +360,7 @@ def test_calc_answers_beyond_the_trained_length_and_order_with_a_warning_each(ca
 
 
 def test_a_model_with_absolute_positions_only_addresses_its_block():
-    fmt = ProblemFormat(3, "+")
+    fmt = problem_format(3, "+")
     cfg = TransformerConfig(vocab_size=CharTokenizer().vocab_size, block_size=fmt.at_width(5).seq_len, d_model=32)
     assert Calculator(Transformer(cfg), fmt, CharTokenizer()).longest == 5
     cfg = TransformerConfig(vocab_size=CharTokenizer().vocab_size, block_size=fmt.seq_len, d_model=32)
@@ -368,7 +368,7 @@ def test_a_model_with_absolute_positions_only_addresses_its_block():
 
 
 def test_expressions_longer_than_the_model_addresses_are_one_clear_error():
-    fmt = ProblemFormat(3, "+")
+    fmt = problem_format(3, "+")
     assert parse_expression("1234567+1", fmt, longest=7).a == 1234567
     with pytest.raises(ExpressionError, match="12345678 has 8 digits; this model can address at most 7"):
         parse_expression("12345678+1", fmt, longest=7)
@@ -407,22 +407,22 @@ def test_accuracy_by_length_scores_each_width_and_finds_the_longest_learned():
 
 
 def test_larger_first_writes_every_subtraction_with_the_larger_operand_first_and_leaves_the_rest():
-    fmt = ProblemFormat(3, "+-", larger_first=True)
-    a, op_idx, b = fmt.draws.random_problems(4000, torch.Generator().manual_seed(0))
+    fmt = problem_format(3, "+-", larger_first=True)
+    a, op_idx, b = fmt.random_problems(4000, torch.Generator().manual_seed(0))
     minus = fmt.operator_codes(op_idx) == 1
     assert (a[minus] >= b[minus]).all() and (a[~minus] < b[~minus]).any()  # '+' keeps both orders
     assert (fmt.values(a, op_idx, b) >= 0).all()
-    small = ProblemFormat(1, "-", larger_first=True)
-    a, _, b = small.draws.all_problems()
+    small = problem_format(1, "-", larger_first=True)
+    a, _, b = small.all_problems()
     assert len(a) == 55 and (a >= b).all()  # 10 + 9 + ... + 1 ordered pairs of one digit
     assert all(p.a >= p.b for p in long_problems("-", 12, 50, larger_first=True))
     assert any(p.a < p.b for p in long_problems("-", 12, 50))
     from data.expressions import accepted
 
-    assert "(e.g. 45-7)" in accepted(ProblemFormat(3, "-", larger_first=True))  # the order it was trained on
-    assert "(e.g. 7-45)" in accepted(ProblemFormat(3, "-"))
+    assert "(e.g. 45-7)" in accepted(problem_format(3, "-", larger_first=True))  # the order it was trained on
+    assert "(e.g. 7-45)" in accepted(problem_format(3, "-"))
     with pytest.raises(ValueError, match="larger_first='yes'"):
-        ProblemFormat(3, "-", larger_first="yes")
+        problem_format(3, "-", larger_first="yes")
 
 
 # ---- 10-digit verification ------------------------------------------------------------------------------------
@@ -509,7 +509,7 @@ def test_calc_asks_a_model_without_a_table_up_to_a_thousand_digits_and_says_so_b
 
     from calc import LongLine, input_lines
 
-    fmt = ProblemFormat(10, "+")
+    fmt = problem_format(10, "+")
     problem = "9" * ANY_LENGTH + "+" + "1" * ANY_LENGTH
     (line,) = input_lines(io.StringIO(problem + "=" + "1" * (ANY_LENGTH + 1) + "\n"))
     assert not isinstance(line, LongLine)  # two 1,000-digit operands and an answer fit one line

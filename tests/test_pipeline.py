@@ -19,7 +19,7 @@ from analysis.metric import UNITS, Column, Context, HeadMetric, Product
 from analysis.metrics.dla import head_logit_contributions
 from analysis.pipeline import HeadAnalysis
 from data.arithmetic import DataConfig
-from data.datamodule import ArithmeticDataModule
+from data.build import data_module
 from storage.rundir import RunDir
 from tests.conftest import untrained_calculator
 from tests.test_calc import make_run
@@ -92,9 +92,7 @@ def test_direct_logit_attribution_adds_up_to_the_logit(small):
 def adder(tmp_path_factory):
     """A 2-digit adder trained for 300 steps: it tells digits apart, so patching and circuits have pairs to study."""
     module, _ = load_module(make_run(tmp_path_factory.mktemp("adder"), "+", 300))
-    test = ArithmeticDataModule(DataConfig(digits=2, val_fraction=0.05, test_fraction=0.05, n_test=300)).held_out_set(
-        "test"
-    )
+    test = data_module(DataConfig(digits=2, val_fraction=0.05, test_fraction=0.05, n_test=300)).held_out_set("test")
     return module.eval(), test
 
 

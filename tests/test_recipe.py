@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from data.arithmetic import DataConfig
-from data.datamodule import ArithmeticDataModule
+from data.build import data_module
 from model.reference import RefGPT, nanogpt_init
 from model.transformer import Transformer, TransformerConfig
 from tests.conftest import compose_config, with_run_dir
@@ -98,7 +98,7 @@ def test_the_combined_optimizer_saves_and_restores_both_parts():
 
 
 def test_a_checkpoint_from_before_the_recipe_settings_loads_as_adamw():
-    dm = ArithmeticDataModule()
+    dm = data_module()
     old_optim = {"lr": 3e-3, "weight_decay": 0.1, "betas": [0.9, 0.98], "warmup_steps": 100, "min_lr_ratio": 0.1}
     model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len).to_dict()
     module = calculator_module(model, dm.fmt.to_dict(), old_optim)
@@ -260,7 +260,7 @@ def test_lightning_resumes_a_checkpoint_holding_an_old_optimizer_state(tmp_path)
     gives every trainer) upgrades the state before the optimizer loads it."""
     import lightning as L
 
-    dm = ArithmeticDataModule(DataConfig(digits=2, n_val=10, n_test=10, val_fraction=0.05, test_fraction=0.05))
+    dm = data_module(DataConfig(digits=2, n_val=10, n_test=10, val_fraction=0.05, test_fraction=0.05))
     model = dict(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=4, n_layers=2)
     recipe = OptimConfig(matrices="muon", warmup_steps=2, decay_steps=20)
     module = calculator_module(model, dm.fmt.to_dict(), recipe.to_dict())

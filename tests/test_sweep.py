@@ -217,11 +217,11 @@ def test_every_symbol_a_role_line_can_hold_is_explained_where_the_roles_are_show
     """A role line (analysis/metrics/roles.py) reads e.g. "reads r0<-a0+b0 r1<-~ r2<-=": the roles' intro, which
     every page shows above them, says what each kind of symbol means."""
     from analysis.metrics.roles import Roles
+    from data.build import problem_format
     from data.positions import positions
-    from data.problems import ProblemFormat
 
     kinds = set()
-    for fmt in (ProblemFormat(), ProblemFormat(operators="+-"), ProblemFormat(operators="*", show_work=True)):
+    for fmt in (problem_format(), problem_format(operators="+-"), problem_format(operators="*", show_work=True)):
         kinds |= {position.short for position in positions(fmt)}
     example = {"a": "a2", "b": "b0", "r": "r0", "w": "w1.2"}  # a digit's symbol: its kind, its place (and line)
     explained = {example.get(kind[0], kind) if kind[-1].isdigit() else kind for kind in kinds}

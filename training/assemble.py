@@ -17,10 +17,14 @@ def build_objects(cfg: DictConfig) -> tuple:
     """The run's data, model, analysis and callbacks, each checking its own settings (a ConfigError). Built once
     more by train.py's command-line check before Hydra starts (training/cli.py), so a value one of them refuses is
     refused before anything is written: they write nothing as they are built."""
-    from data.datamodule import ArithmeticDataModule
+    from data.build import data_module
     from training.load import calculator_module
 
-    datamodule = ArithmeticDataModule(build(cfg.data, "data"))
+    config = build(cfg.data, "data")
+    try:
+        datamodule = data_module(config)  # the research settings checked and given their pieces (data/build.py)
+    except ValueError as e:
+        raise ConfigError(f"data.{e}") from None
     # the longest problems the model can be asked: its trained width, plus place_offset digits for a place model
     try:
         longest = datamodule.fmt.at_width(datamodule.fmt.digits + cfg.model.get("place_offset", 0))

@@ -162,8 +162,8 @@ def _whole(value) -> bool:
 
 def sizes_of(cfg: DictConfig) -> Sizes | None:
     """The sizes a config asks for, or None when one is not a valid value (its owner then says so)."""
+    from data.build import problem_format
     from data.positions import place_ids
-    from data.problems import ProblemFormat
     from data.tokenizer import CharTokenizer
 
     model, data = cfg.get("model"), cfg.get("data")
@@ -179,7 +179,7 @@ def sizes_of(cfg: DictConfig) -> Sizes | None:
     if not all(_whole(v) for v in whole):
         return None
     try:
-        fmt = ProblemFormat(t.get("digits"), t.get("operators"), t.get("reverse_answer"), t.get("show_work"))
+        fmt = problem_format(t.get("digits"), t.get("operators"), t.get("reverse_answer"), t.get("show_work"))
     except (TypeError, ValueError):
         return None
     held_out = t["n_val"] + t["n_test"] + (0 if t.get("streaming", True) else int(t.get("n_train") or 0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data.problems import ProblemFormat
+from data.build import problem_format
 from model.build import network_for
 from model.checkpoint import CheckpointError, load_weights, read_checkpoint
 from storage.messages import one_line
@@ -16,10 +16,10 @@ from training.optim import OptimConfig, recipe, upgrade_checkpoint
 def calculator_module(model: dict, fmt: dict, optim: dict, compile: str | None = None, seed: int = 0):
     """``model``, ``fmt``, ``optim``: a TransformerConfig (flat), a ProblemFormat and an OptimConfig as dicts, as a
     checkpoint saves them -> a CalculatorModule with new weights (``module.optim``: the OptimConfig)."""
-    problem_format, optim_config = ProblemFormat(**fmt), OptimConfig(**optim)
-    net = network_for(model, problem_format)
-    hparams = {"model": net.cfg.to_dict(), "fmt": problem_format.to_dict(), "optim": optim_config.to_dict()}
-    module = CalculatorModule(net, problem_format, recipe(optim_config), compile, seed, hparams)
+    written, optim_config = problem_format(**fmt), OptimConfig(**optim)
+    net = network_for(model, written)
+    hparams = {"model": net.cfg.to_dict(), "fmt": written.to_dict(), "optim": optim_config.to_dict()}
+    module = CalculatorModule(net, written, recipe(optim_config), compile, seed, hparams)
     module.optim = optim_config
     return module
 

@@ -8,8 +8,8 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from data.problems import ProblemFormat
-from data.stream import derived_seed, width_of
+from data.problems import ProblemFormat, width_of
+from data.stream import derived_seed
 from model.transformer import Transformer
 
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile

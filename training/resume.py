@@ -166,13 +166,14 @@ def take_values(schema: dict, saved: dict, path: str = "") -> dict:
 
 def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path) -> None:
     """The config must describe the network and the problems the checkpoint was trained on."""
+    from data.build import problem_format
     from data.problems import ProblemFormat
 
     trained = {f"model.{k}": v for k, v in calc.net.cfg.to_dict().items()}
     trained |= {f"data.{k}": v for k, v in calc.fmt.to_dict().items()}
     data = OmegaConf.to_container(cfg.data)
     try:  # the whole format, as the data module builds it: every field the config has (the rest: their defaults)
-        fmt = ProblemFormat(**{f.name: data[f.name] for f in dataclasses.fields(ProblemFormat) if f.name in data})
+        fmt = problem_format(**{f.name: data[f.name] for f in dataclasses.fields(ProblemFormat) if f.name in data})
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{label}: config.yaml data.{one_line(e)}") from None
     said = {f"model.{k}": v for k, v in OmegaConf.to_container(cfg.model).items() if not _names_code(k)}

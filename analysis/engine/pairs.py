@@ -97,7 +97,7 @@ def contrast_pairs(fmt: ProblemFormat, at: int, n: int = 256, seed: int = 0, tri
     encoder = ProblemEncoder(fmt, CharTokenizer().vocab)
     where = positions(fmt)
     m = n * tries
-    a, op_idx, b = fmt.draws.random_problems(m, g)
+    a, op_idx, b = fmt.random_problems(m, g)
     place = torch.randint(fmt.digits, (m,), generator=g)  # the one place whose digits change
     unit = 10**place
     a2 = a + (torch.randint(10, (m,), generator=g) - a // unit % 10) * unit
