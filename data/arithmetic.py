@@ -24,24 +24,20 @@ SEED_MAX = 2**32 - 1  # the run's seed= range (training/config.py); far larger o
 
 @dataclass(frozen=True)
 class DataConfig:
-    """The data's settings (configs/data/, each key a field; each checked with its key named: the lesson's here,
-    the research's by data/build.py, which builds their pieces).
+    """The data's settings (configs/data/, each key a field; each checked with its key named).
 
-    digits, operators, reverse_answer, show_work, mixed_lengths, round_numbers, larger_first: the
-        :class:`ProblemFormat`.
-    mixed_widths: with streaming, every training batch written at a width drawn from 1..digits
-        (:class:`FreshBatches`); validation and test stay at ``digits``.
+    digits, operators, reverse_answer: the :class:`ProblemFormat`.
     batch_size: training batch size; ``eval_batch_size`` for validation and test.
     streaming: draw a fresh training batch every step (default) instead of cycling a fixed set of ``n_train``
         problems.
-    hard_share, hard_fade_steps: with streaming, the share of each batch drawn as hard cases at step 0, fading
-        linearly to none at ``hard_fade_steps`` (data/difficulty.py); 0 = uniform throughout.
     draw_steps: with streaming, how many steps' batches are drawn at once, on the device that trains
         (:class:`FreshBatches`); null = 1 on the CPU (the stream every recorded CPU figure was measured with) and
         ``ACCELERATOR_DRAW_STEPS`` on a GPU.
     n_val, n_test: sizes of the held-out sets (distinct problems, never seen in training).
     val_fraction, test_fraction: share of the problem space reserved for each held-out split.
     seed: seeds every draw, so the same seed gives the same data.
+    show_work, mixed_lengths, round_numbers, larger_first, mixed_widths, hard_share, hard_fade_steps: research
+        settings, off by default, each checked by data/build.py as it builds their pieces (it says what each does).
     """
 
     digits: int = 3

@@ -3,6 +3,14 @@ them -- the working of long multiplication (data/working.py) and varied operands
 :class:`ProblemFormat`, hard cases and mixed widths (data/mixing.py) for the training stream -- each research setting
 checked here, with its key named. The run's assembly, checkpoints and the analyses build their formats and data
 here; the lesson's files never import it.
+
+The research settings (configs/data's keys, fields of :class:`DataConfig`), all off by default:
+
+- show_work, mixed_lengths, round_numbers, larger_first: the format's (data/working.py, data/operands.py).
+- mixed_widths: with streaming, every training batch written at a width drawn from 1..digits (data/mixing.py);
+  validation and test stay at ``digits``.
+- hard_share, hard_fade_steps: with streaming, the share of each batch drawn as hard cases at step 0, fading
+  linearly to none at ``hard_fade_steps`` (data/difficulty.py); 0 = uniform throughout.
 """
 
 from __future__ import annotations

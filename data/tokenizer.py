@@ -1,12 +1,11 @@
 """A character-level tokenizer built with Hugging Face ``tokenizers``: one token per character.
 
 The vocabulary is fixed (digits, the three operators, '=', and special tokens), so every model of this
-project shares it whatever it was trained on. It is saved as ``tokenizer.json`` in each run directory.
+project shares it whatever it was trained on. It is saved as ``tokenizer.json`` in each run directory
+(model/checkpoint.py reads it back: ``tokenizer_from_json``).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
 from tokenizers.models import WordLevel
@@ -58,24 +57,3 @@ class CharTokenizer:
     def to_json(self) -> str:
         """tokenizer.json's text (a run directory writes it: ``RunDir.write_text``)."""
         return self.tokenizer.to_str(pretty=True)
-
-    @classmethod
-    def load(cls, path: str | Path) -> CharTokenizer:
-        return cls.from_json(Path(path).read_text())
-
-    @classmethod
-    def from_json(cls, text: str) -> CharTokenizer:
-        """A saved tokenizer (tokenizer.json's text), or ValueError unless it tokenizes as the one this project
-        builds: the vocabulary is fixed, so a file that differs (two digits' ids swapped, ...) is damaged, and
-        a model would read and write the wrong digits through it without a word."""
-        tokenizer = cls(Tokenizer.from_str(text))
-        built = cls()
-        if tokenizer.vocab != built.vocab:
-            differ = sorted(
-                t for t in set(built.vocab) | set(tokenizer.vocab) if tokenizer.vocab.get(t) != built.vocab.get(t)
-            )
-            raise ValueError(f"its vocabulary differs from the fixed one at {', '.join(map(repr, differ[:6]))}")
-        probe = "".join(CHARACTERS)
-        if tokenizer.encode(probe) != built.encode(probe) or tokenizer.decode(built.encode(probe)) != probe:
-            raise ValueError("it does not split text into one token per character as the fixed one does")
-        return tokenizer

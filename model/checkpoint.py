@@ -14,9 +14,10 @@ import warnings
 from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer
 
 from data.build import problem_format
-from data.tokenizer import CharTokenizer
+from data.tokenizer import CHARACTERS, CharTokenizer
 from model.build import network_for
 from model.calculator import Calculator
 from model.device import resolve_device
@@ -84,6 +85,23 @@ def resolve_checkpoint(path: str | Path) -> Path:
     return path
 
 
+def tokenizer_from_json(text: str) -> CharTokenizer:
+    """A saved tokenizer (tokenizer.json's text), or ValueError unless it tokenizes as the one this project
+    builds: the vocabulary is fixed, so a file that differs (two digits' ids swapped, ...) is damaged, and
+    a model would read and write the wrong digits through it without a word."""
+    tokenizer = CharTokenizer(Tokenizer.from_str(text))
+    built = CharTokenizer()
+    if tokenizer.vocab != built.vocab:
+        differ = sorted(
+            t for t in set(built.vocab) | set(tokenizer.vocab) if tokenizer.vocab.get(t) != built.vocab.get(t)
+        )
+        raise ValueError(f"its vocabulary differs from the fixed one at {', '.join(map(repr, differ[:6]))}")
+    probe = "".join(CHARACTERS)
+    if tokenizer.encode(probe) != built.encode(probe) or tokenizer.decode(built.encode(probe)) != probe:
+        raise ValueError("it does not split text into one token per character as the fixed one does")
+    return tokenizer
+
+
 def load_tokenizer(ckpt: Path) -> CharTokenizer:
     """The run's tokenizer.json (read as the run directory's reader reads a file), checked to be the vocabulary
     the project builds; the built one for a checkpoint outside a run or a run without the file."""
@@ -95,7 +113,7 @@ def load_tokenizer(ckpt: Path) -> CharTokenizer:
     if text is None:
         return CharTokenizer()  # the vocabulary is fixed: every run's tokenizer.json holds this one
     try:
-        return CharTokenizer.from_json(text)
+        return tokenizer_from_json(text)
     except Exception as e:  # tokenizers raises plain Exceptions on bad JSON; a vocabulary not ours is a ValueError
         raise CheckpointError(
             f"{run.tokenizer}: not the tokenizer tinycalc builds ({one_line(e, sentence=True)})"

@@ -12,11 +12,12 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 # The lesson's closure today; the aim is 1,000 (what nanoGPT's model and training script take). Lower it as it falls.
-CLOSURE_BUDGET, GLANCE_BUDGET, TRAIN_BUDGET, README_BUDGET = 1585, 200, 100, 250
+CLOSURE_BUDGET, GLANCE_BUDGET, TRAIN_BUDGET, README_BUDGET = 1232, 200, 100, 250
 GLANCE = ("model/hooks.py",)  # named, counted apart: the hook points a learner glances at, not reads
 # what the lesson never imports: the run's storage, the analyses, and the research beside the lesson
 NOT_THE_LESSON = ("storage/", "analysis/", "model/positions.py", "data/positions.py", "training/optim.py",
-                  "model/checkpoint.py", "model/calculator.py")  # fmt: skip
+                  "model/checkpoint.py", "model/calculator.py", "data/build.py", "data/working.py",
+                  "data/operands.py", "data/mixing.py", "data/difficulty.py")  # fmt: skip
 
 
 def lines(path) -> int:

@@ -482,7 +482,6 @@ NOT_A_RUN_FILE = {
     "analysis/lab.py": "the lab's script, a file of the project",
     "analysis/record.py": "report.html, the page this run has just written, handed to wandb",
     "model/export.py": "the tokenizer_config.json transformers has just written into the export directory",
-    "data/tokenizer.py": "CharTokenizer.load: a tokenizer.json of the caller's (a run's: model/checkpoint.py)",
     "training/limits.py": "/proc/meminfo and the project's own configs/",
     "calc.py": "--eval FILE, the user's problems, read line by line within calc.py's limits",
 }
