@@ -46,12 +46,12 @@ def mix(x: torch.Tensor) -> torch.Tensor:
 
 
 @functools.cache
-def _table(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
+def lookup(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """A small int64 lookup table on ``device``, copied there once: each copy to a GPU waits for the GPU."""
     return torch.tensor(values, dtype=torch.int64, device=device)
 
 
-def _digits_of(x: torch.Tensor, width: int) -> torch.Tensor:
+def digits_of(x: torch.Tensor, width: int) -> torch.Tensor:
     """(...) non-negative ints -> (..., width) decimal digits, most significant first."""
     powers = 10 ** torch.arange(width - 1, -1, -1, dtype=torch.int64, device=x.device)
     return (x.unsqueeze(-1) // powers) % 10
@@ -194,7 +194,7 @@ class ProblemFormat:
     # ---- problems as tensors: (a, op_idx, b), each (N,) int64; op_idx indexes ``operators`` ----------
     def operator_codes(self, op_idx: torch.Tensor) -> torch.Tensor:
         """op_idx -> the operator's place in OPERATORS: 0 '+', 1 '-', 2 '*'."""
-        return _table(tuple(OPERATORS.index(op) for op in self.operators), op_idx.device)[op_idx]
+        return lookup(tuple(OPERATORS.index(op) for op in self.operators), op_idx.device)[op_idx]
 
     def values(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """The true results, vectorised."""
@@ -257,7 +257,7 @@ class ProblemEncoder:
     def __init__(self, fmt: ProblemFormat, vocab: dict[str, int]):
         fmt.check_vectorised()
         self.fmt, self.vocab = fmt, vocab
-        # token ids of digits 0-9, the operators and the signs '+'/'-'; as tensors: _table
+        # token ids of digits 0-9, the operators and the signs '+'/'-'; as tensors: lookup
         self.digit_ids = tuple(vocab[str(d)] for d in range(10))
         self.op_ids = tuple(vocab[op] for op in fmt.operators)
         self.sign_ids = (vocab["+"], vocab["-"])
@@ -273,16 +273,16 @@ class ProblemEncoder:
     def encode(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """(N,) problems -> (N, seq_len) token ids of the full training string, on the problems' device."""
         fmt, n, device = self.fmt, a.shape[0], a.device
-        digit = _table(self.digit_ids, device)  # (10,): digit -> its token id
+        digit = lookup(self.digit_ids, device)  # (10,): digit -> its token id
         column = lambda token: torch.full((n, 1), token, dtype=torch.int64, device=device)  # noqa: E731
         value = fmt.values(a, op_idx, b)
-        answer = digit[_digits_of(value.abs(), fmt.answer_digits)]  # (N, answer_digits)
+        answer = digit[digits_of(value.abs(), fmt.answer_digits)]  # (N, answer_digits)
         if fmt.signed:
-            answer = torch.cat([_table(self.sign_ids, device)[(value < 0).long()].unsqueeze(1), answer], dim=1)
+            answer = torch.cat([lookup(self.sign_ids, device)[(value < 0).long()].unsqueeze(1), answer], dim=1)
         if fmt.reverse_answer:
             answer = answer.flip(1)
         if fmt.working is not None:  # the working's (N, work_len) tokens before the result (data/working.py)
             answer = torch.cat([fmt.working.tokens(fmt, a, op_idx, b, self.vocab), answer], dim=1)
-        prompt = [column(self.bos), digit[_digits_of(a, fmt.digits)], _table(self.op_ids, device)[op_idx].unsqueeze(1)]
-        prompt += [digit[_digits_of(b, fmt.digits)], column(self.eq)]
+        prompt = [column(self.bos), digit[digits_of(a, fmt.digits)], lookup(self.op_ids, device)[op_idx].unsqueeze(1)]
+        prompt += [digit[digits_of(b, fmt.digits)], column(self.eq)]
         return torch.cat([*prompt, answer, column(self.eos)], dim=1)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from data.problems import _digits_of, _table
+from data.problems import digits_of, lookup
 
 
 def work_lines(fmt) -> int:
@@ -76,11 +76,11 @@ class Working:
     def tokens(self, fmt, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor, vocab: dict) -> torch.Tensor:
         """(N,) problems -> (N, length) token ids of the working: each line's digits (in the answer's order),
         then its separator."""
-        digit = _table(tuple(vocab[str(d)] for d in range(10)), a.device)  # (10,): digit -> its token id
-        work = digit[_digits_of(self.values(fmt, a, op_idx, b), fmt.answer_digits)]  # (N, lines, answer_digits)
+        digit = lookup(tuple(vocab[str(d)] for d in range(10)), a.device)  # (10,): digit -> its token id
+        work = digit[digits_of(self.values(fmt, a, op_idx, b), fmt.answer_digits)]  # (N, lines, answer_digits)
         if fmt.reverse_answer:
             work = work.flip(2)
-        separators = _table(tuple(vocab[c] for c in self.separators(fmt)), a.device)  # (lines,)
+        separators = lookup(tuple(vocab[c] for c in self.separators(fmt)), a.device)  # (lines,)
         separators = separators.expand(len(a), -1).unsqueeze(2)  # (N, lines, 1)
         return torch.cat([work, separators], dim=2).flatten(1)
 
