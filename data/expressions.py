@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from data.problems import OPERATORS, ProblemFormat
+from data.text import evaluate
 
 _DIGIT = "0123456789"
 _EXPRESSION = re.compile(r"([0-9]+)\s*([+\-*])\s*([0-9]+)")
@@ -59,7 +60,7 @@ class Problem:
 
     @property
     def truth(self) -> int:
-        return ProblemFormat.evaluate(self.a, self.op, self.b)
+        return evaluate(self.a, self.op, self.b)
 
     @property
     def digits(self) -> int:
@@ -163,7 +164,7 @@ def parse_expression(text: str, fmt: ProblemFormat, allow_answer: bool = False, 
         if not _INTEGER.fullmatch(rhs) or len(rhs) > 2 * max(longest or 0, fmt.digits, 20):
             raise fail(f"the answer after '=' must be a whole number, got {rhs!r}")
         given = int(rhs)
-        truth = ProblemFormat.evaluate(a, op, b)
+        truth = evaluate(a, op, b)
         if given != truth:
             raise ExpressionError(f"the given answer {given} is wrong: {a}{op}{b} = {truth}")
     return Problem(a, op, b, given)

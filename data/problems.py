@@ -1,4 +1,4 @@
-"""Arithmetic problems: how one is written, its tokens, which split it belongs to, and where its answer sits.
+"""Arithmetic problems: how one is laid out, its tokens, which split it belongs to, and where its answer sits.
 
 A problem ``a <op> b`` is written as one fixed-length string, so a batch needs no padding:
 
@@ -12,6 +12,7 @@ When subtraction is among the operators every answer also carries a sign ('+' or
 
 Splits are a pure function of the problem (a hash of a, op, b), so no test problem can ever be drawn
 for training, whatever the seed, batch size or streaming mode; data/sampler.py draws the problems of a split.
+A problem as text (what calc.py, verify.py, the analyses and the lab read and write): data/text.py.
 Beside this file live the research options, off by default, as pieces a format is handed (data/build.py): the
 working of long multiplication before a '*' result (``show_work``: data/working.py) and how operands are varied
 (data/operands.py).
@@ -154,43 +155,6 @@ class ProblemFormat:
         right = written == self.answer_of(seq)
         return right.all(dim=-1), right
 
-    # ---- text ---------------------------------------------------------------------------------------
-    def prompt_text(self, a: int, op: str, b: int) -> str:
-        return f"{a:0{self.digits}d}{op}{b:0{self.digits}d}="
-
-    def answer_text(self, value: int) -> str:
-        plain = f"{abs(value):0{self.answer_digits}d}"
-        if self.signed:
-            plain = ("-" if value < 0 else "+") + plain
-        return self.ordered(plain)
-
-    def written_text(self, a: int, op: str, b: int) -> str:
-        """Everything the model writes for ``a op b``: the working, then the result."""
-        work = "" if self.working is None else self.working.text(self, a, op, b)
-        return work + self.answer_text(self.evaluate(a, op, b))
-
-    def ordered(self, plain: str) -> str:
-        return plain[::-1] if self.reverse_answer else plain
-
-    def parse_answer(self, text: str) -> int:
-        """Inverse of :meth:`answer_text`; given all the model wrote, reads the result at its end (raises
-        ValueError on a string that is not an answer)."""
-        plain = self.ordered(self.result_text(text))  # reversing twice restores the order
-        sign = 1
-        if self.signed:
-            sign, plain = (-1 if plain[0] == "-" else 1), plain[1:]
-        if not plain.isdigit():
-            raise ValueError(f"not an answer: {text!r}")
-        return sign * int(plain)
-
-    def result_text(self, written: str) -> str:
-        """The result at the end of everything the model wrote (all of it without working)."""
-        return written if self.working is None else self.working.result_text(self, written)
-
-    @staticmethod
-    def evaluate(a: int, op: str, b: int) -> int:
-        return a + b if op == "+" else a - b if op == "-" else a * b
-
     # ---- problems as tensors: (a, op_idx, b), each (N,) int64; op_idx indexes ``operators`` ----------
     def operator_codes(self, op_idx: torch.Tensor) -> torch.Tensor:
         """op_idx -> the operator's place in OPERATORS: 0 '+', 1 '-', 2 '*'."""
@@ -213,7 +177,7 @@ class ProblemFormat:
     # ---- drawing problems: uniform operands below 10**digits, varied by ``draws`` where it is given ----------
     def check_vectorised(self) -> None:
         """ValueError unless int64 holds every value of this format: what drawing and encoding in bulk need
-        (longer problems are written as text, one by one: :meth:`written_text`)."""
+        (longer problems are written as text, one by one: data/text.py)."""
         limit = min(MAX_DIGITS[op] for op in self.operators)
         if self.digits > limit:
             raise ValueError(f"digits={self.digits}: at most {limit} with operators {self.operators!r}")

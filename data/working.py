@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from data.problems import digits_of, lookup
+from data.text import ordered
 
 
 def work_lines(fmt) -> int:
@@ -94,6 +95,6 @@ class Working:
             return ""
         lines = self.values(fmt, torch.tensor([a]), torch.tensor([fmt.operators.index(op)]), torch.tensor([b]))
         return "".join(
-            fmt.ordered(f"{int(v):0{fmt.answer_digits}d}") + sep
+            ordered(fmt, f"{int(v):0{fmt.answer_digits}d}") + sep
             for v, sep in zip(lines[0].tolist(), self.separators(fmt), strict=True)
         )

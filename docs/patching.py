@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from data.problems import ProblemFormat  # noqa: E402
+from data.text import answer_text, prompt_text  # noqa: E402
 
 
 @dataclass
@@ -79,8 +80,8 @@ def carry_pairs(fmt: ProblemFormat, place: int, n: int, seed: int = 0) -> CarryP
         bad = (keep_a + int(x_bad[i]) * unit, keep_b + int(s_bad[i] - x_bad[i]) * unit)
         texts = []
         for x, y in (clean, bad):
-            answer = fmt.answer_text(x + y)  # reversed: r_0 r_1 ...
-            texts.append((fmt.prompt_text(x, "+", y) + answer[:place], answer[place]))
+            answer = answer_text(fmt, x + y)  # reversed: r_0 r_1 ...
+            texts.append((prompt_text(fmt, x, "+", y) + answer[:place], answer[place]))
         (clean_text, clean_digit), (bad_text, bad_digit) = texts
         assert clean_text[-place:] == bad_text[-place:] and clean_digit != bad_digit  # same prefix, r_k differs
         pairs.clean.append(clean_text)

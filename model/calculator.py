@@ -1,7 +1,7 @@
 """A trained transformer used as a calculator: answer problems, and score it on many at once.
 
 The model's layout (zero padding, reversed answer, sign) lives in :class:`ProblemFormat`; problems are
-encoded by :class:`ProblemEncoder` (checked token for token against ``ProblemFormat.prompt_text`` +
+encoded by :class:`ProblemEncoder` (checked token for token against ``data/text.py: prompt_text`` +
 ``CharTokenizer.encode`` in tests/test_data.py) and answered by greedy decoding with the KV cache
 (:meth:`Transformer.generate`), in batches.
 
@@ -23,6 +23,7 @@ from data.difficulty import difficulty, long_difficulty
 from data.expressions import Problem
 from data.positions import place_tensor
 from data.problems import ProblemEncoder, ProblemFormat
+from data.text import answer_text, parse_answer, prompt_text, result_text, written_text
 from data.tokenizer import CharTokenizer
 from model.device import resolve_device
 from model.transformer import Transformer
@@ -133,7 +134,7 @@ class Calculator:
         fmt = fmt or self.fmt
         if fmt == self.fmt:
             return self.encoder.encode_problems(problems)
-        texts = [fmt.prompt_text(p.a, p.op, p.b) + fmt.written_text(p.a, p.op, p.b) for p in problems]
+        texts = [prompt_text(fmt, p.a, p.op, p.b) + written_text(fmt, p.a, p.op, p.b) for p in problems]
         ids = [self.tokenizer.encode(text, bos=True, eos=True) for text in texts]
         return torch.tensor(ids, dtype=torch.int64).reshape(len(problems), fmt.seq_len)
 
@@ -168,10 +169,10 @@ class Calculator:
         fmt = fmt or self.fmt
         text = "".join(self.tokenizer.id_to_token[i] for i in ids)
         try:
-            value = fmt.parse_answer(text)
+            value = parse_answer(fmt, text)
         except (ValueError, IndexError):
             return Answer(text, None)
-        exact = fmt.answer_text(value) == fmt.result_text(text) and len(text) == fmt.answer_len
+        exact = answer_text(fmt, value) == result_text(fmt, text) and len(text) == fmt.answer_len
         return Answer(text, value if exact else None)  # exact layout only
 
     def by_width(self, problems: list[Problem]) -> dict[int, list[int]]:

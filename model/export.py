@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from data.expressions import Problem
+from data.text import prompt_text, written_text
 from data.working import work_lines
 from model.calculator import Calculator
 from model.optional import MissingExtraError, require
@@ -227,7 +228,7 @@ def compare(calc: Calculator, model, tokenizer, problems: list[Problem]) -> Expo
     """Teacher-forced logits and greedy answers of a HF model against ours on ``problems``."""
     fmt = calc.fmt
     seqs = calc.encode(problems)  # (N, seq_len): [BOS] prompt answer [EOS]
-    prompts = tokenizer([fmt.prompt_text(p.a, p.op, p.b) for p in problems], return_tensors="pt").input_ids
+    prompts = tokenizer([prompt_text(fmt, p.a, p.op, p.b) for p in problems], return_tensors="pt").input_ids
     if not torch.equal(prompts, fmt.prompt_of(seqs)):
         raise ExportError("the exported tokenizer encodes prompts differently from ours")
     inputs = seqs[:, :-1]  # (N, seq_len - 1): every position that predicts a next token
@@ -260,7 +261,7 @@ def model_card(calc: Calculator, check: ExportCheck, out_dir: Path) -> str:
     op = "*" if fmt.work_len else fmt.operators[0]  # show the working when there is some
     example = Problem(10**fmt.digits // 3, op, 10**fmt.digits // 7)  # e.g. 333+142
     short = Problem(7, op, 10 ** min(fmt.digits, 2) // 3)  # e.g. 7+33: operands need zero padding
-    prompt, answer = fmt.prompt_text(example.a, op, example.b), fmt.written_text(example.a, op, example.b)
+    prompt, answer = prompt_text(fmt, example.a, op, example.b), written_text(fmt, example.a, op, example.b)
     layout = (
         "**least significant digit first** (reverse it to read the number)"
         if fmt.reverse_answer
@@ -308,7 +309,7 @@ take apart, not a language model: its vocabulary is `[PAD] [BOS] [EOS] 0-9 + - *
     [BOS] {prompt}{answer} [EOS]      ({example.a} {op} {example.b} = {example.truth})
 
 - the prompt is both operands zero-padded to {fmt.digits} digits and `=`: {short.a}{op}{short.b} is asked as \
-`{fmt.prompt_text(short.a, op, short.b)}`;
+`{prompt_text(fmt, short.a, op, short.b)}`;
 - the answer is {fmt.answer_len} characters: {work}the result, {fmt.result_len} characters{sign}, zero-padded \
 and written {layout}: `{answer}` means {example.truth}.
 

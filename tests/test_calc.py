@@ -22,6 +22,7 @@ import calc
 from analysis.terminal import problem_attention, render_attention
 from data.expressions import ExpressionError, Problem, parse_expression
 from data.problems import ProblemFormat
+from data.text import answer_text, parse_answer
 from model.checkpoint import CheckpointError, find_checkpoints, load_calculator, newest_checkpoint
 from model.device import DeviceError, resolve_device
 from tests.conftest import ROOT, make_run, run_train  # noqa: F401 -- make_run: test_pipeline.py imports it here
@@ -153,7 +154,7 @@ def test_one_line_per_input_in_order_and_they_are_the_models_answers(run_add):
     ids = torch.tensor([tok.encode(p, bos=True) for p in prompts])
     module.eval()
     answers = module.net.generate(ids, fmt.answer_len)
-    expected = [str(fmt.parse_answer(tok.decode(row))) for row in answers]
+    expected = [str(parse_answer(fmt, tok.decode(row))) for row in answers]
     assert [lines[i] for i in (0, 2, 3, 5)] == expected
 
 
@@ -261,7 +262,7 @@ def test_eval_agrees_with_check_on_many_problems_and_lists_mistakes(capsys, tmp_
     problems = [parse_expression(text, c.fmt) for text in texts]
     written = c.generate(c.encode(problems)[:, : c.fmt.prompt_len]).tolist()
     right_chars = [
-        sum(x == y for x, y in zip(row, c.tokenizer.encode(c.fmt.answer_text(p.truth)), strict=True))
+        sum(x == y for x, y in zip(row, c.tokenizer.encode(answer_text(c.fmt, p.truth)), strict=True))
         for p, row in zip(problems, written, strict=True)
     ]
     assert report["digit_accuracy"] == pytest.approx(sum(right_chars) / (300 * c.fmt.answer_len))

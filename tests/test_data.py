@@ -13,6 +13,7 @@ from data.difficulty import carries
 from data.positions import place_ids
 from data.problems import ProblemEncoder
 from data.sampler import ProblemSampler
+from data.text import answer_text, evaluate, parse_answer, prompt_text, written_text
 from data.tokenizer import CharTokenizer, UnknownCharacterError
 from model.checkpoint import tokenizer_from_json
 
@@ -59,21 +60,21 @@ def test_bulk_encoder_agrees_with_the_tokenizer_on_the_text(ops, digits, reverse
     assert seqs.shape == (200, fmt.seq_len)
     for i in range(200):
         op = ops[op_idx[i]]
-        value = fmt.evaluate(int(a[i]), op, int(b[i]))
-        text = fmt.prompt_text(int(a[i]), op, int(b[i])) + fmt.written_text(int(a[i]), op, int(b[i]))
+        value = evaluate(int(a[i]), op, int(b[i]))
+        text = prompt_text(fmt, int(a[i]), op, int(b[i])) + written_text(fmt, int(a[i]), op, int(b[i]))
         assert seqs[i].tolist() == tok.encode(text, bos=True, eos=True)
-        assert fmt.parse_answer(tok.decode(seqs[i, fmt.prompt_len :])) == value
+        assert parse_answer(fmt, tok.decode(seqs[i, fmt.prompt_len :])) == value
 
 
 def test_answer_layout_examples():
-    assert problem_format(3, "+", True).answer_text(168) == "8610"
-    assert problem_format(3, "+", False).answer_text(168) == "0168"
-    assert problem_format(2, "-", False).answer_text(-7) == "-07"
-    assert problem_format(2, "-", True).answer_text(-7) == "70-"
+    assert answer_text(problem_format(3, "+", True), 168) == "8610"
+    assert answer_text(problem_format(3, "+", False), 168) == "0168"
+    assert answer_text(problem_format(2, "-", False), -7) == "-07"
+    assert answer_text(problem_format(2, "-", True), -7) == "70-"
     assert problem_format(2, "*", True).answer_len == 4
-    assert problem_format(2, "*", False, show_work=True).written_text(12, "*", 34) == "0048+0360=0408"
-    assert problem_format(2, "*", True, show_work=True).written_text(12, "*", 34) == "8400+0630=8040"
-    assert problem_format(2, "+-*", False, show_work=True).written_text(12, "-", 34) == "0000+0000=-0022"
+    assert written_text(problem_format(2, "*", False, show_work=True), 12, "*", 34) == "0048+0360=0408"
+    assert written_text(problem_format(2, "*", True, show_work=True), 12, "*", 34) == "8400+0630=8040"
+    assert written_text(problem_format(2, "+-*", False, show_work=True), 12, "-", 34) == "0000+0000=-0022"
     assert problem_format(1, "*", show_work=True).work_len == 0  # one digit times one digit: nothing to work out
 
 
@@ -93,12 +94,12 @@ def test_the_working_is_long_multiplication_and_ends_in_the_product(digits, reve
     width = fmt.answer_digits
     a, _, b = fmt.random_problems(300, torch.Generator().manual_seed(digits))
     for x, y in zip(a.tolist(), b.tolist(), strict=True):
-        written = fmt.written_text(x, "*", y)
+        written = written_text(fmt, x, "*", y)
         work, result = written[: fmt.work_len], written[fmt.work_len :]
         lines = [work[i : i + width] for i in range(0, len(work), width + 1)]
         assert [int(line[::-1] if reverse else line) for line in lines] == long_multiplication(x, y, digits)
-        assert work[width :: width + 1] == fmt.working.separators(fmt) and fmt.parse_answer(written) == x * y
-        assert result == fmt.answer_text(x * y)
+        assert work[width :: width + 1] == fmt.working.separators(fmt) and parse_answer(fmt, written) == x * y
+        assert result == answer_text(fmt, x * y)
 
 
 @pytest.mark.parametrize(
@@ -117,7 +118,7 @@ def test_bad_format_values(kwargs, needle):
 def test_widths_int64_cannot_hold_are_written_as_text_but_never_drawn_or_encoded_in_bulk():
     fmt = problem_format(30, "+")  # a model with places can be asked 30-digit problems ...
     a, b = 10**29 + 7, 10**30 - 1
-    assert fmt.parse_answer(fmt.written_text(a, "+", b)) == a + b
+    assert parse_answer(fmt, written_text(fmt, a, "+", b)) == a + b
     for bulk in (lambda: ProblemSampler(fmt), lambda: ProblemEncoder(fmt, CharTokenizer().vocab)):
         with pytest.raises(ValueError, match="digits=30: at most 17"):  # ... but int64 holds no such sum
             bulk()
@@ -251,7 +252,7 @@ def test_place_ids_line_up_each_answer_digit_with_the_operand_digits_of_its_plac
     assert len(places) == fmt.seq_len
     for k in range(fmt.digits):  # place k (units = 0): a's and b's digit, and the token predicting the answer's
         a_pos, b_pos = 1 + fmt.digits - 1 - k, fmt.digits + 2 + fmt.digits - 1 - k
-        answer = fmt.answer_text(10**k)  # its one '1' sits at place k
+        answer = answer_text(fmt, 10**k)  # its one '1' sits at place k
         predicting = fmt.prompt_len - 1 + fmt.work_len + answer.index("1")  # each token predicts the next one
         assert places[a_pos] == places[b_pos] == places[predicting] == k + 1
     assert places[0] == places[1 + fmt.digits] == 0  # [BOS] and the operator read no digit

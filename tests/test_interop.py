@@ -20,6 +20,7 @@ import torch
 
 import calc
 from data.expressions import Problem
+from data.text import answer_text, prompt_text
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 from model.checkpoint import load_calculator
@@ -185,7 +186,7 @@ def test_hf_model_equals_ours_without_tinycalc_code(hf_dir, calc_add, problems, 
     fmt = calc_add.fmt
     seqs = calc_add.encode(problems)  # (N, seq_len)
     job = {
-        "prompts": [fmt.prompt_text(p.a, p.op, p.b) for p in problems],
+        "prompts": [prompt_text(fmt, p.a, p.op, p.b) for p in problems],
         "answer_len": fmt.answer_len,
         "sequences": seqs[:, :-1].tolist(),
     }
@@ -445,7 +446,7 @@ def test_transformer_lens_loads_the_export_from_any_directory(hf_dir, calc_add, 
     to_tokens writes [BOS] once (the probe of the tokenizer passed), and its logits and every layer x head
     pattern equal ours, within the fp32 tolerances of the boot_native bridge above."""
     fmt, seqs = calc_add.fmt, calc_add.encode(problems)[:, :-1]
-    job = {"prompt": fmt.prompt_text(problems[0].a, problems[0].op, problems[0].b), "sequences": seqs.tolist()}
+    job = {"prompt": prompt_text(fmt, problems[0].a, problems[0].op, problems[0].b), "sequences": seqs.tolist()}
     run_alone("lens_only.py", LENS_ONLY, hf_dir, job, tmp_path, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     theirs = torch.load(tmp_path / "lens.pt")
     assert torch.equal(theirs["prompt"], seqs[:1, : fmt.prompt_len])  # [BOS] 1 2 + 3 4 =, [BOS] once
@@ -676,7 +677,7 @@ def test_carry_pairs_flip_only_the_carry():
             carry_in = (a % 10**place + b % 10**place) >= 10**place
             a2, b2 = int(bad[:3]), int(bad[4:7])
             assert carry_in and (a2 % 10**place + b2 % 10**place) < 10**place
-            assert fmt.answer_text(a + b)[place] == digit != bad_digit == fmt.answer_text(a2 + b2)[place]
+            assert answer_text(fmt, a + b)[place] == digit != bad_digit == answer_text(fmt, a2 + b2)[place]
     with pytest.raises(ValueError, match="choose an answer digit"):
         example.carry_pairs(fmt, 0, 10)
 

@@ -18,6 +18,7 @@ from analysis.engine.cache import run_with_cache
 from analysis.lab import head_means, lab_page, lab_payload
 from data.build import problem_format
 from data.problems import ProblemEncoder, ProblemFormat
+from data.text import parse_answer, written_text
 from data.tokenizer import CharTokenizer
 from model.build import network_for
 from model.hooks import ablated, hook_name
@@ -150,7 +151,7 @@ def test_the_pages_forward_pass_is_the_models(browser, built, kind):
 
 
 def test_the_page_writes_and_reads_problems_as_the_format_does(browser, built):
-    """The page's prompt ids are the encoder's, and its reading of a written answer is ProblemFormat.parse_answer's."""
+    """The page's prompt ids are the encoder's, and its reading of a written answer is data/text.py's parse_answer's."""
     for kind in ("default", "sub3", "mul2_working"):
         _, fmt, tokenizer, path = built(kind)
         page = browser.new_page()
@@ -161,9 +162,9 @@ def test_the_page_writes_and_reads_problems_as_the_format_does(browser, built):
         )[0]
         got = page.evaluate("t => TinycalcLab.encodeProblem(M, t).ids", f"{a} {op} {b}")
         assert got == seq[: fmt.prompt_len].tolist(), kind
-        written = fmt.written_text(a, op, b)
+        written = written_text(fmt, a, op, b)
         answer = page.evaluate("w => String(TinycalcLab.answerOf(M, w))", written)
-        assert answer == str(fmt.parse_answer(written)), kind
+        assert answer == str(parse_answer(fmt, written)), kind
         error = page.evaluate("t => TinycalcLab.encodeProblem(M, t).error", f"1234567{op}1")
         assert error == f"1234567 has 7 digits; this model was trained on at most {fmt.digits}"  # calc.py's words
         other = next(o for o in "+-*" if o not in fmt.operators)

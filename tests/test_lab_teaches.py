@@ -23,6 +23,7 @@ from analysis.lab import format_of, head_means
 from data.build import problem_format
 from data.expressions import parse_expression
 from data.positions import positions
+from data.text import parse_answer
 from data.tokenizer import CharTokenizer
 from model.checkpoint import load_calculator
 from model.hooks import ablated, hook_name
@@ -69,7 +70,7 @@ def greedy_at_mean(calc, problem: str, head: tuple[int, int], means: torch.Tenso
         with ablated(calc.net, {head: means[head[0], head[1], : len(ids)]}), torch.no_grad():
             ids = torch.cat([ids, calc.net(ids[None])[0][0, -1].argmax()[None]])
     token = {i: t for t, i in vocab.items()}
-    return fmt.parse_answer("".join(token[int(i)] for i in ids[fmt.prompt_len :]))
+    return parse_answer(fmt, "".join(token[int(i)] for i in ids[fmt.prompt_len :]))
 
 
 def ids_of(calc, tokens: list[str]) -> torch.Tensor:

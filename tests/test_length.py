@@ -20,6 +20,7 @@ from data.build import data_module, problem_format
 from data.expressions import ExpressionError, Problem, parse_expression
 from data.positions import place_ids, positions, randomised, shifted
 from data.problems import ProblemFormat
+from data.text import prompt_text, written_text
 from data.tokenizer import CharTokenizer
 from model.build import build_transformer, transformer_config
 from model.calculator import ANY_LENGTH, Calculator
@@ -342,7 +343,7 @@ def test_a_calculator_answers_each_problem_at_its_own_width_up_to_its_longest():
     answers = calc.answer(problems)
     assert [len(a.text) for a in answers] == [4, 8, 6]  # each answer as wide as its problem's layout
     seqs = calc.encode(problems[1:2], fmt.at_width(7))
-    text = fmt.at_width(7).prompt_text(1234567, "+", 1) + fmt.at_width(7).written_text(1234567, "+", 1)
+    text = prompt_text(fmt.at_width(7), 1234567, "+", 1) + written_text(fmt.at_width(7), 1234567, "+", 1)
     assert seqs[0].tolist() == CharTokenizer().encode(text, bos=True, eos=True)
 
 
@@ -390,7 +391,7 @@ class RuleCalculator(Calculator):
         truth = []
         for row in prompts.tolist():
             a, b = CharTokenizer().decode(row).rstrip("=").split("+")
-            truth.append(CharTokenizer().encode(fmt.written_text(int(a), "+", int(b))))
+            truth.append(CharTokenizer().encode(written_text(fmt, int(a), "+", int(b))))
         out = torch.tensor(truth)
         if fmt.digits > self.right_up_to:
             out[:, -1] = (out[:, -1] + 1) % 10

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from data.text import answer_text, parse_answer
 from model.device import device_name
 from training.module import CalculatorModule
 
@@ -75,9 +76,9 @@ def test_mistakes(
             prompt = "".join(id_to_token[t] for t in prompt_ids)
             written = "".join(id_to_token[t] for t in answer)
             truth_text = "".join(id_to_token[t] for t in truth_ids)
-            truth = fmt.parse_answer(truth_text)
+            truth = parse_answer(fmt, truth_text)
             try:
-                model = fmt.parse_answer(written)
+                model = parse_answer(fmt, written)
             except (ValueError, IndexError):
                 model = None
             wrong.append(
@@ -97,7 +98,7 @@ def wrong_digits_by_place(fmt, mistakes: list[dict]) -> list[int]:
     """How many of the recorded mistakes got each answer place wrong, in the order the model writes them."""
     by_place = [0] * fmt.answer_len
     for m in mistakes:
-        truth = m.get("truth_text") or fmt.answer_text(m["truth"])  # recorded before show_work: no truth_text
+        truth = m.get("truth_text") or answer_text(fmt, m["truth"])  # recorded before show_work: no truth_text
         written = (m.get("model_text") or "").ljust(len(truth))
         for i, (got, want) in enumerate(zip(written, truth, strict=False)):
             by_place[i] += got != want

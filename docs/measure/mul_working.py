@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from data.text import evaluate
+
 from .common import ROOT, Variant, not_measured, pct, rate, run, run_variants
 
 COMMAND = "python train.py experiment=mul2 [data.show_work=false] seed=0 threads=1"
@@ -36,7 +38,7 @@ def by_split(scratch: Path, job: Path) -> dict:
         split = fmt.split_of(a, torch.full_like(a, i), b, data.val_fraction, data.test_fraction)  # 0 trained
         for x, y, s in zip(a.tolist(), b.tolist(), split.tolist(), strict=True):
             text = f"{x}{op}{y}"
-            lines["held_out" if s else "trained"].append(f"{text}={fmt.evaluate(x, op, y)}")
+            lines["held_out" if s else "trained"].append(f"{text}={evaluate(x, op, y)}")
             if s:
                 held_out.add(text)
     scores = {}

@@ -1,0 +1,56 @@
+"""Problems as text: how a problem and its answer are written as characters, and how a written answer is read.
+
+A run never writes a problem as text -- the encoder makes its tokens from tensors (data/problems.py:
+:class:`ProblemEncoder`, checked token for token against these strings by tests/test_data.py). Text is for
+``calc.py``, ``verify.py``, the analyses and the lab: each function takes the :class:`ProblemFormat` it writes.
+"""
+
+from __future__ import annotations
+
+from data.problems import ProblemFormat
+
+
+def evaluate(a: int, op: str, b: int) -> int:
+    """The true result of ``a op b``, in Python's unbounded ints."""
+    return a + b if op == "+" else a - b if op == "-" else a * b
+
+
+def prompt_text(fmt: ProblemFormat, a: int, op: str, b: int) -> str:
+    """What the model is asked, [BOS] aside: ``a op b =``, operands zero-padded to ``fmt.digits``."""
+    return f"{a:0{fmt.digits}d}{op}{b:0{fmt.digits}d}="
+
+
+def ordered(fmt: ProblemFormat, plain: str) -> str:
+    """A number's characters in the answer's digit order (reversed with ``reverse_answer``)."""
+    return plain[::-1] if fmt.reverse_answer else plain
+
+
+def answer_text(fmt: ProblemFormat, value: int) -> str:
+    """The result ``value`` as the model writes it: zero-padded, signed when '-' is an operator, in digit order."""
+    plain = f"{abs(value):0{fmt.answer_digits}d}"
+    if fmt.signed:
+        plain = ("-" if value < 0 else "+") + plain
+    return ordered(fmt, plain)
+
+
+def written_text(fmt: ProblemFormat, a: int, op: str, b: int) -> str:
+    """Everything the model writes for ``a op b``: the working (data/working.py), then the result."""
+    work = "" if fmt.working is None else fmt.working.text(fmt, a, op, b)
+    return work + answer_text(fmt, evaluate(a, op, b))
+
+
+def result_text(fmt: ProblemFormat, written: str) -> str:
+    """The result at the end of everything the model wrote (all of it without working)."""
+    return written if fmt.working is None else fmt.working.result_text(fmt, written)
+
+
+def parse_answer(fmt: ProblemFormat, text: str) -> int:
+    """Inverse of :func:`answer_text`; given all the model wrote, reads the result at its end (raises ValueError on
+    a string that is not an answer)."""
+    plain = ordered(fmt, result_text(fmt, text))  # reversing twice restores the order
+    sign = 1
+    if fmt.signed:
+        sign, plain = (-1 if plain[0] == "-" else 1), plain[1:]
+    if not plain.isdigit():
+        raise ValueError(f"not an answer: {text!r}")
+    return sign * int(plain)
