@@ -582,7 +582,7 @@ def batch_sizes_refused(args, device: torch.device) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from training.module import COMPILE_MODES
+    from training.compiling import COMPILE_MODES
 
     summary, details = __doc__.split("\n\n", 1)
     p = argparse.ArgumentParser(

@@ -19,7 +19,8 @@ bare       the same model and loss (``CalculatorModule.teacher_forced_loss``) in
 nanogpt    :class:`RefGPT` (fused ``c_attn``, SDPA; logits at every position) in the same plain loop.
 
 Compiled variants (``compile_mode``) wrap the loss in ``torch.compile`` -- the Lightning path through
-``CalculatorModule(compile=...)`` -- so the forward and backward are compiled and the optimizer step stays eager.
+``compile=`` (training/compiling.py: ``CompiledStep``) -- so the forward and backward are compiled and the optimizer
+step stays eager.
 
 Timing. A CPU runs each step to its end before the next begins: every step is timed alone, and the median of many
 resists a noisy neighbour. A GPU's kernels run asynchronously, queued by the host, so a step's host time says
@@ -57,7 +58,7 @@ from model.reference import RefGPT
 from storage.messages import one_line
 from training.assemble import assemble
 from training.cli import compose_train_config, with_run_dir
-from training.module import CUDA_GRAPH_MODES
+from training.compiling import CUDA_GRAPH_MODES
 from training.optim import OptimConfig, optimizer_for
 
 DEFAULT_STEPS = {"cpu": (60, 10)}  # device type -> (timed steps, warm-up steps) per round; others: GPU_STEPS

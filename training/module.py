@@ -12,9 +12,6 @@ from data.problems import ProblemFormat, width_of
 from data.stream import derived_seed
 from model.transformer import Transformer
 
-COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that capture CUDA graphs on a GPU
-
 
 def answer_scores(logits: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """How a teacher-forced pass is scored, in training (the loss) and in every analysis: logits (B, answer_len + 1,
@@ -31,9 +28,8 @@ class CalculatorModule(L.LightningModule):
     answer sits). ``optimizer``: the recipe, handed in ready to call -- ``optimizer(module, max_steps, fused)`` ->
     (optimizer, per-step schedule); training/assemble.py builds it from configs/optim (training/optim.py), so this
     file never reads the recipe. ``hparams``: the settings the net, the format and the recipe were built from, as
-    dicts (model, fmt, optim), saved in the checkpoint: what training/load.py rebuilds a module from. ``compile``:
-    null (eager) or a ``torch.compile`` mode for the training step's forward and backward (evaluation stays
-    eager). ``seed``: the run's seed, from which each training step's random draws are seeded
+    dicts (model, fmt, optim), saved in the checkpoint: what training/load.py rebuilds a module from. ``seed``: the
+    run's seed, from which each training step's random draws are seeded
     (:meth:`on_train_batch_start`).
     """
 
@@ -42,19 +38,14 @@ class CalculatorModule(L.LightningModule):
         net: Transformer,
         fmt: ProblemFormat,
         optimizer: Callable | None = None,
-        compile: str | None = None,
         seed: int = 0,
         hparams: dict | None = None,
     ):
         super().__init__()
-        if compile not in COMPILE_MODES:
-            modes = ", ".join(m for m in COMPILE_MODES if m)
-            raise ValueError(f"compile={compile!r}: use null (eager) or a torch.compile mode: {modes}")
         self.save_hyperparameters(hparams or {})
         self.net, self.fmt, self.optimizer, self.seed = net, fmt, optimizer, seed
         self.val_history: list[dict] = []  # one entry per validation: step, exact_match, loss
-        self.compile_mode = compile
-        self.training_loss = self.teacher_forced_loss  # compiled in setup("fit") when asked
+        self.training_loss = self.teacher_forced_loss  # what compile= replaces (training/compiling.py)
 
     # ---- reading a batch: the loss on its answers, and the answers written -------------------------
     def layout(self, seq: torch.Tensor) -> ProblemFormat:
@@ -119,11 +110,6 @@ class CalculatorModule(L.LightningModule):
         return {"loss": loss, "exact_match": exact.float().mean(), "digit_accuracy": digits.float().mean()}, answers
 
     # ---- Lightning hooks ----------------------------------------------------------------------------
-    def setup(self, stage: str) -> None:
-        if stage == "fit" and self.compile_mode:
-            # the loss function, not the module: the state dict keeps its keys, and eval paths stay eager
-            self.training_loss = torch.compile(self.teacher_forced_loss, mode=self.compile_mode)
-
     def on_train_batch_start(self, batch: torch.Tensor, batch_idx: int) -> None:
         # A step's random draws (dropout, moved places: torch's CPU and CUDA generators) are a pure function of
         # (seed, step), as its batch is (data/stream.py): a run resumed at any step draws what the same run
@@ -131,8 +117,6 @@ class CalculatorModule(L.LightningModule):
         torch.manual_seed(derived_seed("step", self.seed, self.global_step))
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
-        if self.compile_mode in CUDA_GRAPH_MODES:
-            torch.compiler.cudagraph_mark_step_begin()  # a new step: the last step's graph outputs may be reused
         loss = self.training_loss(batch, self.training_places(batch), self.layout(batch).prompt_len)
         # logged at the loggers' pace: each self.log costs Lightning host time a GPU step cannot spare, and a
         # prog_bar value would be read back every step (the bar shows it at this pace: training/callbacks.py)

@@ -40,7 +40,7 @@ def run_record(
         "processes": processes,
         "device": device_name(module.device),
         "precision": str(trainer.precision),
-        "compile": module.compile_mode,
+        "compile": cfg.compile,
         "train_seconds": round(train_seconds, 2),
         "tokens_per_second": round(tokens / train_seconds) if train_seconds > 0 else 0,
         "checkpoint": best or None,
