@@ -1,10 +1,10 @@
-"""Arithmetic strings as data: disjoint splits, seeded, streaming or a fixed training set -- with no trainer
+"""Arithmetic strings as data: disjoint splits, seeded, a stream of fresh training batches -- with no trainer
 attached (``python analyse.py`` reads a run's test set here); data/datamodule.py hands it to Lightning.
 
-One problem's text and tokens: data/problems.py; drawing the problems of a split: data/sampler.py; the stream of
-fresh training batches, and a fixed set's epochs: data/stream.py. The research settings (the format's working and
-varied operands, hard cases, mixed widths) work through pieces data/build.py hands in: it checks them and builds
-an ArithmeticData with them.
+One problem's layout and tokens: data/problems.py; drawing the problems of a split: data/sampler.py; the stream of
+fresh training batches: data/stream.py. The research settings (the format's working and varied operands, hard
+cases, mixed widths, a fixed training set) work through pieces data/build.py hands in: it checks them and builds an
+ArithmeticData with them.
 """
 
 from __future__ import annotations
@@ -28,16 +28,15 @@ class DataConfig:
 
     digits, operators, reverse_answer: the :class:`ProblemFormat`.
     batch_size: training batch size; ``eval_batch_size`` for validation and test.
-    streaming: draw a fresh training batch every step (default) instead of cycling a fixed set of ``n_train``
-        problems.
     draw_steps: with streaming, how many steps' batches are drawn at once, on the device that trains
         (:class:`FreshBatches`); null = 1 on the CPU (the stream every recorded CPU figure was measured with) and
         ``ACCELERATOR_DRAW_STEPS`` on a GPU.
     n_val, n_test: sizes of the held-out sets (distinct problems, never seen in training).
     val_fraction, test_fraction: share of the problem space reserved for each held-out split.
     seed: seeds every draw, so the same seed gives the same data.
-    show_work, mixed_lengths, round_numbers, larger_first, mixed_widths, hard_share, hard_fade_steps: research
-        settings, off by default, each checked by data/build.py as it builds their pieces (it says what each does).
+    show_work, mixed_lengths, round_numbers, larger_first, mixed_widths, hard_share, hard_fade_steps, streaming
+        (false: a fixed set of ``n_train`` problems), n_train: research settings, off by default, each checked by
+        data/build.py as it builds their pieces (it says what each does).
     """
 
     digits: int = 3
@@ -62,14 +61,8 @@ class DataConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "eval_batch_size", "n_train", "n_val", "n_test"):
+        for name in ("batch_size", "eval_batch_size", "n_val", "n_test"):
             check_whole(name, getattr(self, name))
-        if not isinstance(self.streaming, bool):
-            raise ValueError(f"streaming={self.streaming!r}: must be true or false")
-        if not self.streaming and self.n_train < self.batch_size:  # drop_last would leave not one training batch
-            raise ValueError(
-                f"n_train={self.n_train}: must be at least batch_size={self.batch_size} when streaming is false"
-            )
         FreshBatches.check(self.draw_steps)
         check_whole("seed", self.seed, least=0, hint=" (as the run's seed)", most=SEED_MAX)
         written = ProblemFormat(self.digits, self.operators, self.reverse_answer)  # the lesson's settings checked
@@ -84,20 +77,21 @@ class DataConfig:
 
 
 class ArithmeticData:
-    """Arithmetic problems as token ids, as ``config`` (a :class:`DataConfig`; None: its defaults) says. ``fmt``
-    and ``mix``: the research's pieces, handed in by data/build.py -- the format with its working and varied
-    operands, and what the training stream mixes in (data/mixing.py); None: the lesson's format, uniform batches."""
+    """Arithmetic problems as token ids, as ``config`` (a :class:`DataConfig`; None: its defaults) says. ``fmt``,
+    ``mix`` and ``fixed``: the research's pieces, handed in by data/build.py -- the format with its working and
+    varied operands, what the training stream mixes in (data/mixing.py), a fixed training set (data/epochs.py);
+    None: the lesson's format and its stream of uniform batches."""
 
-    def __init__(self, config: DataConfig | None = None, fmt: ProblemFormat | None = None, mix=None):
+    def __init__(self, config: DataConfig | None = None, fmt: ProblemFormat | None = None, mix=None, fixed=None):
         config = DataConfig() if config is None else config
-        if mix is None and (config.hard_share or config.mixed_widths):
-            raise ValueError("hard_share and mixed_widths are drawn by a mix: build the data with data/build.py")
-        self.config, self.fmt, self.mix = config, fmt or ProblemFormat(**config.format_settings), mix
+        if (mix is None and (config.hard_share or config.mixed_widths)) or (fixed is None and not config.streaming):
+            raise ValueError("a research setting needs its piece: build the data with data/build.py")
+        self.config, self.fmt, self.mix, self.fixed = config, fmt or ProblemFormat(**config.format_settings), mix, fixed
         self.sampler = ProblemSampler(self.fmt, config.val_fraction, config.test_fraction)
         self.tokenizer = CharTokenizer()
         self.encoder = ProblemEncoder(self.fmt, self.tokenizer.vocab)
         self.batch_size, self.eval_batch_size = config.batch_size, config.eval_batch_size
-        self.streaming, self.n_train, self.draw_steps = config.streaming, config.n_train, config.draw_steps
+        self.draw_steps = config.draw_steps
         self.sizes = {"val": config.n_val, "test": config.n_test}
         self.seed = config.seed
         self.held_out: dict[str, torch.Tensor] = {}

@@ -11,6 +11,8 @@ The research settings (configs/data's keys, fields of :class:`DataConfig`), all 
   validation and test stay at ``digits``.
 - hard_share, hard_fade_steps: with streaming, the share of each batch drawn as hard cases at step 0, fading
   linearly to none at ``hard_fade_steps`` (data/difficulty.py); 0 = uniform throughout.
+- streaming=false: train on a fixed set of ``n_train`` problems, an epoch a pass (data/epochs.py), instead of a
+  fresh batch every step.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import fields
 from data.arithmetic import ArithmeticData, DataConfig
 from data.datamodule import ArithmeticDataModule
 from data.difficulty import HardCases
+from data.epochs import FixedSet
 from data.mixing import MixedDraws
 from data.operands import OperandDraws
 from data.problems import ProblemFormat
@@ -46,13 +49,14 @@ def problem_format(*args, **settings) -> ProblemFormat:
 def arithmetic_data(config: DataConfig | None = None) -> ArithmeticData:
     """The :class:`ArithmeticData` ``config`` describes, its research settings checked and given their pieces."""
     config = DataConfig() if config is None else config
+    FixedSet.check(config.streaming, config.n_train, config.batch_size)
     HardCases.check(config.hard_share, config.hard_fade_steps, config.streaming)
     MixedDraws.check(config.mixed_widths, config.streaming, config.show_work)
     fmt = problem_format(**config.format_settings)
     sampler = ProblemSampler(fmt, config.val_fraction, config.test_fraction)
     hard = HardCases(sampler, config.hard_share, config.hard_fade_steps) if config.hard_share else None
     mix = MixedDraws(hard, config.mixed_widths) if hard or config.mixed_widths else None
-    return ArithmeticData(config, fmt, mix)
+    return ArithmeticData(config, fmt, mix, None if config.streaming else FixedSet(config.n_train))
 
 
 def data_module(config: DataConfig | None = None) -> ArithmeticDataModule:

@@ -16,7 +16,6 @@ data/build.py): hard cases in early batches, batches of mixed widths. None: unif
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
 
 import torch
 from torch.utils.data import IterableDataset
@@ -79,24 +78,3 @@ class FreshBatches(IterableDataset):
         while True:
             yield from self.draw(index)[skip:]
             index, skip = index + 1, 0
-
-
-class ShuffledEpochs(IterableDataset):
-    """A fixed training set's batches, an epoch a pass: each epoch its own shuffle of the set, a pure function of
-    (seed, epoch) -- as a streamed batch is of (seed, step) -- with its last, partial batch dropped. Each pass
-    starts where ``steps_done()`` (the steps trained so far) says: the next epoch or, in a resumed run, the batch
-    of its epoch where it stopped, so it trains on exactly the problems the run would have. With several processes
-    each is given its share of the set: the loader adds no sampler."""
-
-    def __init__(self, problems: torch.Tensor, batch_size: int, seed: int, steps_done: Callable[[], int]):
-        self.problems, self.batch_size, self.seed, self.steps_done = problems, batch_size, seed, steps_done
-        self.batches = len(problems) // batch_size  # per epoch
-
-    def order(self, epoch: int) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(derived_seed("epoch", self.seed, epoch))
-        return torch.randperm(len(self.problems), generator=generator)
-
-    def __iter__(self) -> Iterator[torch.Tensor]:
-        epoch, first = divmod(self.steps_done(), self.batches)
-        order = self.order(epoch).split(self.batch_size)
-        return (self.problems[order[batch]] for batch in range(first, self.batches))

@@ -287,7 +287,7 @@ def test_a_seed_draws_the_same_batches_with_every_option(name):
     dm = data_module(DataConfig(n_val=100, n_test=100, batch_size=32, seed=3, **options))
     stream = iter(dm.train_dataloader())
     tensors = [dm.held_out_set("val"), dm.held_out_set("test"), *(next(stream) for _ in range(3))]
-    if dm.data.streaming:
+    if dm.data.fixed is None:  # streaming
         dm.data.draw_steps = 2
         tensors.append(next(iter(dm.training_stream(start=3, rank=1, world_size=2))))
     data = b"".join(t.to(torch.int64).contiguous().numpy().tobytes() for t in tensors)
