@@ -63,12 +63,11 @@ class DataConfig:
     def __post_init__(self) -> None:
         for name in ("batch_size", "eval_batch_size", "n_val", "n_test"):
             check_whole(name, getattr(self, name))
-        FreshBatches.check(self.draw_steps)
+        if self.draw_steps is not None:
+            check_whole("draw_steps", self.draw_steps, hint=", or null (chosen for the device)")
         check_whole("seed", self.seed, least=0, hint=" (as the run's seed)", most=SEED_MAX)
         written = ProblemFormat(self.digits, self.operators, self.reverse_answer)  # the lesson's settings checked
-        sampler = ProblemSampler(written, self.val_fraction, self.test_fraction)  # the format's and sampler's checks
-        sampler.check_room("val", self.n_val)
-        sampler.check_room("test", self.n_test)
+        ProblemSampler(written, self.val_fraction, self.test_fraction)  # the format's and sampler's checks
 
     @property
     def format_settings(self) -> dict:

@@ -1,8 +1,8 @@
 """The data with the research in it: the pieces the lesson's classes are handed, built from the settings that ask for
 them -- the working of long multiplication (data/working.py) and varied operands (data/operands.py) for a
 :class:`ProblemFormat`, hard cases and mixed widths (data/mixing.py) for the training stream -- each research setting
-checked here, with its key named. The run's assembly, checkpoints and the analyses build their formats and data
-here; the lesson's files never import it.
+checked here, with its key named, and whether the held-out splits can hold their sets (:func:`check_room`). The
+run's assembly, checkpoints and the analyses build their formats and data here; the lesson's files never import it.
 
 The research settings (configs/data's keys, fields of :class:`DataConfig`), all off by default:
 
@@ -26,7 +26,7 @@ from data.epochs import FixedSet
 from data.mixing import MixedDraws
 from data.operands import OperandDraws
 from data.problems import ProblemFormat
-from data.sampler import ProblemSampler
+from data.sampler import ENUMERATE_LIMIT, ProblemSampler
 from data.working import Working
 
 
@@ -46,6 +46,20 @@ def problem_format(*args, **settings) -> ProblemFormat:
     return fmt
 
 
+def check_room(sampler: ProblemSampler, split: str, n: int) -> None:
+    """ValueError when a held-out split cannot hold its set: in a space too large to list, fewer than twice the
+    ``n`` distinct problems asked of it (drawing them would never end: val_fraction=1e-7 at 4 digits holds ~10;
+    or ask for 10**300 problems at once); in a listed space, which caps the set at the split's size, none."""
+    room = sampler.fractions[split] * sampler.fmt.n_problems
+    listed = sampler.fmt.n_problems <= ENUMERATE_LIMIT
+    if room < (1 if listed else 2 * n):
+        least = "not one problem" if listed else f"fewer than twice n_{split}={n}"
+        raise ValueError(
+            f"{split}_fraction={sampler.fractions[split]!r}: the {split} split holds about {room:.3g} problems, "
+            f"{least}; raise {split}_fraction" + ("" if listed else f" or lower n_{split}")
+        )
+
+
 def arithmetic_data(config: DataConfig | None = None) -> ArithmeticData:
     """The :class:`ArithmeticData` ``config`` describes, its research settings checked and given their pieces."""
     config = DataConfig() if config is None else config
@@ -54,6 +68,8 @@ def arithmetic_data(config: DataConfig | None = None) -> ArithmeticData:
     MixedDraws.check(config.mixed_widths, config.streaming, config.show_work)
     fmt = problem_format(**config.format_settings)
     sampler = ProblemSampler(fmt, config.val_fraction, config.test_fraction)
+    check_room(sampler, "val", config.n_val)
+    check_room(sampler, "test", config.n_test)
     hard = HardCases(sampler, config.hard_share, config.hard_fade_steps) if config.hard_share else None
     mix = MixedDraws(hard, config.mixed_widths) if hard or config.mixed_widths else None
     return ArithmeticData(config, fmt, mix, None if config.streaming else FixedSet(config.n_train))

@@ -11,7 +11,7 @@ import torch
 
 from data.problems import SPLITS, ProblemFormat
 
-_ENUMERATE_LIMIT = 4_000_000  # problem spaces up to this size are listed in full when sampling held-out sets
+ENUMERATE_LIMIT = 4_000_000  # problem spaces up to this size are listed in full when sampling held-out sets
 
 
 class ProblemSampler:
@@ -26,19 +26,6 @@ class ProblemSampler:
         self.fractions = {"val": val_fraction, "test": test_fraction}
         self.train_fraction = 1.0 - val_fraction - test_fraction
 
-    def check_room(self, split: str, n: int) -> None:
-        """ValueError when a held-out split cannot hold its set: in a space too large to list, fewer than twice the
-        ``n`` distinct problems asked of it (drawing them would never end: val_fraction=1e-7 at 4 digits holds ~10;
-        or ask for 10**300 problems at once); in a listed space, which caps the set at the split's size, none."""
-        room = self.fractions[split] * self.fmt.n_problems
-        listed = self.fmt.n_problems <= _ENUMERATE_LIMIT
-        if room < (1 if listed else 2 * n):
-            least = "not one problem" if listed else f"fewer than twice n_{split}={n}"
-            raise ValueError(
-                f"{split}_fraction={self.fractions[split]!r}: the {split} split holds about {room:.3g} problems, "
-                f"{least}; raise {split}_fraction" + ("" if listed else f" or lower n_{split}")
-            )
-
     def split_of(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return self.fmt.split_of(a, op_idx, b, self.fractions["val"], self.fractions["test"])
 
@@ -46,7 +33,7 @@ class ProblemSampler:
         """n problems of ``split``. Held-out sets are distinct problems (capped at the split's size);
         training draws are independent, so a stream may repeat a problem, as sampling with replacement does."""
         split_id, device = SPLITS.index(split), generator.device
-        if split != "train" and self.fmt.n_problems <= _ENUMERATE_LIMIT:  # a small space: list it, pick from it
+        if split != "train" and self.fmt.n_problems <= ENUMERATE_LIMIT:  # a small space: list it, pick from it
             a, op_idx, b = self.fmt.all_problems(device)
             keep = (self.split_of(a, op_idx, b) == split_id).nonzero().squeeze(1)
             pick = keep[torch.randperm(len(keep), generator=generator, device=device)[:n]]

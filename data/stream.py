@@ -20,7 +20,6 @@ import hashlib
 import torch
 from torch.utils.data import IterableDataset
 
-from data.checks import check_whole
 from data.problems import ProblemEncoder, mix
 from data.sampler import ProblemSampler
 
@@ -53,12 +52,6 @@ class FreshBatches(IterableDataset):
         self.sampler, self.encoder, self.batch_size, self.seed = sampler, encoder, batch_size, seed
         self.start, self.rank, self.world_size = start, rank, world_size
         self.device, self.draw_steps, self.mix = torch.device(device), draw_steps, mix
-
-    @staticmethod
-    def check(draw_steps: int | None) -> None:
-        """ValueError unless the datamodule's draw_steps is a whole number or null."""
-        if draw_steps is not None:
-            check_whole("draw_steps", draw_steps, hint=", or null (chosen for the device)")
 
     def draw(self, index: int) -> torch.Tensor:
         """(draw_steps, batch_size, seq_len): this process's batches of steps index * draw_steps onwards."""
