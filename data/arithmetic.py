@@ -1,10 +1,7 @@
 """Arithmetic strings as data: disjoint splits, seeded, a stream of fresh training batches -- with no trainer
-attached (``python analyse.py`` reads a run's test set here); data/datamodule.py hands it to Lightning.
-
-One problem's layout and tokens: data/problems.py; drawing the problems of a split: data/sampler.py; the stream of
-fresh training batches: data/stream.py. The research settings (the format's working and varied operands, hard
-cases, mixed widths, a fixed training set) work through pieces data/build.py hands in: it checks them and builds an
-ArithmeticData with them.
+attached (``python analyse.py`` reads a run's test set here); data/datamodule.py hands it to Lightning. One
+problem's layout and tokens: data/problems.py; drawing a split's problems: data/sampler.py; the stream:
+data/stream.py; the research's pieces, checked and handed in: data/build.py.
 """
 
 from __future__ import annotations

@@ -5,17 +5,14 @@ A problem ``a <op> b`` is written as one fixed-length string, so a batch needs n
     [BOS] a op b = answer [EOS]          e.g. 3-digit addition, reversed answer:
     [BOS] 123+045=8610 [EOS]             (123 + 45 = 168, written 0168 and reversed to 8610)
 
-Operands are zero-padded to ``digits``; the answer is zero-padded to a fixed width and, with
-``reverse_answer``, written least-significant digit first -- the order in which carries are computed,
-so every answer digit depends only on what is already written (see the README for the measurement).
-When subtraction is among the operators every answer also carries a sign ('+' or '-').
+Operands are zero-padded to ``digits``; the answer is zero-padded to a fixed width and, with ``reverse_answer``,
+written least-significant digit first -- the order in which carries are computed, so every answer digit depends
+only on what is already written (see the README for the measurement). When subtraction is among the operators every
+answer also carries a sign ('+' or '-').
 
-Splits are a pure function of the problem (a hash of a, op, b), so no test problem can ever be drawn
-for training, whatever the seed, batch size or streaming mode; data/sampler.py draws the problems of a split.
-A problem as text (what calc.py, verify.py, the analyses and the lab read and write): data/text.py.
-Beside this file live the research options, off by default, as pieces a format is handed (data/build.py): the
-working of long multiplication before a '*' result (``show_work``: data/working.py) and how operands are varied
-(data/operands.py).
+Splits are a pure function of the problem (a hash of a, op, b), so no test problem can ever be drawn for training,
+whatever the seed or batch size; data/sampler.py draws the problems of a split. A problem as text (what calc.py,
+verify.py, the analyses and the lab read and write): data/text.py.
 """
 
 from __future__ import annotations
@@ -60,11 +57,9 @@ def digits_of(x: torch.Tensor, width: int) -> torch.Tensor:
 
 @dataclasses.dataclass(frozen=True)
 class ProblemFormat:
-    """How problems are written; stored in checkpoints so a model can be used without its config. Four research
-    settings, off by default, work through pieces the format is handed, never imported here: ``working`` writes
-    the working before a '*' result (``show_work``: data/working.py), ``draws`` varies the operands drawn
-    (``mixed_lengths``, ``round_numbers``, ``larger_first``: data/operands.py); data/build.py's
-    ``problem_format`` checks those settings and hands in their pieces. None: the lesson's format."""
+    """How problems are written; stored in checkpoints so a model can be used without its config. The research
+    settings, off by default, work through pieces data/build.py's ``problem_format`` checks and hands in, never
+    imported here: ``working`` (``show_work``) and ``draws`` (the varied operands). None: the lesson's format."""
 
     digits: int = 3
     operators: str = "+"

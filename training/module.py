@@ -26,12 +26,10 @@ def answer_scores(logits: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor
 class CalculatorModule(L.LightningModule):
     """Trains ``net`` (a :class:`Transformer`) on problems written as ``fmt`` (a :class:`ProblemFormat`: where the
     answer sits). ``optimizer``: the recipe, handed in ready to call -- ``optimizer(module, max_steps, fused)`` ->
-    (optimizer, per-step schedule); training/assemble.py builds it from configs/optim (training/optim.py), so this
-    file never reads the recipe. ``hparams``: the settings the net, the format and the recipe were built from, as
-    dicts (model, fmt, optim), saved in the checkpoint: what training/load.py rebuilds a module from. ``seed``: the
-    run's seed, from which each training step's random draws are seeded
-    (:meth:`on_train_batch_start`).
-    """
+    (optimizer, per-step schedule) -- built from configs/optim (training/optim.py), so this file never reads the
+    recipe. ``hparams``: the settings (model, fmt, optim dicts) the net, the format and the recipe were built from,
+    saved in the checkpoint: what training/load.py rebuilds a module from. ``seed``: the run's, from which each
+    training step's random draws are seeded (:meth:`on_train_batch_start`). ``compile=``: training/compiling.py."""
 
     def __init__(
         self,
