@@ -7,7 +7,7 @@ import hashlib
 import pytest
 import torch
 
-from data.arithmetic import DataConfig
+from data.arithmetic import ArithmeticData, DataConfig
 from data.build import data_module, problem_format
 from data.difficulty import carries
 from data.positions import place_ids
@@ -134,6 +134,19 @@ def test_splits_are_disjoint_and_the_training_stream_never_draws_a_held_out_prob
     trained = set().union(*(keys(next(stream)) for _ in range(40)))  # 20k draws from 10k problems
     assert len(trained) > 8000  # the stream covers the training split...
     assert not trained & (val | test)  # ...and never a held-out problem
+
+
+@pytest.mark.parametrize(
+    "research", [dict(streaming=False, n_train=1000), dict(hard_share=0.5, hard_fade_steps=10), dict(mixed_widths=True)]
+)
+def test_the_lessons_data_refuses_a_research_setting_without_its_piece(research):
+    """data/arithmetic.py never imports the research: built without data/build.py's pieces, it says so, never
+    training on the lesson's stream instead."""
+    config = DataConfig(digits=2, n_val=10, n_test=10, val_fraction=0.05, test_fraction=0.05, **research)
+    with pytest.raises(ValueError, match="needs its piece: build the data with data/build.py"):
+        ArithmeticData(config)
+    batch = next(iter(data_module(config).train_dataloader()))  # with its piece: (256, seq_len at some width)
+    assert batch.shape[0] == 256 and batch.shape[1] <= problem_format(2).seq_len
 
 
 def test_fixed_training_set_is_also_disjoint():
