@@ -127,11 +127,11 @@ def _mistakes(run: RunDir, data: dict | None, damage: Damage) -> dict | None:
     mistakes = [_clip_mistake(m) for m in mistakes[:MAX_MISTAKES]] + mistakes[MAX_MISTAKES:]
     by_place = recorded.get("wrong_digits_by_place")
     if by_place is None and isinstance(data, dict):  # recorded by runs before the count was written with them
-        from data.problems import ProblemFormat
+        from data.build import problem_format
         from training.results import wrong_digits_by_place
 
         try:
-            by_place = wrong_digits_by_place(ProblemFormat(**data), mistakes)
+            by_place = wrong_digits_by_place(problem_format(**data), mistakes)
         except Exception as e:  # a truth_text longer than the answer, a format that does not build, ...
             damage.note(run.mistakes, f"mistakes that do not fit the run's format ({one_line(e)})")
             by_place = None
