@@ -15,8 +15,7 @@ import torch
 
 from analysis import adderboard
 from analysis.metrics.length import accuracy_by_length, length_widths, long_problems, longest_learned, problems_at
-from data.arithmetic import DataConfig
-from data.build import data_module, problem_format
+from data.build import data_module, data_settings, problem_format
 from data.expressions import ExpressionError, Problem, parse_expression
 from data.positions import place_ids, positions, randomised, shifted
 from data.problems import ProblemFormat
@@ -81,7 +80,7 @@ def test_round_numbers_are_runs_of_digits_followed_by_zeros_at_every_place():
 
 def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
     dm = data_module(
-        DataConfig(
+        data_settings(
             digits=4, mixed_lengths=True, mixed_widths=True, n_val=50, n_test=50, val_fraction=0.05, test_fraction=0.05
         )
     )
@@ -99,7 +98,7 @@ def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
 
 def test_mixed_widths_refuse_what_they_cannot_draw():
     with pytest.raises(ValueError, match="mixed_widths=true: needs streaming=true"):
-        data_module(DataConfig(digits=3, mixed_widths=True, streaming=False))
+        data_module(data_settings(digits=3, mixed_widths=True, streaming=False))
 
 
 # ---- places -------------------------------------------------------------------------------------------------
