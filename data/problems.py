@@ -200,16 +200,6 @@ class ProblemFormat:
         return problems if self.draws is None else self.draws.only_written(self, *problems)  # larger first
 
 
-@functools.cache
-def width_of(fmt: ProblemFormat, seq_len: int) -> ProblemFormat:
-    """``fmt`` at the width whose sequences are ``seq_len`` tokens long (ValueError if none is): the layout of a
-    batch of another width (``mixed_widths`` training: data/mixing.py), known from its length."""
-    for digits in range(1, seq_len):
-        if fmt.at_width(digits).seq_len == seq_len:
-            return fmt.at_width(digits)
-    raise ValueError(f"no width of {fmt.operators!r} problems makes sequences of {seq_len} tokens")
-
-
 class ProblemEncoder:
     """Turns problems into token ids in bulk, with no per-problem Python (a test checks it against the text)."""
 

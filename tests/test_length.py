@@ -321,10 +321,12 @@ def test_own_places_number_every_digit_by_its_own_place():
 
 
 def test_training_places_reach_the_longest_width_at_every_width():
+    from data.mixing import width_of
     from training.load import calculator_module
 
     net, fmt = place_net(offset=4)
     module = calculator_module(net.cfg.to_dict(), fmt.to_dict(), {})
+    module.widths = width_of  # as training/assemble.py hands it for mixed_widths training (data/mixing.py)
     torch.manual_seed(0)
     for width in (1, 2, 3):
         seq = torch.zeros(2000, fmt.at_width(width).seq_len, dtype=torch.int64)

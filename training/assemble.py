@@ -18,6 +18,7 @@ def build_objects(cfg: DictConfig) -> tuple:
     more by train.py's command-line check before Hydra starts (training/cli.py), so a value one of them refuses is
     refused before anything is written: they write nothing as they are built."""
     from data.build import data_module
+    from data.mixing import width_of
     from training.compiling import CompiledStep
     from training.load import calculator_module
     from training.step_seeds import StepSeeds
@@ -36,6 +37,8 @@ def build_objects(cfg: DictConfig) -> tuple:
     optim = build(cfg.optim, "optim")
     try:
         module = calculator_module(model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict())
+        if datamodule.data.mix is not None and datamodule.data.mix.mixed_widths:  # batches of every width
+            module.widths = width_of  # their formats, from their lengths (data/mixing.py)
         compiled = CompiledStep(cfg.compile)  # the one setting of its own: compile (training/compiling.py)
     except ValueError as e:
         raise ConfigError(str(e)) from None

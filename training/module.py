@@ -8,7 +8,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from data.problems import ProblemFormat, width_of
+from data.problems import ProblemFormat
 from model.transformer import Transformer
 
 
@@ -42,12 +42,13 @@ class CalculatorModule(L.LightningModule):
         self.net, self.fmt, self.optimizer = net, fmt, optimizer
         self.val_history: list[dict] = []  # one entry per validation: step, exact_match, loss
         self.training_loss = self.teacher_forced_loss  # what compile= replaces (training/compiling.py)
+        self.widths = None  # mixed_widths training: a batch's format from its length (training/assemble.py)
 
     # ---- reading a batch: the loss on its answers, and the answers written -------------------------
     def layout(self, seq: torch.Tensor) -> ProblemFormat:
         """The format of a batch: the trained one, or, for a batch of another width (``mixed_widths`` training),
-        the same format at that width (known from the sequences' length)."""
-        return self.fmt if seq.shape[1] == self.fmt.seq_len else width_of(self.fmt, seq.shape[1])
+        the one ``widths`` gives for its length (data/mixing.py's width_of)."""
+        return self.fmt if seq.shape[1] == self.fmt.seq_len else self.widths(self.fmt, seq.shape[1])
 
     def training_places(self, seq: torch.Tensor) -> torch.Tensor | None:
         """A training batch's place ids (B, seq_len) from the net's position scheme; None for learned positions."""
