@@ -212,13 +212,6 @@ class ProblemEncoder:
         self.sign_ids = (vocab["+"], vocab["-"])
         self.bos, self.eq, self.eos = vocab["[BOS]"], vocab["="], vocab["[EOS]"]
 
-    def encode_problems(self, problems) -> torch.Tensor:
-        """Problems with ``.a``, ``.op``, ``.b`` (e.g. parsed expressions) -> (N, seq_len) token ids."""
-        a = torch.tensor([p.a for p in problems], dtype=torch.int64)
-        op_idx = torch.tensor([self.fmt.operators.index(p.op) for p in problems], dtype=torch.int64)
-        b = torch.tensor([p.b for p in problems], dtype=torch.int64)
-        return self.encode(a, op_idx, b)
-
     def encode(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """(N,) problems -> (N, seq_len) token ids of the full training string, on the problems' device."""
         fmt, n, device = self.fmt, a.shape[0], a.device
