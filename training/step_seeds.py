@@ -7,7 +7,7 @@ from __future__ import annotations
 import lightning as L
 import torch
 
-from data.stream import derived_seed
+from data.seeds import derived_seed
 
 
 class StepSeeds(L.Callback):
