@@ -89,12 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from analysis.html_report import write_run_report
     from analysis.pipeline import HeadAnalysis
-    from data.arithmetic import DataConfig
-    from data.build import arithmetic_data
+    from data.build import arithmetic_data, data_settings
 
     try:
         data = {k: v for k, v in data.items() if k in ("n_test", "val_fraction", "test_fraction", "seed")}
-        test_set = arithmetic_data(DataConfig(**calc.fmt.to_dict(), **data)).held_out_set("test")
+        test_set = arithmetic_data(data_settings(**calc.fmt.to_dict(), **data)).held_out_set("test")
         analysis = HeadAnalysis(
             **{**analysis, "enabled": True, "circuits": not args.no_circuits}
             | ({"n_problems": args.problems} if args.problems else {})

@@ -11,6 +11,7 @@ from analysis.engine.cache import ActivationCache, run_with_cache
 from data.expressions import ExpressionError, parse_expression
 from data.positions import positions, token_labels
 from data.problems import ProblemEncoder, ProblemFormat
+from data.text import encode_problems
 from data.tokenizer import CharTokenizer
 from model.hooks import hook_name
 
@@ -23,7 +24,7 @@ def probe_sequences(module, probes: list[str]) -> torch.Tensor:
             problems.append(parse_expression(str(text), module.fmt))
         except ExpressionError as e:
             raise ValueError(f"probe {text!r}: {e}") from None
-    return ProblemEncoder(module.fmt, CharTokenizer().vocab).encode_problems(problems)
+    return encode_problems(ProblemEncoder(module.fmt, CharTokenizer().vocab), problems)
 
 
 def checked_probes(module, probes: list[str] | None) -> list[str]:

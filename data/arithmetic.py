@@ -6,7 +6,7 @@ data/stream.py; the research's pieces, checked and handed in: data/build.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 
@@ -31,25 +31,14 @@ class DataConfig:
     n_val, n_test: sizes of the held-out sets (distinct problems, never seen in training).
     val_fraction, test_fraction: share of the problem space reserved for each held-out split.
     seed: seeds every draw, so the same seed gives the same data.
-    show_work, mixed_lengths, round_numbers, larger_first, mixed_widths, hard_share, hard_fade_steps, streaming
-        (false: a fixed set of ``n_train`` problems), n_train: research settings, off by default, each checked by
-        data/build.py as it builds their pieces (it says what each does).
+    The research settings beside these (show_work, hard_share, streaming=false, ...): data/build.py.
     """
 
     digits: int = 3
     operators: str = "+"
     reverse_answer: bool = True
-    show_work: bool = False
-    mixed_lengths: bool | float = False
-    round_numbers: float = 0.0
-    larger_first: bool = False
-    mixed_widths: bool = False
     batch_size: int = 256
     eval_batch_size: int = 2500
-    streaming: bool = True
-    n_train: int = 100_000
-    hard_share: float = 0.0
-    hard_fade_steps: int = 0
     draw_steps: int | None = None
     n_val: int = 2_500
     n_test: int = 10_000
@@ -69,7 +58,7 @@ class DataConfig:
     @property
     def format_settings(self) -> dict:
         """The :class:`ProblemFormat`'s settings among these: how the problems are written."""
-        return {f.name: getattr(self, f.name) for f in fields(ProblemFormat) if f.compare}
+        return {"digits": self.digits, "operators": self.operators, "reverse_answer": self.reverse_answer}
 
 
 class ArithmeticData:
@@ -80,8 +69,6 @@ class ArithmeticData:
 
     def __init__(self, config: DataConfig | None = None, fmt: ProblemFormat | None = None, mix=None, fixed=None):
         config = DataConfig() if config is None else config
-        if (mix is None and (config.hard_share or config.mixed_widths)) or (fixed is None and not config.streaming):
-            raise ValueError("a research setting needs its piece: build the data with data/build.py")
         self.config, self.fmt, self.mix, self.fixed = config, fmt or ProblemFormat(**config.format_settings), mix, fixed
         self.sampler = ProblemSampler(self.fmt, config.val_fraction, config.test_fraction)
         self.tokenizer = CharTokenizer()

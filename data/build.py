@@ -4,7 +4,8 @@ them -- the working of long multiplication (data/working.py) and varied operands
 checked here, with its key named, and whether the held-out splits can hold their sets (:func:`check_room`). The
 run's assembly, checkpoints and the analyses build their formats and data here; the lesson's files never import it.
 
-The research settings (configs/data's keys, fields of :class:`DataConfig`), all off by default:
+configs/data's ``_target_`` is :func:`data_settings`: every key, the lesson's (:class:`DataConfig`) parted from the
+research settings (:class:`ResearchSettings`), all off by default:
 
 - show_work, mixed_lengths, round_numbers, larger_first: the format's (data/working.py, data/operands.py).
 - mixed_widths: with streaming, every training batch written at a width drawn from 1..digits (data/mixing.py);
@@ -17,7 +18,7 @@ The research settings (configs/data's keys, fields of :class:`DataConfig`), all 
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 from data.arithmetic import ArithmeticData, DataConfig
 from data.datamodule import ArithmeticDataModule
@@ -60,21 +61,61 @@ def check_room(sampler: ProblemSampler, split: str, n: int) -> None:
         )
 
 
-def arithmetic_data(config: DataConfig | None = None) -> ArithmeticData:
-    """The :class:`ArithmeticData` ``config`` describes, its research settings checked and given their pieces."""
-    config = DataConfig() if config is None else config
-    FixedSet.check(config.streaming, config.n_train, config.batch_size)
-    HardCases.check(config.hard_share, config.hard_fade_steps, config.streaming)
-    MixedDraws.check(config.mixed_widths, config.streaming, config.show_work)
-    fmt = problem_format(**config.format_settings)
+@dataclass(frozen=True)
+class ResearchSettings:
+    """The data's research settings (configs/data's keys beside :class:`DataConfig`'s; the module's docstring says
+    what each does), checked with the key named as :func:`arithmetic_data` builds their pieces."""
+
+    show_work: bool = False
+    mixed_lengths: bool | float = False
+    round_numbers: float = 0.0
+    larger_first: bool = False
+    mixed_widths: bool = False
+    streaming: bool = True
+    n_train: int = 100_000
+    hard_share: float = 0.0
+    hard_fade_steps: int = 0
+
+    @property
+    def format_settings(self) -> dict:
+        """The :class:`ProblemFormat`'s settings among these: its working and operand draws."""
+        names = ("show_work", "mixed_lengths", "round_numbers", "larger_first")
+        return {name: getattr(self, name) for name in names}
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """configs/data's settings: the lesson's ``config`` and the ``research`` beside it."""
+
+    config: DataConfig
+    research: ResearchSettings
+
+
+def data_settings(**keys) -> DataSettings:
+    """configs/data's ``_target_``: its keys parted into the lesson's :class:`DataConfig` and the
+    :class:`ResearchSettings` (a key neither has: DataConfig's TypeError, which names it)."""
+    research = {f.name: keys.pop(f.name) for f in fields(ResearchSettings) if f.name in keys}
+    return DataSettings(DataConfig(**keys), ResearchSettings(**research))
+
+
+def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> ArithmeticData:
+    """The :class:`ArithmeticData` ``settings`` describe (a DataConfig or None: the lesson's alone), its research
+    settings checked and given their pieces."""
+    if not isinstance(settings, DataSettings):
+        settings = DataSettings(DataConfig() if settings is None else settings, ResearchSettings())
+    config, research = settings.config, settings.research
+    FixedSet.check(research.streaming, research.n_train, config.batch_size)
+    HardCases.check(research.hard_share, research.hard_fade_steps, research.streaming)
+    MixedDraws.check(research.mixed_widths, research.streaming, research.show_work)
+    fmt = problem_format(**config.format_settings, **research.format_settings)
     sampler = ProblemSampler(fmt, config.val_fraction, config.test_fraction)
     check_room(sampler, "val", config.n_val)
     check_room(sampler, "test", config.n_test)
-    hard = HardCases(sampler, config.hard_share, config.hard_fade_steps) if config.hard_share else None
-    mix = MixedDraws(hard, config.mixed_widths) if hard or config.mixed_widths else None
-    return ArithmeticData(config, fmt, mix, None if config.streaming else FixedSet(config.n_train))
+    hard = HardCases(sampler, research.hard_share, research.hard_fade_steps) if research.hard_share else None
+    mix = MixedDraws(hard, research.mixed_widths) if hard or research.mixed_widths else None
+    return ArithmeticData(config, fmt, mix, None if research.streaming else FixedSet(research.n_train))
 
 
-def data_module(config: DataConfig | None = None) -> ArithmeticDataModule:
+def data_module(settings: DataSettings | DataConfig | None = None) -> ArithmeticDataModule:
     """The LightningDataModule of :func:`arithmetic_data`'s data."""
-    return ArithmeticDataModule(arithmetic_data(config))
+    return ArithmeticDataModule(arithmetic_data(settings))

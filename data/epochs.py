@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from data.checks import check_whole
-from data.stream import derived_seed
+from data.seeds import derived_seed
 
 
 class FixedSet:

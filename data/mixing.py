@@ -8,11 +8,24 @@ data/build.py -- the lesson's stream draws uniform problems of the trained width
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from data.difficulty import HardCases
-from data.problems import ProblemEncoder
+from data.problems import ProblemEncoder, ProblemFormat
 from data.sampler import ProblemSampler
+
+
+@functools.cache
+def width_of(fmt: ProblemFormat, seq_len: int) -> ProblemFormat:
+    """``fmt`` at the width whose sequences are ``seq_len`` tokens long (ValueError if none is): the layout of a
+    ``mixed_widths`` training batch, known from its length -- what training/assemble.py hands the module as its
+    ``widths``."""
+    for digits in range(1, seq_len):
+        if fmt.at_width(digits).seq_len == seq_len:
+            return fmt.at_width(digits)
+    raise ValueError(f"no width of {fmt.operators!r} problems makes sequences of {seq_len} tokens")
 
 
 class MixedDraws:

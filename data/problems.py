@@ -200,16 +200,6 @@ class ProblemFormat:
         return problems if self.draws is None else self.draws.only_written(self, *problems)  # larger first
 
 
-@functools.cache
-def width_of(fmt: ProblemFormat, seq_len: int) -> ProblemFormat:
-    """``fmt`` at the width whose sequences are ``seq_len`` tokens long (ValueError if none is): the layout of a
-    batch of another width (``mixed_widths`` training: data/mixing.py), known from its length."""
-    for digits in range(1, seq_len):
-        if fmt.at_width(digits).seq_len == seq_len:
-            return fmt.at_width(digits)
-    raise ValueError(f"no width of {fmt.operators!r} problems makes sequences of {seq_len} tokens")
-
-
 class ProblemEncoder:
     """Turns problems into token ids in bulk, with no per-problem Python (a test checks it against the text)."""
 
@@ -221,13 +211,6 @@ class ProblemEncoder:
         self.op_ids = tuple(vocab[op] for op in fmt.operators)
         self.sign_ids = (vocab["+"], vocab["-"])
         self.bos, self.eq, self.eos = vocab["[BOS]"], vocab["="], vocab["[EOS]"]
-
-    def encode_problems(self, problems) -> torch.Tensor:
-        """Problems with ``.a``, ``.op``, ``.b`` (e.g. parsed expressions) -> (N, seq_len) token ids."""
-        a = torch.tensor([p.a for p in problems], dtype=torch.int64)
-        op_idx = torch.tensor([self.fmt.operators.index(p.op) for p in problems], dtype=torch.int64)
-        b = torch.tensor([p.b for p in problems], dtype=torch.int64)
-        return self.encode(a, op_idx, b)
 
     def encode(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """(N,) problems -> (N, seq_len) token ids of the full training string, on the problems' device."""

@@ -15,8 +15,6 @@ data/build.py): hard cases in early batches, batches of mixed widths. None: unif
 
 from __future__ import annotations
 
-import hashlib
-
 import torch
 from torch.utils.data import IterableDataset
 
@@ -24,13 +22,6 @@ from data.problems import ProblemEncoder, mix
 from data.sampler import ProblemSampler
 
 ACCELERATOR_DRAW_STEPS = 64  # on a GPU, training batches are drawn this many steps at a time
-
-
-def derived_seed(*parts: object) -> int:
-    """A seed hashed from ``parts`` (e.g. "step", seed, step): every one of them counts, neighbouring values give
-    unrelated seeds, and computing it reads nothing back from a device (plain Python)."""
-    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1  # torch takes seeds below 2**63
 
 
 class FreshBatches(IterableDataset):

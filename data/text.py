@@ -7,7 +7,17 @@ A run never writes a problem as text -- the encoder makes its tokens from tensor
 
 from __future__ import annotations
 
-from data.problems import ProblemFormat
+import torch
+
+from data.problems import ProblemEncoder, ProblemFormat
+
+
+def encode_problems(encoder: ProblemEncoder, problems) -> torch.Tensor:
+    """Problems with ``.a``, ``.op``, ``.b`` (e.g. parsed expressions) -> (N, seq_len) token ids, by ``encoder``."""
+    a = torch.tensor([p.a for p in problems], dtype=torch.int64)
+    op_idx = torch.tensor([encoder.fmt.operators.index(p.op) for p in problems], dtype=torch.int64)
+    b = torch.tensor([p.b for p in problems], dtype=torch.int64)
+    return encoder.encode(a, op_idx, b)
 
 
 def evaluate(a: int, op: str, b: int) -> int:

@@ -23,7 +23,7 @@ from data.difficulty import difficulty, long_difficulty
 from data.expressions import Problem
 from data.positions import place_tensor
 from data.problems import ProblemEncoder, ProblemFormat
-from data.text import answer_text, parse_answer, prompt_text, result_text, written_text
+from data.text import answer_text, encode_problems, parse_answer, prompt_text, result_text, written_text
 from data.tokenizer import CharTokenizer
 from model.device import resolve_device
 from model.transformer import Transformer
@@ -133,7 +133,7 @@ class Calculator:
         default); beyond what int64 holds, written as text problem by problem."""
         fmt = fmt or self.fmt
         if fmt == self.fmt:
-            return self.encoder.encode_problems(problems)
+            return encode_problems(self.encoder, problems)
         texts = [prompt_text(fmt, p.a, p.op, p.b) + written_text(fmt, p.a, p.op, p.b) for p in problems]
         ids = [self.tokenizer.encode(text, bos=True, eos=True) for text in texts]
         return torch.tensor(ids, dtype=torch.int64).reshape(len(problems), fmt.seq_len)

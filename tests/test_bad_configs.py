@@ -292,7 +292,7 @@ GOOD_VALUES = {  # an allowed value for keys the table above gets wrong, and whe
     "data.show_work=true": lambda run: run["data"].fmt.show_work,
     "data.batch_size=64": lambda run: run["data"].data.batch_size == 64,
     "data.streaming=false": lambda run: run["data"].data.fixed is not None,
-    "data.n_train=5000": lambda run: run["data"].data.config.n_train == 5000,
+    "data.n_train=5000": lambda run: run["data"].data.fixed.n_train == 5000,
     "data.n_test=100": lambda run: len(run["data"].held_out_set("test")) == 100,
     "data.val_fraction=0.1": lambda run: run["data"].data.sampler.fractions["val"] == 0.1,
     "optim.lr=1e-3": lambda run: run["module"].optim.lr == 1e-3,

@@ -287,15 +287,14 @@ def test_every_analysis_is_defined_on_a_model_that_has_not_learned(operators, di
     import lightning as L
 
     from analysis.pipeline import HeadAnalysis
-    from data.arithmetic import DataConfig
-    from data.build import data_module
+    from data.build import data_module, data_settings
     from storage.rundir import RunDir
     from training.load import calculator_module
     from training.optim import OptimConfig
 
     torch.manual_seed(0)
     dm = data_module(
-        DataConfig(
+        data_settings(
             digits=digits, operators=operators, batch_size=128, val_fraction=0.05, test_fraction=0.05, n_val=10,
             n_test=200, **settings,
         )

@@ -11,7 +11,8 @@ import pytest
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from data.build import data_module
+from data.arithmetic import DataConfig
+from data.build import ResearchSettings, data_module
 from model.device import gpus_short
 from model.positions import PLACE_FIELDS, PlaceConfig
 from storage.rundir import RunDir
@@ -41,7 +42,7 @@ PROMISED = {
 }
 BUILT = {  # group -> the class its options build (what "each file builds the object it is named after" means)
     "model": "TransformerConfig",
-    "data": "DataConfig",
+    "data": "DataSettings",
     "optim": "OptimConfig",
     "trainer": "Trainer",
     "analysis": "HeadAnalysis",
@@ -66,7 +67,8 @@ def test_a_default_option_and_its_class_hold_the_same_defaults(group, option):
     value changed in one place and not the other fails here."""
     node = OmegaConf.load(CONFIGS / group / f"{option}.yaml")
     target = hydra.utils.get_object(node._target_)  # a class, or model.build.transformer_config
-    defaults = {name: p.default for name, p in inspect.signature(target).parameters.items()}
+    classes = (DataConfig, ResearchSettings) if group == "data" else (target,)  # data_settings parts its keys
+    defaults = {name: p.default for c in classes for name, p in inspect.signature(c).parameters.items()}
     values = OmegaConf.to_container(node, resolve=False)  # data.seed: ${seed} stays a string, and is skipped
     checked = [key for key, value in values.items() if key != "_target_" and not str(value).startswith("${")]
     assert len(checked) >= 5
@@ -78,13 +80,13 @@ def test_a_default_option_and_its_class_hold_the_same_defaults(group, option):
 
 def read_back(obj, group: str, key: str):
     """The value a built object holds for config key ``key``: READ_BACK's place for it, else an attribute of that
-    name (or _name), of its problem format, or wandb's init arguments."""
+    name (or _name), of its problem format or its lesson and research settings, or wandb's init arguments."""
     if (group, key) in READ_BACK:
         return READ_BACK[group, key](obj)
     init = getattr(obj, "_wandb_init", None)
     if init is not None and key in init:
         return init[key]
-    for holder in (obj, getattr(obj, "fmt", None)):
+    for holder in (obj, *(getattr(obj, part, None) for part in ("fmt", "config", "research"))):
         for name in (key, f"_{key}"):
             if holder is not None and hasattr(holder, name):
                 return getattr(holder, name)
@@ -141,8 +143,9 @@ def test_every_config_file_composes_and_builds_what_it_names(group, option, tmp_
         assert composed == value, (key, value, composed)
     if group == "experiment":  # the objects it configures build, with its values
         check(cfg)
-        dm = data_module(hydra.utils.instantiate(cfg.data))
-        assert_built_with(dm.data.config, "data", cfg.data, tmp_path)
+        settings = hydra.utils.instantiate(cfg.data)
+        dm = data_module(settings)
+        assert_built_with(settings, "data", cfg.data, tmp_path)
         net = hydra.utils.instantiate(cfg.model, vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len)
         assert_built_with(net, "model", cfg.model, tmp_path)
         return
@@ -258,7 +261,7 @@ def test_add10_speedrun_is_add10s_task_stopped_by_its_validation_loss(tmp_path):
     cfg = with_run_dir(compose_config(["experiment=add10_speedrun"]), tmp_path)
     check(cfg)  # every key it sets is one train.py knows, with a value it takes
     dm = data_module(hydra.utils.instantiate(cfg.data)).data
-    add10 = hydra.utils.instantiate(compose_config(["experiment=add10"]).data)  # its DataConfig: the format
+    add10 = hydra.utils.instantiate(compose_config(["experiment=add10"]).data).research  # the format's draws
     assert (dm.fmt.digits, dm.fmt.operators, dm.fmt.reverse_answer, dm.fmt.seq_len) == (10, "+", True, 35)
     assert (dm.fmt.mixed_lengths, dm.fmt.round_numbers) == (add10.mixed_lengths, add10.round_numbers)
     assert dm.mix.hard is not None and dm.mix.hard.share > 0

@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 # The lesson's closure today; the aim is 1,000 (what nanoGPT's model and training script take). Lower it as it falls.
-CLOSURE_BUDGET, GLANCE_BUDGET, TRAIN_BUDGET, README_BUDGET = 1041, 200, 100, 250
+CLOSURE_BUDGET, GLANCE_BUDGET, TRAIN_BUDGET, README_BUDGET = 995, 200, 100, 250
 # named, counted apart: plumbing a learner glances at, not reads -- the hook points, the character vocabulary,
 # the settings' whole-number check
 GLANCE = ("model/hooks.py", "data/tokenizer.py", "data/checks.py")
@@ -20,7 +20,7 @@ GLANCE = ("model/hooks.py", "data/tokenizer.py", "data/checks.py")
 NOT_THE_LESSON = ("storage/", "analysis/", "model/positions.py", "data/positions.py", "training/optim.py",
                   "model/checkpoint.py", "model/calculator.py", "data/build.py", "data/working.py",
                   "data/operands.py", "data/mixing.py", "data/difficulty.py", "data/text.py",
-                  "data/epochs.py")  # fmt: skip
+                  "data/epochs.py", "data/seeds.py")  # fmt: skip
 
 
 def lines(path) -> int:

@@ -7,8 +7,8 @@ import hashlib
 import pytest
 import torch
 
-from data.arithmetic import ArithmeticData, DataConfig
-from data.build import data_module, problem_format
+from data.arithmetic import DataConfig
+from data.build import ResearchSettings, data_module, data_settings, problem_format
 from data.difficulty import carries
 from data.positions import place_ids
 from data.problems import ProblemEncoder
@@ -139,19 +139,24 @@ def test_splits_are_disjoint_and_the_training_stream_never_draws_a_held_out_prob
 @pytest.mark.parametrize(
     "research", [dict(streaming=False, n_train=1000), dict(hard_share=0.5, hard_fade_steps=10), dict(mixed_widths=True)]
 )
-def test_the_lessons_data_refuses_a_research_setting_without_its_piece(research):
-    """data/arithmetic.py never imports the research: built without data/build.py's pieces, it says so, never
-    training on the lesson's stream instead."""
-    config = DataConfig(digits=2, n_val=10, n_test=10, val_fraction=0.05, test_fraction=0.05, **research)
-    with pytest.raises(ValueError, match="needs its piece: build the data with data/build.py"):
-        ArithmeticData(config)
-    batch = next(iter(data_module(config).train_dataloader()))  # with its piece: (256, seq_len at some width)
+def test_the_lessons_data_has_no_research_setting_and_data_build_gives_it_its_piece(research):
+    """data/arithmetic.py never imports the research: the lesson's DataConfig has no research setting (its
+    TypeError names the key, as train.py reports it), data/build.py's data_settings parts them from the lesson's
+    and gives each its piece, never training on the lesson's stream instead."""
+    lesson = dict(digits=2, n_val=10, n_test=10, val_fraction=0.05, test_fraction=0.05)
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{next(iter(research))}'"):
+        DataConfig(**lesson, **research)
+    settings = data_settings(**lesson, **research)
+    assert settings.config == DataConfig(**lesson) and settings.research == ResearchSettings(**research)
+    dm = data_module(settings)
+    assert dm.data.mix is not None or dm.data.fixed is not None
+    batch = next(iter(dm.train_dataloader()))  # with its piece: (256, seq_len at some width)
     assert batch.shape[0] == 256 and batch.shape[1] <= problem_format(2).seq_len
 
 
 def test_fixed_training_set_is_also_disjoint():
     dm = data_module(
-        DataConfig(digits=2, streaming=False, n_train=2000, batch_size=100, val_fraction=0.05, test_fraction=0.05)
+        data_settings(digits=2, streaming=False, n_train=2000, batch_size=100, val_fraction=0.05, test_fraction=0.05)
     )
     trained = set().union(*(keys(batch) for batch in dm.train_dataloader()))
     assert len(trained) > 1000 and not trained & (keys(dm.held_out_set("val")) | keys(dm.held_out_set("test")))
@@ -222,7 +227,7 @@ def test_the_stream_restarts_at_any_step_and_shards_one_global_batch_across_proc
 def test_draws_of_several_steps_hold_only_training_problems_and_each_step_its_own_hard_share():
     from data.stream import FreshBatches
 
-    dm = data_module(DataConfig(
+    dm = data_module(data_settings(
         digits=2, batch_size=100, n_val=10, n_test=10, val_fraction=0.2, test_fraction=0.3, hard_share=1.0,
         hard_fade_steps=4,
     ))  # fmt: skip
@@ -297,7 +302,7 @@ SAME_BATCHES = {
 @pytest.mark.parametrize("name", SAME_BATCHES)
 def test_a_seed_draws_the_same_batches_with_every_option(name):
     options, expected = SAME_BATCHES[name]
-    dm = data_module(DataConfig(n_val=100, n_test=100, batch_size=32, seed=3, **options))
+    dm = data_module(data_settings(n_val=100, n_test=100, batch_size=32, seed=3, **options))
     stream = iter(dm.train_dataloader())
     tensors = [dm.held_out_set("val"), dm.held_out_set("test"), *(next(stream) for _ in range(3))]
     if dm.data.fixed is None:  # streaming

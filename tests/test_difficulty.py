@@ -7,7 +7,7 @@ import random
 import torch
 
 from data.arithmetic import DataConfig
-from data.build import data_module
+from data.build import data_module, data_settings
 from data.datamodule import ArithmeticDataModule
 from data.difficulty import HardCases, borrows, carries, difficulty, product_carries
 from data.expressions import Problem
@@ -79,7 +79,7 @@ def test_early_batches_hold_more_carries_and_the_stream_stays_a_function_of_the_
 
     kw = dict(digits=5, batch_size=512, n_val=10, n_test=10)
     uniform = data_module(DataConfig(**kw))
-    hard = data_module(DataConfig(**kw, hard_share=1.0, hard_fade_steps=100))
+    hard = data_module(data_settings(**kw, hard_share=1.0, hard_fade_steps=100))
     u0, h0, h100 = (mean_carries(first_batch(dm, step)) for dm, step in ((uniform, 0), (hard, 0), (hard, 100)))
     assert h0 > u0 + 1.0  # the most carries of 8 draws: ~4 of 5 columns against ~2.3
     assert abs(h100 - u0) < 0.3  # faded out: uniform again

@@ -15,8 +15,7 @@ import torch
 
 from analysis import adderboard
 from analysis.metrics.length import accuracy_by_length, length_widths, long_problems, longest_learned, problems_at
-from data.arithmetic import DataConfig
-from data.build import data_module, problem_format
+from data.build import data_module, data_settings, problem_format
 from data.expressions import ExpressionError, Problem, parse_expression
 from data.positions import place_ids, positions, randomised, shifted
 from data.problems import ProblemFormat
@@ -81,7 +80,7 @@ def test_round_numbers_are_runs_of_digits_followed_by_zeros_at_every_place():
 
 def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
     dm = data_module(
-        DataConfig(
+        data_settings(
             digits=4, mixed_lengths=True, mixed_widths=True, n_val=50, n_test=50, val_fraction=0.05, test_fraction=0.05
         )
     )
@@ -99,7 +98,7 @@ def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
 
 def test_mixed_widths_refuse_what_they_cannot_draw():
     with pytest.raises(ValueError, match="mixed_widths=true: needs streaming=true"):
-        data_module(DataConfig(digits=3, mixed_widths=True, streaming=False))
+        data_module(data_settings(digits=3, mixed_widths=True, streaming=False))
 
 
 # ---- places -------------------------------------------------------------------------------------------------
@@ -322,10 +321,12 @@ def test_own_places_number_every_digit_by_its_own_place():
 
 
 def test_training_places_reach_the_longest_width_at_every_width():
+    from data.mixing import width_of
     from training.load import calculator_module
 
     net, fmt = place_net(offset=4)
     module = calculator_module(net.cfg.to_dict(), fmt.to_dict(), {})
+    module.widths = width_of  # as training/assemble.py hands it for mixed_widths training (data/mixing.py)
     torch.manual_seed(0)
     for width in (1, 2, 3):
         seq = torch.zeros(2000, fmt.at_width(width).seq_len, dtype=torch.int64)

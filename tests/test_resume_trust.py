@@ -77,9 +77,13 @@ def test_an_untouched_run_resumes_with_its_values_and_the_projects_code(run):
 
 
 def test_a_run_saved_when_its_classes_lived_elsewhere_resumes(run):
-    """config.yaml of a run from before training/optim.py names the optimizer settings' old home: still resumed."""
+    """config.yaml of a run from before training/optim.py names the optimizer settings' old home, one from before
+    data/build.py's data_settings the data's: still resumed."""
     edit(run, lambda c: c.optim.__setitem__("_target_", "model.module.AdamWSchedule"))
     assert resumed(run).optim._target_ == "training.optim.OptimConfig"
+    for old in ("data.arithmetic.DataConfig", "data.datamodule.ArithmeticDataModule"):  # the data's settings' homes
+        edit(run, lambda c, old=old: c.data.__setitem__("_target_", old))
+        assert assemble(resumed(run)) and resumed(run).data._target_ == "data.build.data_settings"
     edit(run, lambda c: c.optim.__setitem__("_target_", "model.module.OptimConfig"))  # no such old home
     assert "optim._target_='model.module.OptimConfig' names code" in refusal(run)
 

@@ -18,8 +18,10 @@ def build_objects(cfg: DictConfig) -> tuple:
     more by train.py's command-line check before Hydra starts (training/cli.py), so a value one of them refuses is
     refused before anything is written: they write nothing as they are built."""
     from data.build import data_module
+    from data.mixing import width_of
     from training.compiling import CompiledStep
     from training.load import calculator_module
+    from training.step_seeds import StepSeeds
 
     config = build(cfg.data, "data")
     try:
@@ -34,13 +36,16 @@ def build_objects(cfg: DictConfig) -> tuple:
     model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=longest.seq_len)
     optim = build(cfg.optim, "optim")
     try:
-        module = calculator_module(model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict(), cfg.seed)
+        module = calculator_module(model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict())
+        if datamodule.data.mix is not None and datamodule.data.mix.mixed_widths:  # batches of every width
+            module.widths = width_of  # their formats, from their lengths (data/mixing.py)
         compiled = CompiledStep(cfg.compile)  # the one setting of its own: compile (training/compiling.py)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     analysis = build(cfg.analysis, "analysis") if cfg.get("analysis") else None
     named = [(name, build(node, f"callbacks.{name}")) for name, node in (cfg.get("callbacks") or {}).items() if node]
-    callbacks = [callback for _, callback in named] + ([compiled] if cfg.compile else [])
+    # every step's random draws seeded from (seed, step) for exact resume (training/step_seeds.py)
+    callbacks = [callback for _, callback in named] + [StepSeeds(cfg.seed)] + ([compiled] if cfg.compile else [])
     # the objects that draw probe problems (the analysis, the attention-map callback) say which they would draw
     probe_checks = [("analysis", analysis.probes_for)] if analysis else []
     probe_checks += [(f"callbacks.{name}", c.probes_for) for name, c in named if hasattr(c, "probes_for")]

@@ -13,13 +13,13 @@ from training.module import CalculatorModule
 from training.optim import OptimConfig, recipe, upgrade_checkpoint
 
 
-def calculator_module(model: dict, fmt: dict, optim: dict, seed: int = 0):
+def calculator_module(model: dict, fmt: dict, optim: dict):
     """``model``, ``fmt``, ``optim``: a TransformerConfig (flat), a ProblemFormat and an OptimConfig as dicts, as a
     checkpoint saves them -> a CalculatorModule with new weights (``module.optim``: the OptimConfig)."""
     written, optim_config = problem_format(**fmt), OptimConfig(**optim)
     net = network_for(model, written)
     hparams = {"model": net.cfg.to_dict(), "fmt": written.to_dict(), "optim": optim_config.to_dict()}
-    module = CalculatorModule(net, written, recipe(optim_config), seed, hparams)
+    module = CalculatorModule(net, written, recipe(optim_config), hparams)
     module.optim = optim_config
     return module
 

@@ -8,8 +8,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from data.problems import ProblemFormat, width_of
-from data.stream import derived_seed
+from data.problems import ProblemFormat
 from model.transformer import Transformer
 
 
@@ -28,28 +27,28 @@ class CalculatorModule(L.LightningModule):
     answer sits). ``optimizer``: the recipe, handed in ready to call -- ``optimizer(module, max_steps, fused)`` ->
     (optimizer, per-step schedule) -- built from configs/optim (training/optim.py), so this file never reads the
     recipe. ``hparams``: the settings (model, fmt, optim dicts) the net, the format and the recipe were built from,
-    saved in the checkpoint: what training/load.py rebuilds a module from. ``seed``: the run's, from which each
-    training step's random draws are seeded (:meth:`on_train_batch_start`). ``compile=``: training/compiling.py."""
+    saved in the checkpoint: what training/load.py rebuilds a module from. ``compile=``: training/compiling.py;
+    each step's random draws seeded for exact resume: training/step_seeds.py."""
 
     def __init__(
         self,
         net: Transformer,
         fmt: ProblemFormat,
         optimizer: Callable | None = None,
-        seed: int = 0,
         hparams: dict | None = None,
     ):
         super().__init__()
         self.save_hyperparameters(hparams or {})
-        self.net, self.fmt, self.optimizer, self.seed = net, fmt, optimizer, seed
+        self.net, self.fmt, self.optimizer = net, fmt, optimizer
         self.val_history: list[dict] = []  # one entry per validation: step, exact_match, loss
         self.training_loss = self.teacher_forced_loss  # what compile= replaces (training/compiling.py)
+        self.widths = None  # mixed_widths training: a batch's format from its length (training/assemble.py)
 
     # ---- reading a batch: the loss on its answers, and the answers written -------------------------
     def layout(self, seq: torch.Tensor) -> ProblemFormat:
         """The format of a batch: the trained one, or, for a batch of another width (``mixed_widths`` training),
-        the same format at that width (known from the sequences' length)."""
-        return self.fmt if seq.shape[1] == self.fmt.seq_len else width_of(self.fmt, seq.shape[1])
+        the one ``widths`` gives for its length (data/mixing.py's width_of)."""
+        return self.fmt if seq.shape[1] == self.fmt.seq_len else self.widths(self.fmt, seq.shape[1])
 
     def training_places(self, seq: torch.Tensor) -> torch.Tensor | None:
         """A training batch's place ids (B, seq_len) from the net's position scheme; None for learned positions."""
@@ -108,12 +107,6 @@ class CalculatorModule(L.LightningModule):
         return {"loss": loss, "exact_match": exact.float().mean(), "digit_accuracy": digits.float().mean()}, answers
 
     # ---- Lightning hooks ----------------------------------------------------------------------------
-    def on_train_batch_start(self, batch: torch.Tensor, batch_idx: int) -> None:
-        # A step's random draws (dropout, moved places: torch's CPU and CUDA generators) are a pure function of
-        # (seed, step), as its batch is (data/stream.py): a run resumed at any step draws what the same run
-        # uninterrupted draws there, whatever was drawn between the steps (a validation's loader, a restart)
-        torch.manual_seed(derived_seed("step", self.seed, self.global_step))
-
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         loss = self.training_loss(batch, self.training_places(batch), self.layout(batch).prompt_len)
         # logged at the loggers' pace: each self.log costs Lightning host time a GPU step cannot spare, and a

@@ -34,7 +34,8 @@ OPTION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # a config option's file 
 MOVED_TARGETS = {
     "model.module.AdamWSchedule": "training.optim.OptimConfig",
     "model.transformer.TransformerConfig": "model.build.transformer_config",  # the place fields grouped
-    "data.datamodule.ArithmeticDataModule": "data.arithmetic.DataConfig",  # the data module is built from it
+    "data.datamodule.ArithmeticDataModule": "data.build.data_settings",  # the data module is built from it
+    "data.arithmetic.DataConfig": "data.build.data_settings",  # the lesson's settings parted from the research's
 }
 
 
