@@ -204,3 +204,34 @@ def test_the_window_check_sees_a_second_spelling(tmp_path, monkeypatch):
         assert me.window_slices(tmp_path / "m.py") == ["m.py:1"], text
     (tmp_path / "m.py").write_text("p = fmt.prompt_of(seq)\n")
     assert me.window_slices(tmp_path / "m.py") == []
+
+
+def inheritance_breaches(root: Path) -> list[str]:
+    """Classes of model/ and data/ with more than one base or a base defined in the project (a mixin): the lesson's
+    classes hold their research pieces as members (composition), they do not inherit them."""
+    files = [*root.glob("model/*.py"), *root.glob("data/*.py")]
+    trees = {p: ast.parse(p.read_text()) for p in files}
+    ours = {n.name for tree in trees.values() for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    found = []
+    for path, tree in trees.items():
+        for node in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            bases = [ast.unparse(b).split(".")[-1] for b in node.bases]
+            if len(bases) > 1 or set(bases) & ours:
+                found.append(f"{path.relative_to(root)}: class {node.name}({', '.join(bases)})")
+    return found
+
+
+def test_no_mixins_or_multiple_inheritance_in_model_and_data():
+    assert inheritance_breaches(ROOT) == []
+
+
+def test_the_inheritance_check_sees_a_mixin_and_two_bases(tmp_path):
+    """Mutation check: a scratch tree with a mixin and a class of two bases is caught; without them, nothing."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "model").mkdir()
+    (tmp_path / "data/a.py").write_text("class Working:\n    pass\n\nclass Format(Working):\n    pass\n")
+    (tmp_path / "model/b.py").write_text("import torch\n\nclass Net(torch.nn.Module, dict):\n    pass\n")
+    assert len(inheritance_breaches(tmp_path)) == 2
+    (tmp_path / "data/a.py").write_text("class Working:\n    pass\n\nclass Format:\n    working = None\n")
+    (tmp_path / "model/b.py").write_text("import torch\n\nclass Net(torch.nn.Module):\n    pass\n")
+    assert inheritance_breaches(tmp_path) == []
