@@ -76,12 +76,12 @@ def unseen_problems(datamodule, steps: int, n: int = UNSEEN, device: torch.devic
 def unseen_exact_match(run_dir: Path, overrides: list[str], steps: int, device: torch.device) -> float:
     """Greedy exact-match of the run's best checkpoint on :func:`unseen_problems` (the run trained on ``device``)."""
     from benchmarks.train_speed import compose
-    from data.datamodule import ArithmeticDataModule
+    from data.build import data_module
     from training.config import build
     from training.load import load_module
 
     cfg = compose(overrides, run_dir)
-    datamodule = ArithmeticDataModule(build(cfg.data, "data"))
+    datamodule = data_module(build(cfg.data, "data"))  # the settings, research pieces included (data/build.py)
     module = load_module(RunDir(run_dir).best_checkpoint)[0].eval()
     seqs = unseen_problems(datamodule, steps, device=device)
     right = torch.cat([module.fmt.exact_match(module.decode_answers(s), s) for s in seqs.split(2500)])
