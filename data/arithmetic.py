@@ -6,7 +6,7 @@ data/stream.py; the research's pieces, checked and handed in: data/build.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -52,13 +52,13 @@ class DataConfig:
         if self.draw_steps is not None:
             check_whole("draw_steps", self.draw_steps, hint=", or null (chosen for the device)")
         check_whole("seed", self.seed, least=0, hint=" (as the run's seed)", most=SEED_MAX)
-        written = ProblemFormat(self.digits, self.operators, self.reverse_answer)  # the lesson's settings checked
+        written = ProblemFormat(**self.format_settings)  # the lesson's settings checked
         ProblemSampler(written, self.val_fraction, self.test_fraction)  # the format's and sampler's checks
 
     @property
     def format_settings(self) -> dict:
         """The :class:`ProblemFormat`'s settings among these: how the problems are written."""
-        return {"digits": self.digits, "operators": self.operators, "reverse_answer": self.reverse_answer}
+        return {f.name: getattr(self, f.name) for f in fields(ProblemFormat) if hasattr(self, f.name)}
 
 
 class ArithmeticData:

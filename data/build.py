@@ -79,8 +79,7 @@ class ResearchSettings:
     @property
     def format_settings(self) -> dict:
         """The :class:`ProblemFormat`'s settings among these: its working and operand draws."""
-        names = ("show_work", "mixed_lengths", "round_numbers", "larger_first")
-        return {name: getattr(self, name) for name in names}
+        return {f.name: getattr(self, f.name) for f in fields(ProblemFormat) if hasattr(self, f.name)}
 
 
 @dataclass(frozen=True)
