@@ -20,7 +20,7 @@ CUTS = (
 )
 PREVIOUS_RECIPE = tuple(o for _, undo in CUTS for o in undo)  # the default run before issue 55, on today's code
 RUNS = {  # name -> train.py overrides; each run as a user types it
-    "previous recipe": list(PREVIOUS_RECIPE),
+    "without the cuts": list(PREVIOUS_RECIPE),
     **{  # the previous recipe with the cuts up to this one made (the last: the default run)
         f"+ {name}" if i < len(CUTS) - 1 else "default": [o for _, undo in CUTS[i + 1 :] for o in undo]
         for i, (name, _) in enumerate(CUTS)

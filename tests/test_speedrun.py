@@ -56,7 +56,7 @@ def test_the_phases_benchmark_puts_the_default_beside_the_previous_recipe_and_pr
     from benchmarks.phases import CUTS, PREVIOUS_RECIPE, RUNS, cuts_bought, summarise
 
     ladder = [name for name in RUNS if name != "add10_speedrun"]
-    assert ladder[0] == "previous recipe" and RUNS["previous recipe"] == list(PREVIOUS_RECIPE)
+    assert ladder[0] == "without the cuts" and RUNS["without the cuts"] == list(PREVIOUS_RECIPE)
     assert ladder[-1] == "default" and RUNS["default"] == [] and len(ladder) == len(CUTS) + 1
     for before, after in zip(
         ladder[:-1], ladder[1:], strict=True
@@ -73,4 +73,4 @@ def test_the_phases_benchmark_puts_the_default_beside_the_previous_recipe_and_pr
     console = Console(record=True, width=200)
     bench.print_phases({"runs": runs, "cuts": bought, "rounds": 1, "errors": {}}, console)
     text = console.export_text()
-    assert "what each cut bought" in text and CUTS[0][0] in text and "previous recipe" in text
+    assert "what each cut bought" in text and CUTS[0][0] in text and "without the cuts" in text
