@@ -27,8 +27,12 @@ from model.reference import RefGPT, nanogpt_init
 from storage.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
-# the recipe the default run had before issue 29 (configs at that commit: optim=adamw, trainer=cpu)
-PREVIOUS_RECIPE = ("optim=adamw", "trainer.max_steps=1800", "trainer.val_check_interval=100")
+# the recipe the default run had before issue 29 (configs at that commit: optim=adamw, trainer=cpu, batches of 256
+# without hard cases, the stop at the first perfect validation)
+PREVIOUS_RECIPE = (
+    "optim=adamw", "trainer.max_steps=1800", "trainer.val_check_interval=100",
+    "data.batch_size=256", "data.hard_share=0.0", "data.hard_fade_steps=0", "target_loss=null",
+)  # fmt: skip
 VARIANTS = ("default", "previous", "reference")
 UNSEEN = 10_000  # problems in the never-seen set
 

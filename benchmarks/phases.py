@@ -14,6 +14,10 @@ PHASES = ("startup", "build", "training", "test", "analysis", "report")
 # and the train.py overrides that undo it. The previous recipe is all of them undone (PREVIOUS_RECIPE).
 CUTS = (
     (
+        "batches of 128 with hard cases, stopped right by a margin (target_loss)",
+        ("data.batch_size=256", "data.hard_share=0.0", "data.hard_fade_steps=0", "target_loss=null"),
+    ),
+    (
         "attention maps during training at every 6th validation, not every 3rd",
         ("callbacks.attention_maps.every_n_val=3",),
     ),

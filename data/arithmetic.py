@@ -50,12 +50,12 @@ class DataConfig:
     round_numbers: float = 0.0
     larger_first: bool = False
     mixed_widths: bool = False
-    batch_size: int = 256
+    batch_size: int = 128
     eval_batch_size: int = 2500
     streaming: bool = True
     n_train: int = 100_000
-    hard_share: float = 0.0
-    hard_fade_steps: int = 0
+    hard_share: float = 0.5
+    hard_fade_steps: int = 300
     draw_steps: int | None = None
     n_val: int = 2_500
     n_test: int = 10_000

@@ -57,9 +57,10 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("data.streaming=maybe", "data.streaming"),
     ("data.show_work=maybe", "data.show_work"),
     ("data.show_work=true", "data.show_work=true"),  # on '+': there is no working to show
-    ("data.streaming=false data.n_train=10", "data.n_train=10"),
+    ("data.streaming=false data.hard_share=0 data.n_train=10", "data.n_train=10"),
+    ("data.streaming=false", "data.hard_share=0.5"),  # the default's hard cases are drawn into a stream only
     ("data.hard_share=2", "data.hard_share=2"),
-    ("data.hard_share=0.5", "data.hard_share=0.5"),  # no hard_fade_steps: would never fade
+    ("data.hard_fade_steps=0", "data.hard_share=0.5"),  # the default's hard cases, never fading
     ("data.hard_fade_steps=-1", "data.hard_fade_steps=-1"),
     ("model.place_embedding=maybe", "model.place_embedding"),
     # the width the model must address was computed from it before the model checked it: a traceback
@@ -121,7 +122,7 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("model.n_layers=100000", "model.n_layers=100000: the run would need about"),
     ("model.d_model=100000", "model.d_model=100000: the run would need about"),
     ("model.mlp_ratio=100000", "model.mlp_ratio=100000: the run would need about"),
-    ("data.batch_size=100000 model.n_layers=1000", "model.n_layers=1000: the run would need about"),
+    ("data.batch_size=50000 model.n_layers=1000", "model.n_layers=1000: the run would need about"),
     ("threads=100000", "threads=100000 is not allowed: use a whole number in [1, "),
     (f"threads={machine_cores() + 1}", f"this machine has {machine_cores()} cores"),
     # keys and options mistyped: the nearest valid one is suggested
@@ -292,6 +293,7 @@ GOOD_VALUES = {  # an allowed value for keys the table above gets wrong, and whe
     "data.show_work=true": lambda run: run["data"].fmt.show_work,
     "data.batch_size=64": lambda run: run["data"].data.batch_size == 64,
     "data.streaming=false": lambda run: not run["data"].data.streaming,
+    "data.hard_share=0": lambda run: run["data"].data.hard is None,  # a fixed set: uniform, as it is drawn once
     "data.n_train=5000": lambda run: run["data"].data.n_train == 5000,
     "data.n_test=100": lambda run: len(run["data"].held_out_set("test")) == 100,
     "data.val_fraction=0.1": lambda run: run["data"].data.sampler.fractions["val"] == 0.1,

@@ -98,7 +98,7 @@ def test_mixed_widths_train_on_every_width_and_never_on_a_held_out_problem():
 
 def test_mixed_widths_refuse_what_they_cannot_draw():
     with pytest.raises(ValueError, match="mixed_widths=true: needs streaming=true"):
-        ArithmeticDataModule(DataConfig(digits=3, mixed_widths=True, streaming=False))
+        ArithmeticDataModule(DataConfig(digits=3, mixed_widths=True, streaming=False, hard_share=0.0))
 
 
 # ---- places -------------------------------------------------------------------------------------------------
