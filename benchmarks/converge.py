@@ -112,6 +112,13 @@ def reference_run(overrides: list[str], workdir: Path, device: torch.device) -> 
     stream = iter(datamodule.training_stream(device))
     val = datamodule.held_out_set("val").to(device)
 
+    def val_loss(seqs: torch.Tensor) -> float:
+        model.eval()
+        with torch.no_grad():
+            value = reference_loss(model, seqs, P).item()
+        model.train()
+        return value
+
     def exact_match(seqs: torch.Tensor) -> float:
         model.eval()
         with torch.no_grad():
@@ -133,7 +140,8 @@ def reference_run(overrides: list[str], workdir: Path, device: torch.device) -> 
         step += 1
         if step % every == 0 or step == max_steps:
             history.append((step, round(exact_match(val), 4)))
-            if cfg.target_accuracy is not None and history[-1][1] > cfg.target_accuracy:
+            right = cfg.target_accuracy is not None and history[-1][1] > cfg.target_accuracy
+            if right and (cfg.get("target_loss") is None or val_loss(val) < cfg.target_loss):  # the default's stop
                 reached = step
     seconds = time.perf_counter() - started
     test = exact_match(datamodule.held_out_set("test").to(device))
