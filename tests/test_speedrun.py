@@ -74,3 +74,11 @@ def test_the_phases_benchmark_puts_the_default_beside_the_previous_recipe_and_pr
     bench.print_phases({"runs": runs, "cuts": bought, "rounds": 1, "errors": {}}, console)
     text = console.export_text()
     assert "what each cut bought" in text and CUTS[0][0] in text and "without the cuts" in text
+
+
+def test_every_rung_of_the_phases_ladder_is_a_command_train_py_takes():
+    from benchmarks.phases import RUNS
+    from training.cli import check_command_line
+
+    for args in RUNS.values():  # a typo in an undo override would fail every run of that rung, minutes in
+        assert check_command_line(list(args)) is None
