@@ -77,7 +77,7 @@ def test_early_batches_hold_more_carries_and_the_stream_stays_a_function_of_the_
         return carries(number(range(1, 6)), number(range(7, 12))).float().mean().item()
 
     kw = dict(digits=5, batch_size=512, n_val=10, n_test=10)
-    uniform = ArithmeticDataModule(DataConfig(**kw))
+    uniform = ArithmeticDataModule(DataConfig(**kw, hard_share=0.0, hard_fade_steps=0))
     hard = ArithmeticDataModule(DataConfig(**kw, hard_share=1.0, hard_fade_steps=100))
     u0, h0, h100 = (mean_carries(first_batch(dm, step)) for dm, step in ((uniform, 0), (hard, 0), (hard, 100)))
     assert h0 > u0 + 1.0  # the most carries of 8 draws: ~4 of 5 columns against ~2.3
