@@ -34,8 +34,9 @@ collector -- what Python's cycle collector costs over what train.py and analyse.
              them (training/collector.py) and not, each in a fresh interpreter, taking turns (--repeat rounds).
 phases    -- where a whole ``python train.py`` goes (benchmarks/phases.py): each phase's seconds (startup, build,
              training, test, analysis, report, and the rest outside the run's clock) and share, for the default run
-             and the 10-digit preset (experiment=add10_speedrun), taking turns (--repeat rounds, + any --override;
-             minutes: only when named).
+             beside the previous recipe (the overrides that restore it: benchmarks/phases.py PREVIOUS_RECIPE) and
+             each cut between them, with what each cut bought, and for the 10-digit preset
+             (experiment=add10_speedrun), taking turns (--repeat rounds, + any --override; minutes: only when named).
 
 options:
 --device cpu|cuda|mps|auto   where every section runs (default cpu; auto: cuda, else mps, else cpu).
@@ -530,6 +531,16 @@ def print_phases(r: dict, console) -> None:
     for name, v in r["runs"].items():
         console.print(f"{name}: {v['command']}")
     console.print("outside = the interpreter's start before the run's clock and its exit; whole = the command's wall s")
+    if r.get("cuts"):
+        cuts = Table(title="what each cut bought: seconds saved, the rung before it less the rung with it",
+                     title_justify="left")  # fmt: skip
+        for name in ("cut", "whole command s", "training s", "undone by"):
+            cuts.add_column(name, justify="right" if name.endswith(" s") else "left")
+        seconds = lambda s: "—" if s is None else f"{s:.1f}"  # noqa: E731
+        for c in r["cuts"]:
+            cuts.add_row(c["cut"], seconds(c["whole_seconds_saved"]), seconds(c["training_seconds_saved"]),
+                         c["undone_by"])  # fmt: skip
+        console.print(cuts)
     for name, error in r["errors"].items():
         console.print(f"[red]failed: {name}: {error}[/red]")
 

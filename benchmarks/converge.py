@@ -27,8 +27,12 @@ from model.reference import RefGPT, nanogpt_init
 from storage.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
-# the recipe the default run had before issue 29 (configs at that commit: optim=adamw, trainer=cpu)
-PREVIOUS_RECIPE = ("optim=adamw", "trainer.max_steps=1800", "trainer.val_check_interval=100")
+# the recipe the default run had before issue 29 (configs at that commit: optim=adamw, trainer=cpu, batches of 256
+# without hard cases, the stop at the first perfect validation)
+PREVIOUS_RECIPE = (
+    "optim=adamw", "trainer.max_steps=1800", "trainer.val_check_interval=100",
+    "data.batch_size=256", "data.hard_share=0.0", "data.hard_fade_steps=0", "target_loss=null",
+)  # fmt: skip
 VARIANTS = ("default", "previous", "reference")
 UNSEEN = 10_000  # problems in the never-seen set
 
@@ -108,6 +112,13 @@ def reference_run(overrides: list[str], workdir: Path, device: torch.device) -> 
     stream = iter(datamodule.training_stream(device))
     val = datamodule.held_out_set("val").to(device)
 
+    def val_loss(seqs: torch.Tensor) -> float:
+        model.eval()
+        with torch.no_grad():
+            value = reference_loss(model, seqs, P).item()
+        model.train()
+        return value
+
     def exact_match(seqs: torch.Tensor) -> float:
         model.eval()
         with torch.no_grad():
@@ -129,7 +140,8 @@ def reference_run(overrides: list[str], workdir: Path, device: torch.device) -> 
         step += 1
         if step % every == 0 or step == max_steps:
             history.append((step, round(exact_match(val), 4)))
-            if cfg.target_accuracy is not None and history[-1][1] > cfg.target_accuracy:
+            right = cfg.target_accuracy is not None and history[-1][1] > cfg.target_accuracy
+            if right and (cfg.get("target_loss") is None or val_loss(val) < cfg.target_loss):  # the default's stop
                 reached = step
     seconds = time.perf_counter() - started
     test = exact_match(datamodule.held_out_set("test").to(device))

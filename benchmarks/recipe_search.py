@@ -4,9 +4,10 @@
 
 Each recipe is a string of train.py overrides. Every (recipe, seed) is trained in this process exactly as
 ``train.py`` builds it (``assemble`` on the composed config: the same data stream, initialisation and
-optimizer), with validation every ``--val-every`` steps and the run stopped at the first validation whose
-exact-match exceeds ``target_accuracy`` (every validation problem right); no progress bar, attention maps,
-analysis or logger. Reported per seed: the step it stopped at (None: not by ``trainer.max_steps``) and the
+optimizer), with validation every ``--val-every`` steps and the run stopped as the recipe's early stopping says
+(the default: at the first validation whose exact-match exceeds ``target_accuracy``, every validation problem
+right); no progress bar, attention maps, analysis or logger. Reported per seed: the step it stopped at (None: not
+before ``trainer.max_steps``), each validation's exact-match and loss, and the
 exact-match on the test set of that model, read off one teacher-forced pass (equal to greedy decoding's, see
 ``CalculatorModule.forced_scores``). Step counts are deterministic per seed and thread count; seconds are not.
 """
@@ -45,8 +46,7 @@ def steps_to_target(overrides: list[str], seed: int, val_every: int, workdir: Pa
     with _quiet():
         trainer.fit(module, datamodule=datamodule)
     seconds = time.perf_counter() - started
-    target = cfg.target_accuracy
-    reached = next((v["step"] for v in module.val_history if target is not None and v["exact_match"] > target), None)
+    reached = trainer.global_step if trainer.global_step < cfg.trainer.max_steps else None  # stopped early: done
     module.eval()
     with torch.no_grad():
         test = datamodule.held_out_set("test").to(module.device)
@@ -57,7 +57,7 @@ def steps_to_target(overrides: list[str], seed: int, val_every: int, workdir: Pa
         "last_step": trainer.global_step,
         "test_exact_match": round(right.float().mean().item(), 5),
         "seconds": round(seconds, 1),
-        "val": [(v["step"], round(v["exact_match"], 4)) for v in module.val_history],
+        "val": [(v["step"], round(v["exact_match"], 4), round(v["loss"], 5)) for v in module.val_history],
     }
 
 

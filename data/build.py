@@ -11,7 +11,8 @@ research settings (:class:`ResearchSettings`), all off by default:
 - mixed_widths: with streaming, every training batch written at a width drawn from 1..digits (data/mixing.py);
   validation and test stay at ``digits``.
 - hard_share, hard_fade_steps: with streaming, the share of each batch drawn as hard cases at step 0, fading
-  linearly to none at ``hard_fade_steps`` (data/difficulty.py); 0 = uniform throughout.
+  linearly to none at ``hard_fade_steps`` (data/difficulty.py); 0 = uniform throughout. A fixed training set
+  (streaming=false) is drawn once, uniformly, whatever they say.
 - streaming=false: train on a fixed set of ``n_train`` problems, an epoch a pass (data/epochs.py), instead of a
   fresh batch every step.
 """
@@ -104,13 +105,14 @@ def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> Arithm
         settings = DataSettings(DataConfig() if settings is None else settings, ResearchSettings())
     config, research = settings.config, settings.research
     FixedSet.check(research.streaming, research.n_train, config.batch_size)
-    HardCases.check(research.hard_share, research.hard_fade_steps, research.streaming)
+    HardCases.check(research.hard_share, research.hard_fade_steps)
     MixedDraws.check(research.mixed_widths, research.streaming, research.show_work)
     fmt = problem_format(**config.format_settings, **research.format_settings)
     sampler = ProblemSampler(fmt, config.val_fraction, config.test_fraction)
     check_room(sampler, "val", config.n_val)
     check_room(sampler, "test", config.n_test)
-    hard = HardCases(sampler, research.hard_share, research.hard_fade_steps) if research.hard_share else None
+    streamed_hard = research.hard_share and research.streaming  # a fixed set is drawn once, uniformly
+    hard = HardCases(sampler, research.hard_share, research.hard_fade_steps) if streamed_hard else None
     mix = MixedDraws(hard, research.mixed_widths) if hard or research.mixed_widths else None
     return ArithmeticData(config, fmt, mix, None if research.streaming else FixedSet(research.n_train))
 

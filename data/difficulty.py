@@ -104,15 +104,15 @@ class HardCases:
         self.sampler, self.share, self.fade_steps = sampler, share, fade_steps
 
     @staticmethod
-    def check(share: float, fade_steps: int, streaming: bool) -> None:
-        """ValueError unless the datamodule's hard_share and hard_fade_steps can be drawn (into a stream)."""
+    def check(share: float, fade_steps: int) -> None:
+        """ValueError unless the datamodule's hard_share and hard_fade_steps can be drawn."""
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
             raise ValueError(f"hard_share={share!r}: must be a number in [0, 1] (0 = uniform batches)")
         check_whole("hard_fade_steps", fade_steps, least=0)
-        if share and not (streaming and fade_steps):
+        if share and not fade_steps:
             raise ValueError(
-                f"hard_share={share}: hard cases are drawn into the stream over the first hard_fade_steps "
-                "steps; set streaming=true and hard_fade_steps > 0, or hard_share=0"
+                f"hard_share={share}: hard cases fade out over the first hard_fade_steps steps; "
+                "set hard_fade_steps > 0, or hard_share=0"
             )
 
     def count(self, n: int, step: int) -> int:

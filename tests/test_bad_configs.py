@@ -59,7 +59,7 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("data.show_work=true", "data.show_work=true"),  # on '+': there is no working to show
     ("data.streaming=false data.n_train=10", "data.n_train=10"),
     ("data.hard_share=2", "data.hard_share=2"),
-    ("data.hard_share=0.5", "data.hard_share=0.5"),  # no hard_fade_steps: would never fade
+    ("data.hard_fade_steps=0", "data.hard_share=0.5"),  # hard cases that would never fade
     ("data.hard_fade_steps=-1", "data.hard_fade_steps=-1"),
     ("model.place_embedding=maybe", "model.place_embedding"),
     # the width the model must address was computed from it before the model checked it: a traceback
@@ -121,7 +121,7 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("model.n_layers=100000", "model.n_layers=100000: the run would need about"),
     ("model.d_model=100000", "model.d_model=100000: the run would need about"),
     ("model.mlp_ratio=100000", "model.mlp_ratio=100000: the run would need about"),
-    ("data.batch_size=100000 model.n_layers=1000", "model.n_layers=1000: the run would need about"),
+    ("data.batch_size=50000 model.n_layers=1000", "model.n_layers=1000: the run would need about"),
     ("threads=100000", "threads=100000 is not allowed: use a whole number in [1, "),
     (f"threads={machine_cores() + 1}", f"this machine has {machine_cores()} cores"),
     # keys and options mistyped: the nearest valid one is suggested

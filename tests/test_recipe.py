@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import hydra
 import pytest
 import torch
 
@@ -289,3 +290,24 @@ def test_lightning_resumes_a_checkpoint_holding_an_old_optimizer_state(tmp_path)
     expected = {"optimizer_states": [{"parts": [muon.state_dict(), adamw.state_dict()]}]}
     upgrade_checkpoint(expected)
     assert_same_state(restored.state, expected["optimizer_states"][0])
+
+
+def test_the_stop_at_the_target_waits_for_the_loss_margin():
+    """configs/callbacks/default.yaml's stop: every validation problem right (target_accuracy) and a validation loss
+    under target_loss; either alone does not stop a run, and target_loss=null is the exact-match stop alone."""
+    from training.callbacks import TargetStop
+
+    def stops(exact_match: float, loss: float, loss_below: float | None = 0.01) -> bool:
+        stop = TargetStop(monitor="val/exact_match", mode="max", stopping_threshold=0.9999, loss_below=loss_below,
+                          patience=1_000_000)  # fmt: skip
+        stop.loss = loss
+        return stop._evaluate_stopping_criteria(torch.tensor(exact_match))[0]
+
+    assert stops(1.0, 0.005) and not stops(1.0, 0.02) and not stops(0.999, 0.005)
+    assert stops(1.0, 0.02, loss_below=None)  # target_loss=null: the first perfect validation stops it
+    cfg = compose_config([])
+    stop = hydra.utils.instantiate(cfg.callbacks.early_stopping)
+    assert isinstance(stop, TargetStop) and stop.loss_below == cfg.target_loss == 0.01
+    assert stop.stopping_threshold == cfg.target_accuracy
+    off = hydra.utils.instantiate(compose_config(["target_accuracy=null"]).callbacks.early_stopping)
+    assert off.stopping_threshold is None  # no stop at all: all of trainer.max_steps

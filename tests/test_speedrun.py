@@ -47,3 +47,38 @@ def test_the_phases_benchmark_gives_each_phase_its_share_of_the_whole_command():
                         "rounds": 2, "errors": {"default": "train.py exit status 1: boom"}}, console)  # fmt: skip
     text = console.export_text()
     assert "7.0 (54%)" in text and "13.0" in text and "200, 225" in text and "failed: default" in text
+
+
+def test_the_phases_benchmark_puts_the_default_beside_the_previous_recipe_and_prices_each_cut():
+    from rich.console import Console
+
+    import bench
+    from benchmarks.phases import CUTS, PREVIOUS_RECIPE, RUNS, cuts_bought, summarise
+
+    ladder = [name for name in RUNS if name != "add10_speedrun"]
+    assert ladder[0] == "without the cuts" and RUNS["without the cuts"] == list(PREVIOUS_RECIPE)
+    assert ladder[-1] == "default" and RUNS["default"] == [] and len(ladder) == len(CUTS) + 1
+    for before, after in zip(
+        ladder[:-1], ladder[1:], strict=True
+    ):  # each rung undoes one cut fewer than the one before it
+        assert set(RUNS[after]) < set(RUNS[before])
+    one = {"startup": 1.0, "build": 1.0, "training": 5.0, "test": 0.5, "analysis": 1.0, "report": 0.1}
+    runs = {name: {"command": " ".join(["python train.py", *RUNS[name]])}
+            | summarise([one | {"training": 5.0 - i}], walls=[12.0 - 2 * i], steps=[200])
+            for i, name in enumerate(ladder)}  # fmt: skip
+    bought = cuts_bought(runs)
+    assert [c["cut"] for c in bought] == [name for name, _ in CUTS]
+    assert all(c["whole_seconds_saved"] == 2.0 and c["training_seconds_saved"] == 1.0 for c in bought)
+    assert cuts_bought({})[0]["whole_seconds_saved"] is None  # a rung that failed: nothing to subtract
+    console = Console(record=True, width=200)
+    bench.print_phases({"runs": runs, "cuts": bought, "rounds": 1, "errors": {}}, console)
+    text = console.export_text()
+    assert "what each cut bought" in text and CUTS[0][0] in text and "without the cuts" in text
+
+
+def test_every_rung_of_the_phases_ladder_is_a_command_train_py_takes():
+    from benchmarks.phases import RUNS
+    from training.cli import check_command_line
+
+    for args in RUNS.values():  # a typo in an undo override would fail every run of that rung, minutes in
+        assert check_command_line(list(args)) is None

@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+from omegaconf import OmegaConf
 
 from tests.conftest import run_train
 from training import TARGET_ACCURACY
@@ -45,9 +46,10 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path,
     history = json.loads((tmp_path / "history.json").read_text())["val"]
     assert history[-1]["step"] == results["steps"]  # the whole curve, not the best checkpoint's part of it
     assert results["val_exact_match"] == pytest.approx(max(h["exact_match"] for h in history))  # the best one's
-    # the training time is within the command's, and the speed is the tokens trained (256 a step) over it
+    # the training time is within the command's, and the speed is the tokens trained (a batch a step) over it
     assert 0 < results["train_seconds"] < elapsed
-    tokens = results["steps"] * 256 * (module.fmt.seq_len - 1)
+    batch = OmegaConf.load(tmp_path / "config.yaml").data.batch_size
+    tokens = results["steps"] * batch * (module.fmt.seq_len - 1)
     assert results["tokens_per_second"] == pytest.approx(tokens / results["train_seconds"], rel=0.01)
     assert f"run directory: {tmp_path}" in done.stdout
     # the summary a learner reads (analysis/summary.py): at most 30 lines of at most 100 characters, in the

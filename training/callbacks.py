@@ -15,7 +15,8 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 from lightning.pytorch.callbacks.progress.rich_progress import CustomBarColumn
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from rich.progress import ProgressColumn, TextColumn
@@ -240,6 +241,31 @@ class BestCheckpoint(ModelCheckpoint):
             return super().check_monitor_top_k(trainer, current)
         tied_or_better = bool(current >= self.best_k_models[self.kth_best_model_path])
         return trainer.strategy.reduce_boolean_decision(tied_or_better)
+
+
+class TargetStop(EarlyStopping):
+    """Lightning's EarlyStopping (every setting its own: ``callbacks.early_stopping.*``), whose stop at
+    ``stopping_threshold`` waits, when ``loss_below`` is set, until the validation loss is under it too: the run
+    stops at the first validation with every problem right (target_accuracy) whose loss is under target_loss
+    (configs/train.yaml) -- every answer right by a margin, not by a hair."""
+
+    def __init__(self, *args, loss_below: float | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loss_below = loss_below
+        self.loss: float | None = None  # the validation loss of the check under way
+
+    def _run_early_stopping_check(self, trainer: L.Trainer) -> None:
+        loss = trainer.callback_metrics.get("val/loss")
+        self.loss = None if loss is None else float(loss)
+        super()._run_early_stopping_check(trainer)
+
+    def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
+        stop, reason = super()._evaluate_stopping_criteria(current)
+        at_threshold = stop and self.stopping_reason == EarlyStoppingReason.STOPPING_THRESHOLD
+        if at_threshold and self.loss_below is not None and not (self.loss is not None and self.loss < self.loss_below):
+            self.stopping_reason = EarlyStoppingReason.NOT_STOPPED  # right, but not yet by the margin asked
+            return False, None
+        return stop, reason
 
 
 class StepsColumn(ProgressColumn):

@@ -83,6 +83,7 @@ RULES: dict[str, Rule] = {
     "threads": Rule("whole", 1, machine_cores(), nullable=True, why=f"this machine has {machine_cores()} cores"),
     "matmul_precision": Rule("choice", choices=("highest", "high", "medium")),
     "target_accuracy": Rule("number", 0, 1, nullable=True),
+    "target_loss": Rule("number", 0, nullable=True),
     "verbose": Rule("choice", choices=(True, False)),
     "trainer.max_steps": Rule("whole", 1),
     "trainer.val_check_interval": Rule("whole", 1),
@@ -108,6 +109,7 @@ RULES: dict[str, Rule] = {
     "callbacks.early_stopping.mode": Rule("choice", choices=("max", "min")),
     "callbacks.early_stopping.patience": Rule("whole", 0, why="validations without improvement"),
     "callbacks.early_stopping.stopping_threshold": Rule("number", nullable=True),
+    "callbacks.early_stopping.loss_below": Rule("number", 0, nullable=True),
     "callbacks.progress_bar.leave": Rule("choice", choices=YES_NO),
     # StepProgressBar's own argument (training/callbacks.py), which divides by it
     "callbacks.progress_bar.updates_per_second": Rule("number", 0.1, why="how often the bar moves"),

@@ -32,6 +32,7 @@ SECTIONS = [
     "arithmetic",
     "performance",
     "collector",
+    "phases",
     "tests",
     "gpu",  # only on a machine with an NVIDIA GPU
 ]

@@ -10,14 +10,19 @@ from .common import not_measured, pct, run
 
 SEEDS = "0,1,2,3,4"
 COMMAND = f'python -m benchmarks.recipe_search --seeds {SEEDS} "threads=1 <overrides>" ...'
-COST = "~12 min"
+COST = "~16 min"
+UNIFORM = "data.hard_share=0.0 data.hard_fade_steps=0"  # batches without hard cases
 RECIPES = [  # (label, overrides on the default config); the first is the default recipe
-    ("**default**: Muon 0.02 + AdamW 3e-3, warm-up 50, cosine to step 300", ""),
-    ("the same, cosine to step 400", "optim.decay_steps=400"),
-    ("Muon 0.03, cosine to 300", "optim.muon_lr=0.03"),
-    ("AdamW 6e-3 beside Muon 0.02, cosine to 300", "optim.lr=6e-3"),
-    ("AdamW alone, lr 1e-2, warm-up 30, cosine to 400",
-     "optim=adamw optim.lr=1e-2 optim.warmup_steps=30 optim.decay_steps=400"),
+    ("**default**: Muon 0.02 + AdamW 3e-3, warm-up 50, cosine to step 300; batches of 128, half hard at step 0 "
+     "fading by step 300; stopped at every validation problem right and a loss under 0.01", ""),
+    ("the same, stopped at the first perfect validation (`target_loss=null`)", "target_loss=null"),
+    ("batches of 128 without hard cases", UNIFORM),
+    ("batches of 256 without hard cases, stopped at the first perfect validation",
+     f"data.batch_size=256 {UNIFORM} target_loss=null"),
+    ("the default, cosine to step 400", "optim.decay_steps=400"),
+    ("the default, Muon 0.03", "optim.muon_lr=0.03"),
+    ("AdamW alone, lr 1e-2, warm-up 30, cosine to 400, batches of 256 without hard cases",
+     f"optim=adamw optim.lr=1e-2 optim.warmup_steps=30 optim.decay_steps=400 data.batch_size=256 {UNIFORM}"),
 ]  # fmt: skip
 
 
