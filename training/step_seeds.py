@@ -19,4 +19,7 @@ class StepSeeds(L.Callback):
         self.seed = seed
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
-        torch.manual_seed(derived_seed("step", self.seed, trainer.global_step))
+        seed = derived_seed("step", self.seed, trainer.global_step)
+        torch.default_generator.manual_seed(seed)  # what torch.manual_seed seeds, without its queue below
+        if torch.cuda.is_initialized():  # torch.manual_seed would queue this call, with a formatted stack, every step
+            torch.cuda.manual_seed_all(seed)
