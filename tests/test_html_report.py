@@ -153,7 +153,9 @@ class Page:
     def offline_and_clean(self) -> None:
         assert self.requests == [self.url]  # the page itself, nothing else
         assert self.errors == []
-        assert float(self.page.evaluate("document.body.dataset.renderMs")) < 1000
+        # drawn at all, in seconds rather than minutes: its speed is python bench.py lab's to measure (a busy
+        # machine's second test worker and browser made 1 s a flaky bound)
+        assert float(self.page.evaluate("document.body.dataset.renderMs")) < 5000
 
 
 def painted(page, selector: str) -> list[int]:
