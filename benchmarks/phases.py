@@ -58,13 +58,13 @@ def cuts_bought(runs: dict) -> list[dict]:
     the median with it, and likewise for training; None where a rung has no runs."""
     names = [n for n in RUNS if n != "add10_speedrun"]
     bought = []
-    for (cut, _), before, after in zip(CUTS, names[:-1], names[1:], strict=True):
+    for (cut, undo), before, after in zip(CUTS, names[:-1], names[1:], strict=True):
         a, b = runs.get(before), runs.get(after)
         saved = lambda key, a=a, b=b: round(key(a) - key(b), 2) if a and b else None  # noqa: E731
         bought.append(
             {
                 "cut": cut,
-                "undone_by": " ".join(dict(CUTS)[cut]),
+                "undone_by": " ".join(undo),
                 "whole_seconds_saved": saved(lambda r: r["whole_seconds"]),
                 "training_seconds_saved": saved(lambda r: r["seconds"]["training"]),
             }

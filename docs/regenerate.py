@@ -99,7 +99,7 @@ def measure_sections(chosen: list[Section], scratch: Path) -> None:
     """Run each chosen section, writing its JSON and its line of machine.json as soon as it is done."""
     MEASURED.mkdir(exist_ok=True)
     machine_file = MEASURED / "machine.json"
-    on_cpu = not all(s.needs_gpu for s in chosen)  # the CPU machine every other section is measured on
+    here = None if all(s.needs_gpu for s in chosen) else machine()  # the CPU machine every other section is measured on
     for section in track(chosen, "docs", part=lambda section: section.name):  # in the terminal only
         started, at, load = time.perf_counter(), commit(), os.getloadavg()[0]
         print(f"{section.name}: {first_line(section)}", flush=True)
@@ -109,8 +109,8 @@ def measure_sections(chosen: list[Section], scratch: Path) -> None:
         (MEASURED / f"{section.name}.json").write_text(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
         # read again as it is written: another regeneration running beside this one keeps its own lines
         where = json.loads(machine_file.read_text()) if machine_file.is_file() else {"sections": {}}
-        if on_cpu:
-            where["machine"] = machine()
+        if here is not None:
+            where["machine"] = here
         where["sections"][section.name] = {
             "date": dt.date.today().isoformat(),
             "commit": at,

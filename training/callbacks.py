@@ -254,6 +254,8 @@ class TargetStop(EarlyStopping):
         self.loss_below = loss_below
         self.loss: float | None = None  # the validation loss of the check under way
 
+    # Lightning has no public hook for a second stop condition: these are EarlyStopping's own check and criteria
+    # (lightning 2.6), each extended and handed back to it; tests/test_recipe.py pins what they decide
     def _run_early_stopping_check(self, trainer: L.Trainer) -> None:
         loss = trainer.callback_metrics.get("val/loss")
         self.loss = None if loss is None else float(loss)
