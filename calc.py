@@ -20,6 +20,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from training.collector import exit_quickly
@@ -62,8 +63,9 @@ exit status: 0 all inputs answered; 1 some input was invalid (an --eval file's v
   2 no usable checkpoint or device, unreadable --eval file, bad options or a failed --export; 130 interrupted."""
 
 MAX_SHOWN = 60  # characters of a bad input echoed back in its error line (and in --eval --json)
-MAX_LINE_CHARS = 4_000  # an input line longer than this is invalid (its start is echoed, the rest dropped): room
-# for two 1,000-digit operands and an answer to check (model/calculator.py: ANY_LENGTH)
+MAX_LINE_CHARS = 50_000  # an input line longer than this is invalid (its start is echoed, the rest dropped): room
+# for two 10,000-digit operands and a product to check (model/calculator.py: ANY_LENGTH; tests/test_length.py)
+PROGRESS_DIGITS = 1_000  # operands longer than this take seconds to answer: a progress line shows it (on a terminal)
 MAX_LINES = 1_000_000  # lines of stdin or of an --eval file
 MAX_INPUT_BYTES = 64 * 2**20  # bytes of stdin or of an --eval file
 CHUNK = 1 << 16  # how much of an over-long line is read at a time
@@ -176,7 +178,9 @@ def answer_lines(calc, texts: list[str], check: bool, attention: bool) -> int:
             "(data.larger_first) and never wrote a negative result",
             file=sys.stderr,
         )
-    answers = iter(calc.answer([p for p in parsed if not isinstance(p, ExpressionError)]))
+    asked = [p for p in parsed if not isinstance(p, ExpressionError)]
+    with decoding_progress(calc, asked):
+        answers = iter(calc.answer(asked))
     status = 0
     for text, problem in zip(texts, parsed, strict=True):
         if isinstance(problem, ExpressionError):
@@ -191,6 +195,26 @@ def answer_lines(calc, texts: list[str], check: bool, attention: bool) -> int:
         if attention:
             draw_attention(calc, problem, answer)
     return status
+
+
+@contextmanager
+def decoding_progress(calc, problems: list) -> Iterator[None]:
+    """A progress line on the terminal while ``problems`` with an operand longer than :data:`PROGRESS_DIGITS` are
+    answered: the positions the net has read (each prompt chunk and each answer token, as a forward hook sees them)
+    out of all it will read, seq_len - 2 per problem's batch row."""
+    widths = [calc.width_of(p) for p in problems]
+    if max(widths, default=0) <= PROGRESS_DIGITS:
+        yield
+        return
+    from analysis.progress import stage
+
+    total = sum(calc.fmt.at_width(w).seq_len - 2 for w in widths)  # a cached decode reads each position once
+    with stage(f"answering {max(widths):,}-digit problems", total=total) as progress:
+        reading = calc.net.register_forward_hook(lambda net, args, out: progress.advance(args[0].numel()))
+        try:
+            yield
+        finally:
+            reading.remove()
 
 
 def draw_attention(calc, problem, answer) -> None:
@@ -358,7 +382,8 @@ def evaluate_file(calc, name: str, show_mistakes: int, as_json: bool) -> int:
     problems = read_problems(lines, calc.fmt, calc.longest)
     problems.invalid[:] = sorted(problems.invalid + long)
     del lines
-    report = calc.evaluate(problems.problems, problems.lines, show_mistakes)
+    with decoding_progress(calc, problems.problems):
+        report = calc.evaluate(problems.problems, problems.lines, show_mistakes)
     seconds = time.perf_counter() - started
     result = {
         "checkpoint": str(calc.path),

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from analysis.progress import track
 from data.expressions import Problem
 from data.problems import MASTERED
+from data.text import allow_digits
 
 DIGITS = 10
 SEED = 2025
@@ -34,8 +35,9 @@ RANDOM = "random pairs"
 
 
 def _number(digits: list[int]) -> int:
-    """Digits, units first -> the integer."""
-    return sum(d * 10**i for i, d in enumerate(digits))
+    """Digits, units first -> the integer (through text: a sum of d * 10**i costs digits squared)."""
+    allow_digits(len(digits))
+    return int("".join(map(str, reversed(digits))) or "0")
 
 
 N_RANDOM_LONG = 1_000  # random pairs at length: a 100-digit problem costs ten 10-digit ones

@@ -7,6 +7,8 @@ A run never writes a problem as text -- the encoder makes its tokens from tensor
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from data.problems import ProblemEncoder, ProblemFormat
@@ -23,6 +25,15 @@ def encode_problems(encoder: ProblemEncoder, problems) -> torch.Tensor:
 def evaluate(a: int, op: str, b: int) -> int:
     """The true result of ``a op b``, in Python's unbounded ints."""
     return a + b if op == "+" else a - b if op == "-" else a * b
+
+
+def allow_digits(n: int) -> None:
+    """Let Python turn whole numbers of up to ``n`` digits into text and back: it refuses beyond 4,300 digits by
+    default (``sys.set_int_max_str_digits``, a guard against the quadratic cost of converting untrusted text; our
+    inputs are bounded, calc.py's by its line limit). Never lowers the limit, nor sets one where there is none."""
+    limit = sys.get_int_max_str_digits()
+    if limit and limit < n:
+        sys.set_int_max_str_digits(n)
 
 
 def prompt_text(fmt: ProblemFormat, a: int, op: str, b: int) -> str:

@@ -23,7 +23,7 @@ from data.difficulty import difficulty, long_difficulty
 from data.expressions import Problem
 from data.positions import place_tensor
 from data.problems import ProblemEncoder, ProblemFormat
-from data.text import answer_text, encode_problems, parse_answer, prompt_text, result_text, written_text
+from data.text import allow_digits, answer_text, encode_problems, parse_answer, prompt_text, result_text, written_text
 from data.tokenizer import CharTokenizer
 from model.device import resolve_device
 from model.transformer import Transformer
@@ -51,8 +51,8 @@ class TrainedModel(Protocol):
     def device(self) -> torch.device: ...
 
 
-ANY_LENGTH = 1000  # digits: the longest operands a model with no table of places is asked (it has no limit of its
-# own; a 1,000-digit problem is ~3,000 tokens, whose attention scores take ~0.3 GB per sequence)
+ANY_LENGTH = 10_000  # digits: the longest operands a model with no table of places is asked (it has no limit of its
+# own; a 10,000-digit sum is ~30,000 tokens, read into the cache in chunks whose scores stay within SCORES_BUDGET)
 SCORES_BUDGET = 2**28  # bytes of attention scores a decoding batch may hold: long problems go in smaller batches
 
 
@@ -70,6 +70,7 @@ class Calculator:
         self.net, self.fmt, self.tokenizer, self.path = net.eval(), fmt, tokenizer, path
         self.batch_size = batch_size  # 1024 decodes fastest on a CPU core (larger batches fall out of cache)
         self.encoder = ProblemEncoder(fmt, tokenizer.vocab)
+        allow_digits(2 * self.longest + 1)  # the longest operands it reads, and their product
 
     def __repr__(self) -> str:
         return f"Calculator({self.describe()}, device={self.device})"

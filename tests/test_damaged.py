@@ -424,7 +424,7 @@ def test_export_refuses_a_run_still_training(capsys, tmp_path, run_add):
 
 
 def test_lines_are_streamed_and_an_over_long_one_is_cut(monkeypatch):
-    long = "1" * 5000
+    long = "1" * (calc.MAX_LINE_CHARS + 1)
     lines = list(calc.input_lines(io.BytesIO(f"1+2\n{long}\n3+4\r\nlast".encode())))
     assert lines[0] == "1+2" and lines[2:] == ["3+4", "last"]
     assert isinstance(lines[1], calc.LongLine) and len(lines[1]) == calc.MAX_SHOWN
@@ -459,7 +459,7 @@ def test_stdin_beyond_the_limit_answers_what_came_before_then_one_error_line(cap
 def test_an_over_long_stdin_line_is_one_error_line_in_its_place(capsys, monkeypatch, run_add):
     monkeypatch.setattr(sys, "stdin", io.StringIO("1+2\n" + "9" * 100_000 + "\n3+4\n"))
     status, lines, _ = call(capsys, "--ckpt", str(run_add))
-    assert status == 1 and len(lines) == 3 and lines[1].startswith("error: '999") and "longer than 4,000" in lines[1]
+    assert status == 1 and len(lines) == 3 and lines[1].startswith("error: '999") and "longer than 50,000" in lines[1]
     assert len(lines[1]) < 200
 
 
@@ -484,7 +484,7 @@ def test_eval_json_echoes_only_the_start_of_an_invalid_line(capsys, tmp_path, ru
     assert status == 1 and result["n_problems"] == 1 and result["n_invalid"] == 2  # invalid lines: exit 1
     assert [bad["line"] for bad in result["invalid"]] == [2, 3]
     assert all(len(bad["text"]) <= calc.MAX_SHOWN + 3 for bad in result["invalid"])
-    assert "longer than 4,000 characters" in result["invalid"][0]["error"]
+    assert f"longer than {calc.MAX_LINE_CHARS:,} characters" in result["invalid"][0]["error"]
 
 
 # ---- for real ---------------------------------------------------------------------------------------------------

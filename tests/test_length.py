@@ -307,6 +307,35 @@ def test_a_model_without_a_table_answers_long_problems_in_batches_that_fit():
     assert [len(a.text) for a in answers] == [151, 4]  # each answer as wide as its own problem's layout
 
 
+def test_calc_counts_its_progress_through_long_problems_position_by_position(monkeypatch):
+    from contextlib import contextmanager
+
+    import analysis.progress
+    import calc as cli
+
+    net, fmt = windowed_net()
+    calc, stages = Calculator(net, fmt, CharTokenizer()), []
+
+    @contextmanager
+    def stage(what, total=None):
+        stages.append({"what": what, "total": total, "done": 0})
+        yield type("Stage", (), {"advance": lambda self, n=1: stages[-1].update(done=stages[-1]["done"] + n)})()
+
+    monkeypatch.setattr(analysis.progress, "stage", stage)
+    monkeypatch.setattr(cli, "PROGRESS_DIGITS", 6)
+    problems = [Problem(1234567, "+", 7), Problem(12, "+", 34), Problem(10**11, "+", 1)]
+    with cli.decoding_progress(calc, problems[1:2]):  # short problems: no progress line
+        calc.answer(problems[1:2])
+    assert stages == []
+    with cli.decoding_progress(calc, problems):
+        calc.answer(problems)
+    widths = (7, 3, 12)  # the first operand's digits, the trained width, 10**11's twelve digits
+    (shown,) = stages
+    assert shown["what"] == "answering 12-digit problems" and shown["done"] == shown["total"]
+    assert shown["total"] == sum(fmt.at_width(w).seq_len - 2 for w in widths)  # every position read once
+    assert not net._forward_hooks  # the hook goes with the line
+
+
 def test_length_widths_are_every_width_to_four_times_trained_then_a_ladder_to_the_longest():
     assert length_widths(10, 40) == list(range(1, 41))  # a model with a place table: every width it addresses
     assert length_widths(10, 1000) == [*range(1, 41), 50, 100, 200, 500, 1000]
@@ -506,18 +535,23 @@ def test_verify_refuses_a_model_that_does_not_add_ten_digit_numbers_in_one_line(
     assert "missing" in lines[1]
 
 
-def test_calc_asks_a_model_without_a_table_up_to_a_thousand_digits_and_says_so_beyond():
+def test_calc_asks_a_model_without_a_table_up_to_ten_thousand_digits_and_says_so_beyond(monkeypatch):
     import io
 
-    from calc import LongLine, input_lines
+    from calc import MAX_LINE_CHARS, LongLine, input_lines
 
-    fmt = problem_format(10, "+")
-    problem = "9" * ANY_LENGTH + "+" + "1" * ANY_LENGTH
-    (line,) = input_lines(io.StringIO(problem + "=" + "1" * (ANY_LENGTH + 1) + "\n"))
-    assert not isinstance(line, LongLine)  # two 1,000-digit operands and an answer fit one line
+    fmt = problem_format(10, "*")
+    problem = "9" * ANY_LENGTH + "*" + "9" * ANY_LENGTH
+    (line,) = input_lines(io.StringIO(problem + "=" + "9" * (2 * ANY_LENGTH) + "\n"))
+    assert not isinstance(line, LongLine) and len(line) <= MAX_LINE_CHARS  # two operands and a product fit a line
+    monkeypatch.setattr(sys, "get_int_max_str_digits", lambda: 4300)  # Python's default limit, below 10,000 digits
+    lifted = []
+    lift = sys.set_int_max_str_digits
+    monkeypatch.setattr(sys, "set_int_max_str_digits", lambda n: (lifted.append(n), lift(n)))
     assert parse_expression(problem, fmt, longest=ANY_LENGTH).a == 10**ANY_LENGTH - 1
+    assert lifted and lifted[-1] > 2 * ANY_LENGTH  # lifted for the operands and their product
     with pytest.raises(ExpressionError, match=f"has {ANY_LENGTH + 1} digits; this model can address at most"):
-        parse_expression("1" * (ANY_LENGTH + 1) + "+1", fmt, longest=ANY_LENGTH)
+        parse_expression("1" * (ANY_LENGTH + 1) + "*1", fmt, longest=ANY_LENGTH)
 
 
 def test_a_long_problems_carries_are_counted_as_the_tensor_rule_counts_them():

@@ -21,6 +21,7 @@ SECTIONS = [
     "seeds",
     "head_sweep",
     "length",
+    "length_far",
     "length_options",
     "answer_order",
     "add10",
