@@ -92,8 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     from data.build import arithmetic_data, data_settings
 
     try:
-        data = {k: v for k, v in data.items() if k in ("n_test", "val_fraction", "test_fraction", "seed")}
-        test_set = arithmetic_data(data_settings(**calc.fmt.to_dict(), **data)).held_out_set("test")
+        data = {k: v for k, v in data.items() if k in ("n_test", "val_fraction", "test_fraction", "seed", "b_digits")}
+        drawn = arithmetic_data(data_settings(**calc.fmt.to_dict(), **data))
+        calc.fmt, test_set = drawn.fmt, drawn.held_out_set("test")  # the format with its draws (a short b)
         analysis = HeadAnalysis(
             **{**analysis, "enabled": True, "circuits": not args.no_circuits}
             | ({"n_problems": args.problems} if args.problems else {})

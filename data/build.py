@@ -13,13 +13,15 @@ research settings (:class:`ResearchSettings`), all off by default:
 - hard_share, hard_fade_steps: with streaming, the share of each batch drawn as hard cases at step 0, fading
   linearly to none at ``hard_fade_steps`` (data/difficulty.py); 0 = uniform throughout. A fixed training set
   (streaming=false) is drawn once, uniformly, whatever they say.
+- b_digits: b drawn with at most this many digits, a at the full width (N x 1, N x 2: data/short_operand.py); 0:
+  as many as a.
 - streaming=false: train on a fixed set of ``n_train`` problems, an epoch a pass (data/epochs.py), instead of a
   fresh batch every step.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from data.arithmetic import ArithmeticData, DataConfig
 from data.datamodule import ArithmeticDataModule
@@ -29,6 +31,7 @@ from data.mixing import MixedDraws
 from data.operands import OperandDraws
 from data.problems import ProblemFormat
 from data.sampler import ENUMERATE_LIMIT, ProblemSampler
+from data.short_operand import ShortOperand
 from data.working import Working
 
 
@@ -76,6 +79,7 @@ class ResearchSettings:
     n_train: int = 100_000
     hard_share: float = 0.0
     hard_fade_steps: int = 0
+    b_digits: int = 0
 
     @property
     def format_settings(self) -> dict:
@@ -107,7 +111,10 @@ def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> Arithm
     FixedSet.check(research.streaming, research.n_train, config.batch_size)
     HardCases.check(research.hard_share, research.hard_fade_steps)
     MixedDraws.check(research.mixed_widths, research.streaming, research.show_work)
+    ShortOperand.check(research.b_digits)
     fmt = problem_format(**config.format_settings, **research.format_settings)
+    if research.b_digits:  # b drawn short, around the other operand draws
+        fmt = replace(fmt, draws=ShortOperand(research.b_digits, fmt.draws))
     sampler = ProblemSampler(fmt, config.val_fraction, config.test_fraction)
     check_room(sampler, "val", config.n_val)
     check_room(sampler, "test", config.n_test)

@@ -64,13 +64,16 @@ def place_ids(fmt: ProblemFormat, place_of: str = "predicted") -> list[int]:
     """Per position, a digit place for the model's place embedding: 1 for units, 2 for tens, ...; 0 for no digit.
     An operand digit gets its own place. place_of="predicted": the token *predicting* an answer digit gets that
     digit's place, so the query that writes the answer's tens and both operands' tens share one id (position
-    coupling); "own": every answer digit gets its own place, like the operands' (abacus)."""
+    coupling); "own": every answer digit gets its own place, like the operands' (abacus); "anchored": as
+    "predicted", but b's digits are anchored, their places negative (-1 units, -2 tens, ...): seen from every
+    column by their own place, as a short multiplier is (model/positions.py)."""
     place = lambda p: 0 if p.place is None else p.place + 1  # noqa: E731
     layout = positions(fmt)
     if place_of == "own":
         return [place(p) for p in layout]
     predicted = [place(p) for p in layout[fmt.prompt_len :]]  # '=' and each answer token predict the next token
-    return [place(p) for p in layout[: fmt.prompt_len - 1]] + predicted + [0]  # [EOS] predicts nothing
+    prompt = [-place(p) if place_of == "anchored" and p.kind == "b" else place(p) for p in layout[: fmt.prompt_len - 1]]
+    return prompt + predicted + [0]  # [EOS] predicts nothing
 
 
 @functools.cache
@@ -89,15 +92,17 @@ def top_place(fmt: ProblemFormat, place_of: str) -> int:
 
 def shifted(places: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     """Place ids (T,) and (B,) offsets -> (B, T): every digit's place moved up by its sequence's offset, so a
-    model trained on short problems has also seen the places of long ones; 0 (no digit) stays 0."""
+    model trained on short problems has also seen the places of long ones; 0 (no digit) and anchored places
+    (negative) stay."""
     return places + offsets.unsqueeze(1) * (places > 0)
 
 
 def randomised(places: torch.Tensor, m: int, n_places: int, batch: int) -> torch.Tensor:
     """Place ids (T,) whose digits hold places 1..m -> (batch, T): in each sequence, places 1..m become a sorted
-    random draw of m distinct places from 1..n_places (randomised positions, Ruoss et al. 2023); 0 stays 0."""
+    random draw of m distinct places from 1..n_places (randomised positions, Ruoss et al. 2023); 0 and anchored
+    places (negative) stay."""
     draw = torch.rand(batch, n_places, device=places.device).argsort(dim=1)[:, :m].sort(dim=1).values + 1  # (B, m)
-    return torch.where(places > 0, draw.gather(1, (places - 1).clamp(min=0).expand(batch, -1)), 0)
+    return torch.where(places > 0, draw.gather(1, (places - 1).clamp(min=0).expand(batch, -1)), places)
 
 
 def training_places(

@@ -8,8 +8,11 @@ field:
                       ``place_emb``), shared by both operands and the answer, so "line up the same place" is one
                       rule to learn. Which place a token carries (``place_of``): "predicted" -- an answer token
                       carries the place of the digit it predicts, so the query writing the tens and both operands'
-                      tens share an id (position coupling, Cho et al. 2024) -- or "own" -- every digit its own
-                      place (abacus embeddings, McLeish et al. 2024). The places come from the problem format
+                      tens share an id (position coupling, Cho et al. 2024) -- "own" -- every digit its own
+                      place (abacus embeddings, McLeish et al. 2024) -- or "anchored" -- as "predicted", with b's
+                      digits anchored: its lowest ANCHORS seen from every column, each scored by its own place
+                      (with place_bias), the rest hidden, so a short multiplier reaches every column of a long
+                      product and nothing grows with the width. The places come from the problem format
                       (:func:`data.positions.place_ids`).
   position_embedding  false: no learned absolute positions, only places (coupling): the same place can then only
                       be found by its place, and '+' and '*' do not need to tell a from b.
@@ -54,7 +57,9 @@ from data.positions import place_ids as places_of
 from data.positions import training_places
 from data.problems import ProblemFormat
 
-PLACE_SCHEMES = ("predicted", "own")  # PlaceConfig.place_of
+PLACE_SCHEMES = ("predicted", "own", "anchored")  # PlaceConfig.place_of
+ANCHORS = 4  # anchored places seen from every column, each with a score of its own (b's units .. thousands); b's
+# higher places are hidden from every query: their zeros would otherwise grow in number with the problem's width
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,8 @@ class PlaceConfig:
             raise ValueError("place_bias > 0 needs place_embedding=true (a position scheme with places)")
         if not self.place_vectors and not self.place_bias:
             raise ValueError("place_vectors=false needs place_bias > 0: places must then score the attention")
+        if self.place_of == "anchored" and self.place_vectors:
+            raise ValueError("place_of=anchored needs place_vectors=false: anchored places only score the attention")
         if self.place_window and not self.place_bias:
             raise ValueError("place_window=true needs place_bias > 0: the window's half-width in places")
         if not is_whole(self.log_scale) or self.log_scale < 0 or self.log_scale == 1:
@@ -144,8 +151,9 @@ class PlaceScheme(nn.Module):
             self.register_buffer("place_ids", torch.tensor(place_ids), persistent=False)  # (trained seq_len,)
         if cfg.place_embedding and cfg.place_vectors:
             self.place_emb = nn.Embedding(max(place_ids) + 1 + cfg.place_offset, model.d_model)
-        if cfg.place_bias:  # (place-difference buckets, one bias per layer and head)
-            self.place_scores = nn.Embedding(2 * cfg.place_bias + 4, model.n_layers * model.n_heads)
+        if cfg.place_bias:  # (place-difference buckets and any anchored places', one bias per layer and head)
+            anchors = ANCHORS if cfg.place_of == "anchored" else 0
+            self.place_scores = nn.Embedding(2 * cfg.place_bias + 4 + anchors, model.n_layers * model.n_heads)
         self.d_model, self.block_size = model.d_model, model.block_size
 
     def after_init(self) -> None:
@@ -215,11 +223,16 @@ class PlaceScheme(nn.Module):
             places = places.unsqueeze(0)  # (1, T_k): the same for every sequence
         query, key = places[:, T_k - T_q :, None], places[:, None, :]  # (B, T_q, 1), (B, 1, T_k)
         bucket = (query - key).clamp(-K - 1, K + 1) + K + 1  # 0 .. 2K + 2: farther below, -K .. K, farther above
-        bucket = bucket.masked_fill((query == 0) | (key == 0), 2 * K + 3)  # a token with no place
+        bucket = bucket.masked_fill((query <= 0) | (key == 0), 2 * K + 3)  # a token with no place (or anchored)
+        if self.cfg.place_of == "anchored":  # an anchored key (place -p): a score of its own place, from anywhere
+            bucket = torch.where(key < 0, 2 * K + 3 + (-key).clamp(max=ANCHORS), bucket)
         table = self.place_scores(bucket)  # (B, T_q, T_k, n_layers * n_heads)
+        hidden = key < -ANCHORS if self.cfg.place_of == "anchored" else None  # anchored beyond the scored ones
         if self.cfg.place_window:  # hidden: keys more than K places away, and every digit from a token with no place
-            far = (key > 0) & ((query == 0) | ((query - key).abs() > K))  # a query always sees itself
-            table = table.masked_fill(far.unsqueeze(-1), float("-inf"))
+            far = (key > 0) & ((query <= 0) | ((query - key).abs() > K))  # a query always sees itself
+            hidden = far if hidden is None else hidden | far
+        if hidden is not None:
+            table = table.masked_fill(hidden.unsqueeze(-1), float("-inf"))
         B, L, H = len(places), self.n_layers, self.n_heads
         return table.view(B, T_q, T_k, L, H).permute(3, 0, 4, 1, 2)
 

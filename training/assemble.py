@@ -37,6 +37,7 @@ def build_objects(cfg: DictConfig) -> tuple:
     optim = build(cfg.optim, "optim")
     try:
         module = calculator_module(model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict())
+        module.fmt = datamodule.fmt  # the same format with the data's draws (a short b): what the analyses ask
         if datamodule.data.mix is not None and datamodule.data.mix.mixed_widths:  # batches of every width
             module.widths = width_of  # their formats, from their lengths (data/mixing.py)
         compiled = CompiledStep(cfg.compile)  # the one setting of its own: compile (training/compiling.py)

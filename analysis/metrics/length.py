@@ -18,6 +18,7 @@ from analysis.metric import Analysis, Column, Context
 from analysis.progress import track
 from data.expressions import Problem
 from data.problems import MASTERED
+from data.short_operand import b_digits
 from data.tokenizer import CharTokenizer
 from model.calculator import Calculator
 
@@ -33,12 +34,16 @@ class LengthRow:
     seconds: float  # to answer them (greedy decoding, in batches that fit: model/calculator.py)
 
 
-def long_problems(op: str, width: int, n: int, seed: int = 0, larger_first: bool = False) -> list[Problem]:
+def long_problems(
+    op: str, width: int, n: int, seed: int = 0, larger_first: bool = False, b_digits: int = 0
+) -> list[Problem]:
     """n problems ``a op b`` with both operands exactly ``width`` digits; the same for the same arguments.
-    larger_first: a '-' problem's operands in the order a >= b (``ProblemFormat.larger_first``)."""
+    larger_first: a '-' problem's operands in the order a >= b (``ProblemFormat.larger_first``); b_digits: b exactly
+    that many digits instead (a model trained on a short b: data/short_operand.py)."""
     rng = random.Random(f"{seed}:{op}:{width}")
-    low, high = (0 if width == 1 else 10 ** (width - 1)), 10**width
-    pairs = [(rng.randrange(low, high), rng.randrange(low, high)) for _ in range(n)]
+    exactly = lambda digits: (0 if digits == 1 else 10 ** (digits - 1), 10**digits)  # noqa: E731
+    (low, high), (b_low, b_high) = exactly(width), exactly(min(b_digits, width) or width)
+    pairs = [(rng.randrange(low, high), rng.randrange(b_low, b_high)) for _ in range(n)]
     if larger_first and op == "-":
         pairs = [(max(a, b), min(a, b)) for a, b in pairs]
     return [Problem(a, op, b) for a, b in pairs]
@@ -65,7 +70,7 @@ def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[L
     width: every answer token the model writes compared with the true one."""
     rows, jobs = [], [(op, width) for op in calc.fmt.operators for width in widths]
     for op, width in track(jobs, "length", part=lambda job: f"'{job[0]}' at {job[1]} digits"):  # terminal only
-        problems = long_problems(op, width, problems_at(width, n), seed, calc.fmt.larger_first)
+        problems = long_problems(op, width, problems_at(width, n), seed, calc.fmt.larger_first, b_digits(calc.fmt))
         fmt = calc.fmt.at_width(calc.width_of(problems[0]))
         seqs = calc.encode(problems, fmt)  # (n, seq_len)
         start = time.perf_counter()

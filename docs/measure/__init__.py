@@ -23,6 +23,7 @@ SECTIONS = [
     "length",
     "length_far",
     "length_options",
+    "long_times_short",
     "answer_order",
     "add10",
     "add10_recipe",

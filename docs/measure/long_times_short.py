@@ -1,0 +1,76 @@
+"""A long number times a short one: ``experiment=mul_n1`` (N x 1) and ``experiment=mul_n2`` (N x 2) on seeds 0-2,
+trained on a of at most 9 digits; exact-match by a's length to 1,000 digits (the length analysis), and one setting
+taken out at a time on seed 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import Variant, not_measured, pct, run_variants, secs
+from .length import length_rows, longest_right
+
+COMMAND = "python train.py experiment=mul_n1 seed=S threads=1 (and experiment=mul_n2)"
+COST = "~45 min"
+RUNS = [Variant("N x 1", "mul_n1", seeds=(0, 1, 2)), Variant("N x 2", "mul_n2", seeds=(0, 1, 2))]
+OPTIONS = [  # what made the difference: one setting taken out, seed 0
+    Variant("N x 1, b not anchored (`model.place_of=predicted`: b's digits only within the window)", "mul_n1",
+            ("model.place_of=predicted",)),
+    Variant("N x 2, a window of one place (`model.place_bias=1`)", "mul_n2", ("model.place_bias=1",)),
+]  # fmt: skip
+WIDTHS = (9, 20, 50, 100, 200, 500, 1000)  # a's digits the table shows
+TRAINED = 9
+PUBLISHED = (  # the longest length right against the trained one, as each paper reports it
+    ("N x 2, position coupling (Cho et al. 2024)", 40, 100),
+    ("N x 3 with priming (Jelassi et al. 2023)", 5, 35),
+)
+
+
+def measure(scratch: Path) -> dict:
+    """Each experiment on seeds 0-2, then each option on seed 0 (two runs at a time): steps, training seconds,
+    exact-match by a's length and the seconds the 1,000-digit products took."""
+
+    def seconds(out: Path, _results: dict) -> dict:
+        return {"seconds_by_length": {str(row["digits"]): row["seconds"] for row in length_rows(out)}}
+
+    runs = run_variants(scratch, "long_times_short", RUNS + OPTIONS, seconds)
+    return {"command": COMMAND, "runs": runs}
+
+
+def curve(run: dict) -> dict:
+    return run["length"].get("*", {})
+
+
+def block_long_times_short(m: dict) -> str:
+    x = m.get("long_times_short")
+    if not x:
+        return not_measured("long_times_short")
+    widths = " | ".join(f"{w:,} digits" for w in WIDTHS)
+    lines = [f"| task | seed | steps | training | {widths} |", "|---|---|---|---|" + "---|" * len(WIDTHS)]
+    for r in x["runs"]:
+        cells = " | ".join(pct(curve(r).get(str(w)), 1) for w in WIDTHS)
+        lines.append(f"| {r['variant']} | {r['seed']} | {r['steps']:,} | {secs(r['train_seconds'])} | {cells} |")
+    return "\n".join(lines)
+
+
+def block_long_times_short_published(m: dict) -> str:
+    """Trained length against the longest right (every measured length >= 99%), ours beside the published."""
+    x = m.get("long_times_short")
+    if not x:
+        return not_measured("long_times_short")
+    lines = ["| method | trained on | right up to | ratio |", "|---|---|---|---|"]
+    for method, trained, reached in PUBLISHED:
+        lines.append(f"| {method} | {trained} digits | {reached} digits | {reached / trained:.1f}x |")
+    for label, experiment in (("N x 1", "mul_n1"), ("N x 2", "mul_n2")):
+        runs = [r for r in x["runs"] if r["command"] == f"python train.py experiment={experiment}"]
+        reach = [longest_right(curve(r)) for r in runs]
+        timed = [r.get("seconds_by_length", {}).get("1000") for r in runs]
+        took = f"; {min(timed):.0f}-{max(timed):.0f} s to answer the 1,000-digit ones" if all(timed) else ""
+        lines.append(
+            f"| this project, `experiment={experiment}`, {label} (seeds {'/'.join(str(r['seed']) for r in runs)}"
+            f"{took}) | {TRAINED} digits | {' / '.join(f'{w:,}' for w in reach)} digits | "
+            f"{min(reach) / TRAINED:.0f}x |"
+        )
+    return "\n".join(lines)
+
+
+BLOCKS = {"long_times_short": block_long_times_short, "long_times_short_published": block_long_times_short_published}
