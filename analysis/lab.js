@@ -191,8 +191,7 @@ const TinycalcLab = (() => {
     for (const n of [a, b]) {  // calc.py's words (data/expressions.py)
       const significant = n.replace(/^0+(?=\d)/, "");
       if (significant.length > f.digits) {
-        const elsewhere = f.longer ? ` (the page runs that width; python calc.py asks this model longer problems)` : "";
-        return { error: `${significant} has ${significant.length} digits; this model was trained on at most ${f.digits}${elsewhere}` };
+        return { error: `${significant} has ${significant.length} digits; this model was trained on at most ${f.digits}` };
       }
     }
     if (op === "-" && f.larger_first && BigInt(a) < BigInt(b)) return { error: "this model writes a - b with a >= b" };

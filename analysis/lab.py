@@ -88,7 +88,7 @@ def lab_payload(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int]) -> 
             "vocab_size": cfg.vocab_size,
             "bias": cfg.bias,
         },  # fmt: skip
-        "format": format_of(fmt, vocab) | {"longer": not net.has_table},  # calc.py asks it longer problems
+        "format": format_of(fmt, vocab),
         "weights": {name: packed(p) for name, p in net.state_dict().items() if p.is_floating_point()},
         "positions": packed(net.positions(0, T)),
         "scores": [None if b is None else packed(b.reshape(cfg.n_heads, T, T)) for b in biases],
