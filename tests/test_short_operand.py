@@ -90,3 +90,12 @@ def test_every_column_of_a_long_product_sees_bs_digits_each_by_its_own_place():
     assert torch.isinf(table[..., answers[0] - 1, b_high]).all()  # b's zeros above its anchors: hidden from all
     with pytest.raises(ValueError, match="place_of=anchored needs place_vectors=false"):
         transformer_config(vocab_size=17, block_size=8, place_embedding=True, place_of="anchored", place_bias=1)
+
+
+def test_experiment_mul_n1_builds_a_model_whose_analyses_ask_a_short_b(tmp_path):
+    from tests.conftest import compose_config, with_run_dir
+    from training.assemble import build_objects
+
+    datamodule, module, _, _ = build_objects(with_run_dir(compose_config(["experiment=mul_n1"]), tmp_path))
+    assert b_digits(module.fmt) == 1 and module.fmt == datamodule.fmt  # the trained format, with its short b
+    assert module.net.cfg.places.place_of == "anchored" and not module.net.has_table  # any length
