@@ -8,7 +8,7 @@ import json
 import random
 from pathlib import Path
 
-from .common import RUN, Variant, not_measured, run, run_variants, secs
+from .common import ROOT, RUN, Variant, not_measured, run, run_variants, secs
 
 WIDTH = 5_000  # digits of both operands
 PER_SUITE = 10  # problems drawn from each of verify.py's suites at WIDTH
@@ -50,8 +50,8 @@ def measure(scratch: Path) -> dict:
     n = sum(map(len, by_suite.values()))
 
     def asked(out: Path, _results: dict) -> dict:
-        ran = run(["calc.py", "--ckpt", str(out), "--eval", str(problems), "--json", "--show-mistakes", str(n)], out,
-                  merged=False)  # fmt: skip
+        asking = ["--ckpt", str(out), "--eval", str(problems), "--json", "--show-mistakes", str(n)]
+        ran = run([str(ROOT / "calc.py"), *asking], out, merged=False)
         report = json.loads(ran.stdout)
         wrong = {m["line"] for m in report["mistakes"]}
         right = {name: sum(line not in wrong for line in lines) for name, lines in by_suite.items()}
