@@ -36,16 +36,36 @@ def scheme_name(model) -> str:
     return name + (f" + {model.random_places:.0%} randomised places" if model.get("random_places") else "")
 
 
-def length_rows(run_dir: Path) -> list[dict]:
-    """A run's length.csv: one row per operator and width (digits, exact_match, seconds, ...)."""
+def seconds_by_length(run_dir: Path) -> dict[str, float]:
+    """A run's length.csv (one row per operator and width) as the seconds each width took, by its digits."""
     import csv
 
     path = run_dir / "length.csv"
-    return [
-        {"digits": int(row["digits"]), "seconds": float(row["seconds"])}
-        for row in (csv.DictReader(path.open()) if path.exists() else [])
-        if row.get("seconds")
-    ]
+    rows = csv.DictReader(path.open()) if path.exists() else []
+    return {str(int(row["digits"])): float(row["seconds"]) for row in rows if row.get("seconds")}
+
+
+def width_head(widths) -> str:
+    """A length table's width columns: '10 digits | 20 digits | ...'."""
+    return " | ".join(f"{w:,} digits" for w in widths)
+
+
+def width_cells(curve: dict, widths) -> str:
+    """A run's exact-match at each of ``widths`` (its curve: width as text -> share right), one column each."""
+    return " | ".join(pct(curve.get(str(w)), 1) for w in widths)
+
+
+def ours_row(experiment: str, runs: list[dict], curves: list[dict], trained: int, what: str = "") -> str:
+    """The published-records table's row for this project's runs of ``experiment`` (their length curves): the
+    longest width each is right at (every width up to it >= 99%), and the seconds its 1,000-digit problems took."""
+    reach = [longest_right(curve) for curve in curves]
+    seconds = [r.get("seconds_by_length", {}).get("1000") for r in runs]
+    timed = f"; {min(seconds):.0f}-{max(seconds):.0f} s to answer the 1,000-digit ones" if all(seconds) else ""
+    return (
+        f"| this project, `experiment={experiment}`{what} (seeds {'/'.join(str(r['seed']) for r in runs)}{timed}) "
+        f"| {trained} digits | {' / '.join(f'{w:,}' for w in reach)} digits (every length measured, >= 99%) "
+        f"| {min(reach) // trained}x |"
+    )
 
 
 def measure(scratch: Path) -> dict:
@@ -61,7 +81,7 @@ def measure(scratch: Path) -> dict:
             "position": position,
             "verify": verify(out, scratch) if adds else None,
             "verify_long": verify(out, scratch, "--digits", str(LONG)) if adds and reach >= LONG else None,
-            "seconds_by_length": {str(row["digits"]): row["seconds"] for row in length_rows(out)},
+            "seconds_by_length": seconds_by_length(out),
         }
 
     runs = run_variants(scratch, "length", RUNS, scheme_and_verdict)
@@ -97,14 +117,14 @@ def block_length(m: dict) -> str:
     x = m.get("length")
     if not x:
         return not_measured("length")
-    widths = " | ".join(f"{w:,} digits" for w in WIDTHS)
+    widths = width_head(WIDTHS)
     lines = [
         f"| task | position | seed | steps | training | {widths} | verify.py | verify.py --digits {LONG} |",
         "|---|---|---|---|---|" + "---|" * len(WIDTHS) + "---|---|",
     ]
     for r in x["runs"]:
         op, curve = next(iter(r["length"].items()))
-        cells = " | ".join(pct(curve.get(str(w)), 1) for w in WIDTHS)
+        cells = width_cells(curve, WIDTHS)
         task = {"+": "`+`", "-": "`-`, larger first"}[op]
         lines.append(
             f"| {task} | {r['position']} | {r['seed']} | {r['steps']:,} | {secs(r['train_seconds'])} | {cells} "
@@ -156,15 +176,8 @@ def block_length_published(m: dict) -> str:
         runs = experiment_runs(x, op)
         if not runs:
             continue
-        reach = [longest_right(r["length"][op]) for r in runs]
         experiment = {"+": "add_length", "-": "sub_length"}[op]
-        seconds = [r.get("seconds_by_length", {}).get("1000") for r in runs]
-        timed = f"; {min(seconds):.0f}-{max(seconds):.0f} s to answer the 1,000-digit ones" if all(seconds) else ""
-        lines.append(
-            f"| this project, `experiment={experiment}` (seeds {'/'.join(str(r['seed']) for r in runs)}{timed}) "
-            f"| 10 digits | {' / '.join(f'{w:,}' for w in reach)} digits (every length measured, >= 99%) "
-            f"| {min(reach) // 10}x |"
-        )
+        lines.append(ours_row(experiment, runs, [r["length"][op] for r in runs], 10))
     return "\n".join(lines)
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import Variant, not_measured, pct, run_variants, secs
+from .common import Variant, not_measured, run_variants, secs
+from .length import width_cells, width_head
 
 COMMAND = "python train.py experiment=add_length seed=0 threads=1 <option>"
 COST = "~12 min"
@@ -25,11 +26,11 @@ def block_length_options(m: dict) -> str:
     x = m.get("length_options")
     if not x:
         return not_measured("length_options")
-    head = " | ".join(f"{w:,} digits" for w in WIDTHS)
+    head = width_head(WIDTHS)
     lines = [f"| variant | steps | training | {head} |", "|---|---|---|" + "---|" * len(WIDTHS)]
     for r in x["runs"]:
         curve = r["length"].get("+", {})
-        cells = " | ".join(pct(curve.get(str(w)), 1) for w in WIDTHS)
+        cells = width_cells(curve, WIDTHS)
         lines.append(f"| {r['variant']} | {r['steps']:,} | {secs(r['train_seconds'])} | {cells} |")
     return "\n".join(lines)
 

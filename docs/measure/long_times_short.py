@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import Variant, not_measured, pct, run_variants, secs
-from .length import length_rows, longest_right
+from .common import Variant, not_measured, run_variants, secs
+from .length import ours_row, seconds_by_length, width_cells, width_head
 
 COMMAND = "python train.py experiment=mul_n1 seed=S threads=1"
 COST = "~45 min"
@@ -31,7 +31,7 @@ def measure(scratch: Path) -> dict:
     exact-match by a's length and the seconds the 1,000-digit products took."""
 
     def seconds(out: Path, _results: dict) -> dict:
-        return {"seconds_by_length": {str(row["digits"]): row["seconds"] for row in length_rows(out)}}
+        return {"seconds_by_length": seconds_by_length(out)}
 
     runs = run_variants(scratch, "long_times_short", RUNS + OPTIONS, seconds)
     return {"command": COMMAND, "runs": runs}
@@ -45,10 +45,9 @@ def block_long_times_short(m: dict) -> str:
     x = m.get("long_times_short")
     if not x:
         return not_measured("long_times_short")
-    widths = " | ".join(f"{w:,} digits" for w in WIDTHS)
-    lines = [f"| task | seed | steps | training | {widths} |", "|---|---|---|---|" + "---|" * len(WIDTHS)]
+    lines = [f"| task | seed | steps | training | {width_head(WIDTHS)} |", "|---|---|---|---|" + "---|" * len(WIDTHS)]
     for r in x["runs"]:
-        cells = " | ".join(pct(curve(r).get(str(w)), 1) for w in WIDTHS)
+        cells = width_cells(curve(r), WIDTHS)
         lines.append(f"| {r['variant']} | {r['seed']} | {r['steps']:,} | {secs(r['train_seconds'])} | {cells} |")
     return "\n".join(lines)
 
@@ -61,16 +60,8 @@ def block_long_times_short_published(m: dict) -> str:
     lines = ["| method | trained on | right up to | ratio |", "|---|---|---|---|"]
     for method, trained, reached in PUBLISHED:
         lines.append(f"| {method} | {trained} digits | {reached} digits | {reached / trained:.1f}x |")
-    for label, experiment in (("N x 1", "mul_n1"),):
-        runs = [r for r in x["runs"] if r["command"] == f"python train.py experiment={experiment}"]
-        reach = [longest_right(curve(r)) for r in runs]
-        timed = [r.get("seconds_by_length", {}).get("1000") for r in runs]
-        took = f"; {min(timed):.0f}-{max(timed):.0f} s to answer the 1,000-digit ones" if all(timed) else ""
-        lines.append(
-            f"| this project, `experiment={experiment}`, {label} (seeds {'/'.join(str(r['seed']) for r in runs)}"
-            f"{took}) | {TRAINED} digits | {' / '.join(f'{w:,}' for w in reach)} digits | "
-            f"{min(reach) / TRAINED:.0f}x |"
-        )
+    runs = [r for r in x["runs"] if r["command"] == "python train.py experiment=mul_n1"]  # the seeds, not the options
+    lines.append(ours_row("mul_n1", runs, [curve(r) for r in runs], TRAINED, what=", N x 1"))
     return "\n".join(lines)
 
 
