@@ -27,18 +27,22 @@ class ShortOperand:
         """ValueError unless ``b_digits`` is a whole number >= 0 (0: b as long as a)."""
         check_whole("b_digits", b_digits, least=0, hint=" (0: b as long as a)")
 
+    def bound(self, fmt) -> int:
+        """Every b these draws write is below this: 10**b_digits, at most the format's own 10**digits."""
+        return 10 ** min(self.b_digits, fmt.digits)
+
     def varied(self, fmt, a: torch.Tensor, b: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         """(n,) operands -> as the inner draws vary them, b cut to its last b_digits digits (still uniform: 10**k
         divides 10**digits)."""
         if self.inner is not None:
             a, b = self.inner.varied(fmt, a, b, generator)
-        return a, b % 10 ** min(self.b_digits, fmt.digits)
+        return a, b % self.bound(fmt)
 
     def ordered(self, fmt, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (a, op_idx, b) if self.inner is None else self.inner.ordered(fmt, a, op_idx, b)
 
     def only_written(self, fmt, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The problems of (a, op_idx, b) these draws write: b short enough, and what the inner draws write."""
-        keep = b < 10 ** min(self.b_digits, fmt.digits)
+        keep = b < self.bound(fmt)
         a, op_idx, b = a[keep], op_idx[keep], b[keep]
         return (a, op_idx, b) if self.inner is None else self.inner.only_written(fmt, a, op_idx, b)

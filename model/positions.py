@@ -224,10 +224,11 @@ class PlaceScheme(nn.Module):
         query, key = places[:, T_k - T_q :, None], places[:, None, :]  # (B, T_q, 1), (B, 1, T_k)
         bucket = (query - key).clamp(-K - 1, K + 1) + K + 1  # 0 .. 2K + 2: farther below, -K .. K, farther above
         bucket = bucket.masked_fill((query <= 0) | (key == 0), 2 * K + 3)  # a token with no place (or anchored)
-        if self.cfg.place_of == "anchored":  # an anchored key (place -p): a score of its own place, from anywhere
+        anchored = self.cfg.place_of == "anchored"
+        if anchored:  # an anchored key (place -p): a score of its own place, from anywhere
             bucket = torch.where(key < 0, 2 * K + 3 + (-key).clamp(max=ANCHORS), bucket)
         table = self.place_scores(bucket)  # (B, T_q, T_k, n_layers * n_heads)
-        hidden = key < -ANCHORS if self.cfg.place_of == "anchored" else None  # anchored beyond the scored ones
+        hidden = key < -ANCHORS if anchored else None  # anchored places beyond the scored ones
         if self.cfg.place_window:  # hidden: keys more than K places away, and every digit from a token with no place
             far = (key > 0) & ((query <= 0) | ((query - key).abs() > K))  # a query always sees itself
             hidden = far if hidden is None else hidden | far
