@@ -101,6 +101,11 @@ def test_next_steps_name_the_page_and_calc_py():
     assert "runs/x/report.html" in lines and "calc.py --ckpt runs/x 111+22" in lines and "--eval" in lines
 
 
+def test_next_steps_ask_a_short_b_of_a_run_that_drew_one():
+    lines = next_steps({"run_dir": "r", "data": {"digits": 9, "operators": "*"}, "b_digits": 1})
+    assert "calc.py --ckpt r 111111111*2\n" in lines + "\n" and "--eval" not in lines
+
+
 def resumable(tmp_path, step: int = 30) -> RunDir:
     """An interrupted run's directory: its checkpoint and its record."""
     run_dir = RunDir(tmp_path / "run")
