@@ -42,6 +42,7 @@ class Results(TypedDict, total=False):
     head_dim: int
     n_layers: int
     data: dict  # the problem format (data.problems.ProblemFormat.to_dict)
+    b_digits: int  # the most digits b was drawn with (data.b_digits: a long number times a short one); 0: as a's
     seed: int
     steps: int
     processes: int
