@@ -176,6 +176,14 @@ const TinycalcLab = (() => {
     return { logits, patterns, z: zs };
   }
 
+  // What the page does not ask a model that answers longer problems than it was trained on (calc_digits: the
+  // widest operands calc.py asks it; absent from an export's config.json), in one line; "" for the others.
+  function longer(f) {
+    if (!(f.calc_digits > f.digits)) return "";
+    return `this page asks problems as wide as the model was trained on (${f.digits} digits); calc.py asks it up ` +
+      `to ${f.calc_digits.toLocaleString("en-US")} digits: python calc.py --ckpt <this run's directory> <problem>`;
+  }
+
   // ---- problems: written as data/problems.py writes them ------------------------------------------------
   function encodeProblem(m, text) {  // -> {ids, a, op, b} or {error}
     const f = m.fmt;
@@ -191,7 +199,8 @@ const TinycalcLab = (() => {
     for (const n of [a, b]) {  // calc.py's words (data/expressions.py)
       const significant = n.replace(/^0+(?=\d)/, "");
       if (significant.length > f.digits) {
-        return { error: `${significant} has ${significant.length} digits; this model was trained on at most ${f.digits}` };
+        return { error: `${significant} has ${significant.length} digits; this model was trained on at most ${f.digits}` +
+          (longer(f) ? `: ${longer(f)}` : "") };
       }
     }
     if (op === "-" && f.larger_first && BigInt(a) < BigInt(b)) return { error: "this model writes a - b with a >= b" };
@@ -682,6 +691,7 @@ const TinycalcLab = (() => {
     const guided = el("div", { class: "lab-guided" });
     body.append(
       el("div", { class: "lab-inputs" }, el("label", {}, "Problem ", input), " ", reset),
+      ...(longer(m.fmt) ? [el("p", { class: "muted lab-longer" }, `Longer problems: ${longer(m.fmt)}.`)] : []),
       guided, answer,
       el("h3", {}, "Heads"), el("p", { class: "muted" }, "Click a head to switch it " +
         `${statesOf(m).slice(1).join(", then ")}, then on again.`), heads,

@@ -56,6 +56,20 @@ ANY_LENGTH = 10_000  # digits: the longest operands a model with no table of pla
 SCORES_BUDGET = 2**28  # bytes of attention scores a decoding batch may hold: long problems go in smaller batches
 
 
+def longest_digits(net, fmt) -> int:
+    """The most digits calc.py asks ``net`` (trained on ``fmt``) to take in an operand: as far as the model's places
+    (the trained width + place_offset) and its absolute positions (block_size) reach; for a model with no such table,
+    :data:`ANY_LENGTH`. Beyond the trained width the answers are the model's guesses at lengths it never trained on
+    (``trained_digits``)."""
+    cfg, scheme = net.cfg, net.cfg.places
+    if not net.has_table:
+        return max(fmt.digits, ANY_LENGTH)
+    width, places = fmt.digits, fmt.digits + scheme.place_offset if scheme and scheme.place_embedding else None
+    while width != places and fmt.at_width(width + 1).seq_len - 1 <= cfg.block_size:
+        width += 1
+    return width
+
+
 class Calculator:
     """A :class:`Transformer`, the :class:`ProblemFormat` it was trained on and its tokenizer."""
 
@@ -91,17 +105,8 @@ class Calculator:
     # ---- widths -----------------------------------------------------------------------------------------
     @functools.cached_property
     def longest(self) -> int:
-        """The most digits an operand may have: as far as the model's places (the trained width + place_offset)
-        and its absolute positions (block_size) reach; for a model with no such table, :data:`ANY_LENGTH`.
-        Beyond the trained width the answers are the model's guesses at lengths it never trained on
-        (``trained_digits``)."""
-        cfg, fmt, scheme = self.net.cfg, self.fmt, self.net.cfg.places
-        if not self.net.has_table:
-            return max(fmt.digits, ANY_LENGTH)
-        width, places = fmt.digits, fmt.digits + scheme.place_offset if scheme and scheme.place_embedding else None
-        while width != places and fmt.at_width(width + 1).seq_len - 1 <= cfg.block_size:
-            width += 1
-        return width
+        """The most digits an operand may have (:func:`longest_digits`)."""
+        return longest_digits(self.net, self.fmt)
 
     @property
     def trained_digits(self) -> int:

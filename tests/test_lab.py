@@ -21,6 +21,7 @@ from data.problems import ProblemEncoder, ProblemFormat
 from data.text import parse_answer, written_text
 from data.tokenizer import CharTokenizer
 from model.build import network_for
+from model.calculator import ANY_LENGTH
 from model.hooks import ablated, hook_name
 
 KINDS = {  # the issue's five, then the attention variants beside them (SLOW_KINDS)
@@ -170,6 +171,25 @@ def test_the_page_writes_and_reads_problems_as_the_format_does(browser, built):
         other = next(o for o in "+-*" if o not in fmt.operators)
         error = page.evaluate("t => TinycalcLab.encodeProblem(M, t).error", f"1{other}2")
         assert error.startswith(f"this model was not trained on {other!r}"), error
+
+
+def test_the_page_says_in_one_line_that_calc_py_asks_a_model_with_no_table_longer_problems(browser, built):
+    """A model with no table of places (add_length's) answers far longer problems than the page asks: the page says
+    so, and where; a model bounded by its table (the default) gets no such line."""
+    for kind, longer in (("add_length_local", True), ("default", False)):
+        _, fmt, _, path = built(kind)
+        page = browser.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector("body[data-ready]")
+        line = page.locator(".lab-longer")
+        error = page.evaluate("t => TinycalcLab.encodeProblem(M, t).error", "1234567+1")
+        if longer:
+            assert f"calc.py asks it up to {ANY_LENGTH:,} digits" in line.inner_text()
+            assert error.startswith("1234567 has 7 digits; this model was trained on at most 4: this page asks")
+            assert "python calc.py --ckpt" in error
+        else:
+            assert line.count() == 0
+            assert error == f"1234567 has 7 digits; this model was trained on at most {fmt.digits}"
 
 
 def test_the_lab_section_answers_switches_heads_and_keeps_its_state_in_the_url(browser, built):
