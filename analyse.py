@@ -89,11 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from analysis.html_report import write_run_report
     from analysis.pipeline import HeadAnalysis
-    from data.build import arithmetic_data, data_settings
+    from data.build import arithmetic_data, data_settings, format_dict
 
     try:
         data = {k: v for k, v in data.items() if k in ("n_test", "val_fraction", "test_fraction", "seed", "b_digits")}
-        drawn = arithmetic_data(data_settings(**calc.fmt.to_dict(), **data))
+        drawn = arithmetic_data(data_settings(**(format_dict(calc.fmt) | data)))
         calc.fmt, test_set = drawn.fmt, drawn.held_out_set("test")  # the format with its draws (a short b)
         analysis = HeadAnalysis(
             **{**analysis, "enabled": True, "circuits": not args.no_circuits}

@@ -11,6 +11,7 @@ from analysis.engine.cache import ActivationCache, run_with_cache
 from data.expressions import ExpressionError, parse_expression
 from data.positions import positions, token_labels
 from data.problems import ProblemEncoder, ProblemFormat
+from data.short_operand import b_digits
 from data.text import encode_problems
 from data.tokenizer import CharTokenizer
 from model.hooks import hook_name
@@ -67,7 +68,7 @@ def probe_maps(module, probes: list[str]) -> dict:
 
 def default_probes(fmt) -> list[str]:
     """Problems that make carries (or borrows) ripple through every place, for any digit count."""
-    d, probes = fmt.digits, []
+    d, probes, short = fmt.digits, [], b_digits(fmt)  # short: a b drawn short (data/short_operand.py), or 0
     run = lambda start: "".join(str((start + i) % 10) for i in range(d))  # noqa: E731  e.g. 456 for d=3
     for op in fmt.operators:
         if op == "+":
@@ -75,5 +76,5 @@ def default_probes(fmt) -> list[str]:
         elif op == "-":
             probes += [f"1{'0' * (d - 1)}-1" if d > 1 else "1-1", f"{run(1)}-{run(4)}"]
         else:
-            probes += [f"{'9' * d}*{'9' * d}", f"{run(1)}*{run(4)}"]
+            probes += [f"{'9' * d}*{'9' * (short or d)}", f"{run(1)}*{run(4)[: short or d]}"]
     return probes[:4]

@@ -14,14 +14,14 @@ research settings (:class:`ResearchSettings`), all off by default:
   linearly to none at ``hard_fade_steps`` (data/difficulty.py); 0 = uniform throughout. A fixed training set
   (streaming=false) is drawn once, uniformly, whatever they say.
 - b_digits: b drawn with at most this many digits, a at the full width (N x 1, N x 2: data/short_operand.py); 0:
-  as many as a.
+  as many as a. With show_work (k >= 2): the lines a * b_j before the product (data/short_working.py).
 - streaming=false: train on a fixed set of ``n_train`` problems, an epoch a pass (data/epochs.py), instead of a
   fresh batch every step.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 from data.arithmetic import ArithmeticData, DataConfig
 from data.datamodule import ArithmeticDataModule
@@ -31,24 +31,39 @@ from data.mixing import MixedDraws
 from data.operands import OperandDraws
 from data.problems import ProblemFormat
 from data.sampler import ENUMERATE_LIMIT, ProblemSampler
-from data.short_operand import ShortOperand
+from data.short_operand import ShortOperand, b_digits
+from data.short_working import ShortWorking
 from data.working import Working
 
 
 def problem_format(*args, **settings) -> ProblemFormat:
-    """A :class:`ProblemFormat` from its settings (as ProblemFormat takes them: a checkpoint's ``fmt``, a config's),
-    with the working and the operand draws they ask for."""
+    """A :class:`ProblemFormat` from its settings (as ProblemFormat takes them: a checkpoint's ``fmt``, a config's,
+    and ``b_digits`` where b is short: :func:`format_dict`), with the working and the operand draws they ask for."""
     names = [f.name for f in fields(ProblemFormat) if f.compare]
     settings.update(zip(names, args, strict=False))
+    short_b = settings.pop("b_digits", 0)  # a short b (data/short_operand.py), saved beside the format's fields
+    ShortOperand.check(short_b)
     for name in ("show_work", "larger_first"):
         if not isinstance(settings.get(name, False), bool):
             raise ValueError(f"{name}={settings[name]!r}: must be true or false")
     OperandDraws.shares(settings)
     varied = settings["mixed_lengths"] or settings["round_numbers"] or settings.get("larger_first")
-    pieces = {"working": Working() if settings.get("show_work") else None, "draws": OperandDraws() if varied else None}
-    fmt = ProblemFormat(**settings, **pieces)
-    Working.check(fmt)
+    working = (ShortWorking(short_b) if short_b else Working()) if settings.get("show_work") else None
+    draws = OperandDraws() if varied else None
+    fmt = ProblemFormat(**settings, working=working, draws=ShortOperand(short_b, draws) if short_b else draws)
+    if working is not None:
+        working.check(fmt)
     return fmt
+
+
+FORMAT_KEYS = (*(f.name for f in fields(ProblemFormat) if f.compare), "b_digits")  # what problem_format takes
+
+
+def format_dict(fmt: ProblemFormat) -> dict:
+    """What :func:`problem_format` rebuilds ``fmt`` from, as a checkpoint and results.json save it: the format's own
+    settings, and ``b_digits`` where b is drawn short (its working's layout depends on it)."""
+    short = b_digits(fmt)
+    return fmt.to_dict() | ({"b_digits": short} if short else {})
 
 
 def check_room(sampler: ProblemSampler, split: str, n: int) -> None:
@@ -83,8 +98,9 @@ class ResearchSettings:
 
     @property
     def format_settings(self) -> dict:
-        """The :class:`ProblemFormat`'s settings among these: its working and operand draws."""
-        return {f.name: getattr(self, f.name) for f in fields(ProblemFormat) if hasattr(self, f.name)}
+        """The :class:`ProblemFormat`'s settings among these: its working and operand draws (b_digits too)."""
+        names = [f.name for f in fields(ProblemFormat) if hasattr(self, f.name)] + ["b_digits"]
+        return {name: getattr(self, name) for name in names}
 
 
 @dataclass(frozen=True)
@@ -110,11 +126,8 @@ def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> Arithm
     config, research = settings.config, settings.research
     FixedSet.check(research.streaming, research.n_train, config.batch_size)
     HardCases.check(research.hard_share, research.hard_fade_steps)
-    MixedDraws.check(research.mixed_widths, research.streaming, research.show_work)
-    ShortOperand.check(research.b_digits)
+    MixedDraws.check(research.mixed_widths, research.streaming, research.show_work and not research.b_digits)
     fmt = problem_format(**config.format_settings, **research.format_settings)
-    if research.b_digits:  # b drawn short, around the other operand draws
-        fmt = replace(fmt, draws=ShortOperand(research.b_digits, fmt.draws))
     sampler = ProblemSampler(fmt, config.val_fraction, config.test_fraction)
     check_room(sampler, "val", config.n_val)
     check_room(sampler, "test", config.n_test)

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from data.problems import OPERATORS, ProblemFormat
+from data.short_working import b_limit
 from data.text import allow_digits, evaluate
 
 _DIGIT = "0123456789"
@@ -81,6 +82,8 @@ def accepted(fmt: ProblemFormat, longest: int | None = None) -> str:
         numbers = f"whole numbers of up to {longest} digits (trained on up to {fmt.digits})"
     else:
         numbers = f"whole numbers 0-{10**fmt.digits - 1}"
+    if b_limit(fmt):
+        numbers += f", b of at most {b_limit(fmt)} digits"
     return f"accepted: {shape} with {numbers} (e.g. {example})"
 
 
@@ -158,6 +161,8 @@ def parse_expression(text: str, fmt: ProblemFormat, allow_answer: bool = False, 
         known = " ".join(repr(o) for o in fmt.operators)
         raise fail(f"this model was not trained on {op!r} (only on {known})")
     a, b = _number(a_text, fmt, longest), _number(b_text, fmt, longest)
+    if b_limit(fmt) and b >= 10 ** b_limit(fmt):  # the working has a line per digit of b (data/short_working.py)
+        raise fail(f"{b} has {len(str(b))} digits; this model multiplies by numbers of at most {b_limit(fmt)}")
     given = None
     if rhs:
         if not allow_answer:

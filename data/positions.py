@@ -76,17 +76,27 @@ def place_ids(fmt: ProblemFormat, place_of: str = "predicted") -> list[int]:
     return prompt + predicted + [0]  # [EOS] predicts nothing
 
 
-@functools.cache
 def place_tensor(fmt: ProblemFormat, place_of: str, device: torch.device) -> torch.Tensor:
-    """:func:`place_ids` as a (seq_len,) int64 tensor on ``device``, made once per format, scheme and device (a
+    """:func:`place_ids` as a (seq_len,) int64 tensor on ``device``, made once per layout, scheme and device (a
     training step or a decoding call then copies nothing to a GPU)."""
+    return _place_tensor(fmt, work_lines(fmt), place_of, device)
+
+
+def top_place(fmt: ProblemFormat, place_of: str) -> int:
+    """The highest place :func:`place_ids` gives: known on the host, so a training step on a GPU reads it without
+    waiting for the GPU (as ``int(places.max())`` would)."""
+    return _top_place(fmt, work_lines(fmt), place_of)
+
+
+# cached per layout: formats equal in their settings may differ in their working's lines (data/short_working.py),
+# which equality and hashing do not see
+@functools.cache
+def _place_tensor(fmt: ProblemFormat, _lines: int, place_of: str, device: torch.device) -> torch.Tensor:
     return torch.tensor(place_ids(fmt, place_of), device=device)
 
 
 @functools.cache
-def top_place(fmt: ProblemFormat, place_of: str) -> int:
-    """The highest place :func:`place_ids` gives: known on the host, so a training step on a GPU reads it without
-    waiting for the GPU (as ``int(places.max())`` would)."""
+def _top_place(fmt: ProblemFormat, _lines: int, place_of: str) -> int:
     return max(place_ids(fmt, place_of))
 
 

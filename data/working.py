@@ -11,9 +11,9 @@ one digit of b plus a carry, whatever the operand size (Deng et al. 2023 write p
 '+' and '-' problems in the same format need no working: their lines are zeros.
 
 :class:`Working` is the piece a :class:`data.problems.ProblemFormat` is handed as ``fmt.working`` (data/build.py;
-None without ``show_work``): how many lines, what each holds, their values, tokens and text, and where the result
-starts. It holds nothing of its own: each method reads the format it is given (its digits, operators, answer width
-and digit order), so a format at another width keeps the same piece.
+None without ``show_work``; data/short_working.py's with a short b): how many lines, what each holds, their values,
+tokens and text, and where the result starts. It holds nothing of its own: each method reads the format it is given
+(its digits, operators, answer width and digit order), so a format at another width keeps the same piece.
 """
 
 from __future__ import annotations
@@ -47,8 +47,7 @@ class Working:
         return 2 * fmt.digits - 2
 
     def length(self, fmt) -> int:
-        """Tokens of working before the result: each line, then '+' or '='."""
-        return self.lines(fmt) * (fmt.answer_digits + 1)
+        return work_length(self, fmt)
 
     @staticmethod
     def line(i: int) -> tuple[str, int]:
@@ -75,19 +74,10 @@ class Working:
         return torch.where(is_product, torch.stack(lines, dim=1), 0)
 
     def tokens(self, fmt, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor, vocab: dict) -> torch.Tensor:
-        """(N,) problems -> (N, length) token ids of the working: each line's digits (in the answer's order),
-        then its separator."""
-        digit = lookup(tuple(vocab[str(d)] for d in range(10)), a.device)  # (10,): digit -> its token id
-        work = digit[digits_of(self.values(fmt, a, op_idx, b), fmt.answer_digits)]  # (N, lines, answer_digits)
-        if fmt.reverse_answer:
-            work = work.flip(2)
-        separators = lookup(tuple(vocab[c] for c in self.separators(fmt)), a.device)  # (lines,)
-        separators = separators.expand(len(a), -1).unsqueeze(2)  # (N, lines, 1)
-        return torch.cat([work, separators], dim=2).flatten(1)
+        return work_tokens(self, fmt, a, op_idx, b, vocab)
 
     def result_text(self, fmt, written: str) -> str:
-        """The result at the end of everything the model wrote (the whole text when no working is shown)."""
-        return written[-fmt.result_len :] if self.length(fmt) else written
+        return result_after(self, fmt, written)
 
     def text(self, fmt, a: int, op: str, b: int) -> str:
         """The working written before the result ('' with no lines)."""
@@ -98,3 +88,27 @@ class Working:
             ordered(fmt, f"{int(v):0{fmt.answer_digits}d}") + sep
             for v, sep in zip(lines[0].tolist(), self.separators(fmt), strict=True)
         )
+
+
+# ---- what every working piece writes the same way, from its lines, values and separators (Working's, and
+# data/short_working.py's) ---------------------------------------------------------------------------------
+def work_length(piece, fmt) -> int:
+    """Tokens of working before the result: each line, then its separator."""
+    return piece.lines(fmt) * (fmt.answer_digits + 1)
+
+
+def work_tokens(piece, fmt, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor, vocab: dict) -> torch.Tensor:
+    """(N,) problems -> (N, length) token ids of ``piece``'s working: each line's digits (in the answer's order),
+    then its separator."""
+    digit = lookup(tuple(vocab[str(d)] for d in range(10)), a.device)  # (10,): digit -> its token id
+    work = digit[digits_of(piece.values(fmt, a, op_idx, b), fmt.answer_digits)]  # (N, lines, answer_digits)
+    if fmt.reverse_answer:
+        work = work.flip(2)
+    separators = lookup(tuple(vocab[c] for c in piece.separators(fmt)), a.device)  # (lines,)
+    separators = separators.expand(len(a), -1).unsqueeze(2)  # (N, lines, 1)
+    return torch.cat([work, separators], dim=2).flatten(1)
+
+
+def result_after(piece, fmt, written: str) -> str:
+    """The result at the end of everything the model wrote (the whole text when no working is shown)."""
+    return written[-fmt.result_len :] if piece.length(fmt) else written

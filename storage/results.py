@@ -41,8 +41,7 @@ class Results(TypedDict, total=False):
     n_kv_heads: int
     head_dim: int
     n_layers: int
-    data: dict  # the problem format (data.problems.ProblemFormat.to_dict)
-    b_digits: int  # the most digits b was drawn with (data.b_digits: a long number times a short one); 0: as a's
+    data: dict  # the problem format (data.build.format_dict: ProblemFormat.to_dict, and b_digits where b is short)
     seed: int
     steps: int
     processes: int

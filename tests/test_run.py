@@ -102,7 +102,7 @@ def test_next_steps_name_the_page_and_calc_py():
 
 
 def test_next_steps_ask_a_short_b_of_a_run_that_drew_one():
-    lines = next_steps({"run_dir": "r", "data": {"digits": 9, "operators": "*"}, "b_digits": 1})
+    lines = next_steps({"run_dir": "r", "data": {"digits": 9, "operators": "*", "b_digits": 1}})
     assert "calc.py --ckpt r 111111111*2\n" in lines + "\n" and "--eval" not in lines
 
 

@@ -17,7 +17,7 @@ def build_objects(cfg: DictConfig) -> tuple:
     """The run's data, model, analysis and callbacks, each checking its own settings (a ConfigError). Built once
     more by train.py's command-line check before Hydra starts (training/cli.py), so a value one of them refuses is
     refused before anything is written: they write nothing as they are built."""
-    from data.build import data_module
+    from data.build import data_module, format_dict
     from data.mixing import width_of
     from training.compiling import CompiledStep
     from training.load import calculator_module
@@ -36,7 +36,7 @@ def build_objects(cfg: DictConfig) -> tuple:
     model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=longest.seq_len)
     optim = build(cfg.optim, "optim")
     try:
-        module = calculator_module(model_config.to_dict(), datamodule.fmt.to_dict(), optim.to_dict())
+        module = calculator_module(model_config.to_dict(), format_dict(datamodule.fmt), optim.to_dict())
         module.fmt = datamodule.fmt  # the same format with the data's draws (a short b): what the analyses ask
         if datamodule.data.mix is not None and datamodule.data.mix.mixed_widths:  # batches of every width
             module.widths = width_of  # their formats, from their lengths (data/mixing.py)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data.build import problem_format
+from data.build import format_dict, problem_format
 from model.build import network_for
 from model.checkpoint import CheckpointError, load_weights, read_checkpoint
 from storage.messages import one_line
@@ -18,7 +18,7 @@ def calculator_module(model: dict, fmt: dict, optim: dict):
     checkpoint saves them -> a CalculatorModule with new weights (``module.optim``: the OptimConfig)."""
     written, optim_config = problem_format(**fmt), OptimConfig(**optim)
     net = network_for(model, written)
-    hparams = {"model": net.cfg.to_dict(), "fmt": written.to_dict(), "optim": optim_config.to_dict()}
+    hparams = {"model": net.cfg.to_dict(), "fmt": format_dict(written), "optim": optim_config.to_dict()}
     module = CalculatorModule(net, written, recipe(optim_config), hparams)
     module.optim = optim_config
     return module

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from data.short_operand import b_digits
+from data.build import format_dict
 from data.text import answer_text, parse_answer
 from model.device import device_name
 from training.module import CalculatorModule
@@ -35,8 +35,7 @@ def run_record(
         "n_kv_heads": net.cfg.n_kv_heads or net.cfg.n_heads,
         "head_dim": net.cfg.head_dim,
         "n_layers": net.cfg.n_layers,
-        "data": fmt.to_dict(),
-        "b_digits": b_digits(fmt),  # the most digits b was drawn with (data.b_digits); 0: as many as a
+        "data": format_dict(fmt),
         "seed": cfg.seed,
         "steps": steps,
         "processes": processes,

@@ -13,7 +13,6 @@ read with ``weights_only=True``): a disagreement names the key and both values.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import math
 import re
@@ -167,18 +166,17 @@ def take_values(schema: dict, saved: dict, path: str = "") -> dict:
 
 def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path) -> None:
     """The config must describe the network and the problems the checkpoint was trained on."""
-    from data.build import problem_format
-    from data.problems import ProblemFormat
+    from data.build import FORMAT_KEYS, format_dict, problem_format
 
     trained = {f"model.{k}": v for k, v in calc.net.cfg.to_dict().items()}
-    trained |= {f"data.{k}": v for k, v in calc.fmt.to_dict().items()}
+    trained |= {f"data.{k}": v for k, v in format_dict(calc.fmt).items()}
     data = OmegaConf.to_container(cfg.data)
     try:  # the whole format, as the data module builds it: every field the config has (the rest: their defaults)
-        fmt = problem_format(**{f.name: data[f.name] for f in dataclasses.fields(ProblemFormat) if f.name in data})
+        fmt = problem_format(**{name: data[name] for name in FORMAT_KEYS if name in data})
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{label}: config.yaml data.{one_line(e)}") from None
     said = {f"model.{k}": v for k, v in OmegaConf.to_container(cfg.model).items() if not _names_code(k)}
-    said |= {f"data.{k}": v for k, v in fmt.to_dict().items()}
+    said |= {f"data.{k}": v for k, v in format_dict(fmt).items()}
     for key, value in said.items():
         if key in trained and not _same(value, trained[key]):
             raise ConfigError(

@@ -242,7 +242,7 @@ def next_steps(results: dict) -> str:
     """What to do with the run now: its page, and calc.py on it (with the sample problems file when it fits)."""
     run, fmt = results["run_dir"], results["data"]
     digits, op = int(fmt["digits"]), str(fmt["operators"])[0]
-    b_width = int(results.get("b_digits") or 0) or max(1, digits - 1)  # a short b where the run drew one
+    b_width = int(fmt.get("b_digits") or 0) or max(1, digits - 1)  # a short b where the run drew one
     example = f"{'1' * digits}{op}{'2' * b_width}"
     lines = [
         "next:",

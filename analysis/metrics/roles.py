@@ -17,7 +17,7 @@ from analysis.engine.cache import ActivationCache
 from analysis.metric import Column, Context, HeadMetric
 from data.positions import Position, positions
 from data.problems import ProblemFormat
-from data.working import Working, work_lines
+from data.working import work_lines
 from model.hooks import head_label
 
 DOMINANT = 0.5  # a key "dominates" a query when it gets at least this share of the attention
@@ -90,7 +90,7 @@ def _working(fmt: ProblemFormat, pattern: torch.Tensor, roles: list[Position], q
     one whose product carries into it (counted where there is such a digit)."""
     read, could = Counter(), Counter()  # per habit: queries that have it, queries that could
     for q, target in queries:
-        kind, j = Working.line(target.line) if target.kind == "work" else (None, None)
+        kind, j = fmt.working.line(target.line) if target.kind == "work" else (None, None)
         if kind != "product":
             continue
         key = roles[int(pattern[q].argmax())] if pattern[q].max() >= 0.3 else Position("none")
