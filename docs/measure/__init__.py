@@ -24,6 +24,7 @@ SECTIONS = [
     "length_far",
     "length_options",
     "long_times_short",
+    "long_times_two",
     "answer_order",
     "add10",
     "add10_recipe",

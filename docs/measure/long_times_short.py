@@ -41,28 +41,34 @@ def curve(run: dict) -> dict:
     return run["length"].get("*", {})
 
 
-def block_long_times_short(m: dict) -> str:
-    x = m.get("long_times_short")
-    if not x:
-        return not_measured("long_times_short")
-    lines = [f"| task | seed | steps | training | {width_head(WIDTHS)} |", "|---|---|---|---|" + "---|" * len(WIDTHS)]
+def runs_table(x: dict, widths=WIDTHS) -> str:
+    """Each run of a long-times-short section, one row: its steps, training time and exact-match by a's length."""
+    lines = [f"| task | seed | steps | training | {width_head(widths)} |", "|---|---|---|---|" + "---|" * len(widths)]
     for r in x["runs"]:
-        cells = width_cells(curve(r), WIDTHS)
+        cells = width_cells(curve(r), widths)
         lines.append(f"| {r['variant']} | {r['seed']} | {r['steps']:,} | {secs(r['train_seconds'])} | {cells} |")
     return "\n".join(lines)
 
 
-def block_long_times_short_published(m: dict) -> str:
-    """Trained length against the longest right (every measured length >= 99%), ours beside the published."""
-    x = m.get("long_times_short")
-    if not x:
-        return not_measured("long_times_short")
+def published_table(x: dict, experiment: str, published, what: str) -> str:
+    """Trained length against the longest right (every measured length >= 99%), ours (``experiment``'s seeds, not
+    the options) beside the published."""
     lines = ["| method | trained on | right up to | ratio |", "|---|---|---|---|"]
-    for method, trained, reached in PUBLISHED:
+    for method, trained, reached in published:
         lines.append(f"| {method} | {trained} digits | {reached} digits | {reached / trained:.1f}x |")
-    runs = [r for r in x["runs"] if r["command"] == "python train.py experiment=mul_n1"]  # the seeds, not the options
-    lines.append(ours_row("mul_n1", runs, [curve(r) for r in runs], TRAINED, what=", N x 1"))
+    runs = [r for r in x["runs"] if r["command"] == f"python train.py experiment={experiment}"]
+    lines.append(ours_row(experiment, runs, [curve(r) for r in runs], TRAINED, what=what))
     return "\n".join(lines)
+
+
+def block_long_times_short(m: dict) -> str:
+    x = m.get("long_times_short")
+    return runs_table(x) if x else not_measured("long_times_short")
+
+
+def block_long_times_short_published(m: dict) -> str:
+    x = m.get("long_times_short")
+    return published_table(x, "mul_n1", PUBLISHED, ", N x 1") if x else not_measured("long_times_short")
 
 
 BLOCKS = {"long_times_short": block_long_times_short, "long_times_short_published": block_long_times_short_published}

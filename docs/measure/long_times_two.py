@@ -1,0 +1,39 @@
+"""A long number times a two-digit one: ``experiment=mul_n2`` (N x 2 with its working) on seeds 0-2, trained on a
+of at most 9 digits; exact-match by a's length to 1,000 digits (the length analysis), and the same without the
+working on seed 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import Variant, not_measured, run_variants
+from .length import seconds_by_length
+from .long_times_short import PUBLISHED, published_table, runs_table
+
+COMMAND = "python train.py experiment=mul_n2 seed=S threads=1"
+COST = "~75 min"
+RUNS = [Variant("N x 2 with its working", "mul_n2", seeds=(0, 1, 2))]
+OPTIONS = [Variant("N x 2 without it (`data.show_work=false`)", "mul_n2", ("data.show_work=false",))]
+
+
+def measure(scratch: Path) -> dict:
+    """The experiment on seeds 0-2, then the option on seed 0 (two runs at a time): steps, training seconds,
+    exact-match by a's length and the seconds the 1,000-digit products took."""
+
+    def seconds(out: Path, _results: dict) -> dict:
+        return {"seconds_by_length": seconds_by_length(out)}
+
+    return {"command": COMMAND, "runs": run_variants(scratch, "long_times_two", RUNS + OPTIONS, seconds)}
+
+
+def block_long_times_two(m: dict) -> str:
+    x = m.get("long_times_two")
+    return runs_table(x) if x else not_measured("long_times_two")
+
+
+def block_long_times_two_published(m: dict) -> str:
+    x = m.get("long_times_two")
+    return published_table(x, "mul_n2", PUBLISHED, ", N x 2") if x else not_measured("long_times_two")
+
+
+BLOCKS = {"long_times_two": block_long_times_two, "long_times_two_published": block_long_times_two_published}
