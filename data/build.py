@@ -15,6 +15,8 @@ research settings (:class:`ResearchSettings`), all off by default:
   (streaming=false) is drawn once, uniformly, whatever they say.
 - b_digits: b drawn with at most this many digits, a at the full width (N x 1, N x 2: data/short_operand.py); 0:
   as many as a. With show_work (k >= 2): the lines a * b_j before the product (data/short_working.py).
+- running_product: with show_work, the working of a long b as a running product, b's digits from the top
+  (data/running_product.py).
 - streaming=false: train on a fixed set of ``n_train`` problems, an epoch a pass (data/epochs.py), instead of a
   fresh batch every step.
 """
@@ -30,6 +32,7 @@ from data.epochs import FixedSet
 from data.mixing import MixedDraws
 from data.operands import OperandDraws
 from data.problems import ProblemFormat
+from data.running_product import RunningProduct
 from data.sampler import ENUMERATE_LIMIT, ProblemSampler
 from data.short_operand import ShortOperand, b_digits
 from data.short_working import ShortWorking
@@ -38,17 +41,23 @@ from data.working import Working
 
 def problem_format(*args, **settings) -> ProblemFormat:
     """A :class:`ProblemFormat` from its settings (as ProblemFormat takes them: a checkpoint's ``fmt``, a config's,
-    and ``b_digits`` where b is short: :func:`format_dict`), with the working and the operand draws they ask for."""
+    and ``b_digits`` or ``running_product`` where they are set: :func:`format_dict`), with the working and the operand
+    draws they ask for."""
     names = [f.name for f in fields(ProblemFormat) if f.compare]
     settings.update(zip(names, args, strict=False))
     short_b = settings.pop("b_digits", 0)  # a short b (data/short_operand.py), saved beside the format's fields
+    running = settings.pop("running_product", False)  # the working as a running product (data/running_product.py)
     ShortOperand.check(short_b)
+    if not isinstance(running, bool) or (running and (short_b or not settings.get("show_work"))):
+        raise ValueError(f"running_product={running!r}: true (with show_work=true and b_digits=0) or false")
     for name in ("show_work", "larger_first"):
         if not isinstance(settings.get(name, False), bool):
             raise ValueError(f"{name}={settings[name]!r}: must be true or false")
     OperandDraws.shares(settings)
     varied = settings["mixed_lengths"] or settings["round_numbers"] or settings.get("larger_first")
-    working = (ShortWorking(short_b) if short_b else Working()) if settings.get("show_work") else None
+    working = None
+    if settings.get("show_work"):  # long multiplication's partial products, or the lines of a short b, or Horner's
+        working = RunningProduct() if running else ShortWorking(short_b) if short_b else Working()
     draws = OperandDraws() if varied else None
     fmt = ProblemFormat(**settings, working=working, draws=ShortOperand(short_b, draws) if short_b else draws)
     if working is not None:
@@ -56,14 +65,15 @@ def problem_format(*args, **settings) -> ProblemFormat:
     return fmt
 
 
-FORMAT_KEYS = (*(f.name for f in fields(ProblemFormat) if f.compare), "b_digits")  # what problem_format takes
+FORMAT_KEYS = (*(f.name for f in fields(ProblemFormat) if f.compare), "b_digits", "running_product")  # its settings
 
 
 def format_dict(fmt: ProblemFormat) -> dict:
     """What :func:`problem_format` rebuilds ``fmt`` from, as a checkpoint and results.json save it: the format's own
-    settings, and ``b_digits`` where b is drawn short (its working's layout depends on it)."""
-    short = b_digits(fmt)
-    return fmt.to_dict() | ({"b_digits": short} if short else {})
+    settings, ``b_digits`` where b is drawn short and ``running_product`` where that is the working (the working's
+    layout depends on them)."""
+    short, running = b_digits(fmt), isinstance(fmt.working, RunningProduct)
+    return fmt.to_dict() | ({"b_digits": short} if short else {}) | ({"running_product": True} if running else {})
 
 
 def check_room(sampler: ProblemSampler, split: str, n: int) -> None:
@@ -95,11 +105,12 @@ class ResearchSettings:
     hard_share: float = 0.0
     hard_fade_steps: int = 0
     b_digits: int = 0
+    running_product: bool = False
 
     @property
     def format_settings(self) -> dict:
         """The :class:`ProblemFormat`'s settings among these: its working and operand draws (b_digits too)."""
-        names = [f.name for f in fields(ProblemFormat) if hasattr(self, f.name)] + ["b_digits"]
+        names = [f.name for f in fields(ProblemFormat) if hasattr(self, f.name)] + ["b_digits", "running_product"]
         return {name: getattr(self, name) for name in names}
 
 
@@ -126,7 +137,8 @@ def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> Arithm
     config, research = settings.config, settings.research
     FixedSet.check(research.streaming, research.n_train, config.batch_size)
     HardCases.check(research.hard_share, research.hard_fade_steps)
-    MixedDraws.check(research.mixed_widths, research.streaming, research.show_work and not research.b_digits)
+    one_layout = research.show_work and not (research.b_digits or research.running_product)  # places read the rest
+    MixedDraws.check(research.mixed_widths, research.streaming, one_layout)
     fmt = problem_format(**config.format_settings, **research.format_settings)
     sampler = ProblemSampler(fmt, config.val_fraction, config.test_fraction)
     check_room(sampler, "val", config.n_val)

@@ -66,14 +66,35 @@ def place_ids(fmt: ProblemFormat, place_of: str = "predicted") -> list[int]:
     digit's place, so the query that writes the answer's tens and both operands' tens share one id (position
     coupling); "own": every answer digit gets its own place, like the operands' (abacus); "anchored": as
     "predicted", but b's digits are anchored, their places negative (-1 units, -2 tens, ...): seen from every
-    column by their own place, as a short multiplier is (model/positions.py)."""
+    column by their own place, as a short multiplier is (model/positions.py); "lined": as "predicted", with b's
+    digits placeless, and each id ``place + LINE_STRIDE * line`` (:func:`line_ids`: the working's line a token
+    writes, or whose multiplier digit it is)."""
     place = lambda p: 0 if p.place is None else p.place + 1  # noqa: E731
     layout = positions(fmt)
     if place_of == "own":
         return [place(p) for p in layout]
     predicted = [place(p) for p in layout[fmt.prompt_len :]]  # '=' and each answer token predict the next token
     prompt = [-place(p) if place_of == "anchored" and p.kind == "b" else place(p) for p in layout[: fmt.prompt_len - 1]]
+    if place_of == "lined":
+        prompt = [0 if p.kind == "b" else x for p, x in zip(layout, prompt, strict=False)]
+        return [x + LINE_STRIDE * line for x, line in zip(prompt + predicted + [0], line_ids(fmt), strict=True)]
     return prompt + predicted + [0]  # [EOS] predicts nothing
+
+
+LINE_STRIDE = 2**24  # place_of="lined": a token's id is its place + LINE_STRIDE * its line (places stay below it)
+
+
+def line_ids(fmt: ProblemFormat) -> list[int]:
+    """Per position, the line of the working it belongs to, counted from 1, the product the last (a running
+    product's, data/running_product.py): a token predicting a digit of line i (and a line's last digit, which
+    predicts its '+'), and b's digit that line i multiplies by (b's top digit: line 1); 0 for every other token."""
+    layout = positions(fmt)
+    ids = [fmt.digits - p.place if p.kind == "b" else 0 for p in layout[: fmt.prompt_len - 1]]
+    line = 1
+    for p in layout[fmt.prompt_len - 1 : -1]:  # '=' and every token after it but [EOS] predict the next one
+        line += p.kind == "then"  # a line's '+' predicts the next line's first digit
+        ids.append(line)
+    return ids + [0]
 
 
 def place_tensor(fmt: ProblemFormat, place_of: str, device: torch.device) -> torch.Tensor:
@@ -126,6 +147,8 @@ def training_places(
     spare = trained.digits + place_offset - fmt.digits  # places above this width's top one
     if fmt == trained and not spare:
         return None
+    if place_of == "lined":  # read by their differences alone (place_vectors=false): nothing to move
+        return place_tensor(fmt, place_of, seq.device)
     batch, device = len(seq), seq.device
     places = place_tensor(fmt, place_of, device)  # (seq_len,)
     out = shifted(places, torch.randint(spare + 1, (batch,), device=device))  # (B, seq_len)

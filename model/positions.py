@@ -12,8 +12,12 @@ field:
                       place (abacus embeddings, McLeish et al. 2024) -- or "anchored" -- as "predicted", with b's
                       digits anchored: its lowest ANCHORS seen from every column, each scored by its own place
                       (with place_bias), the rest hidden, so a short multiplier reaches every column of a long
-                      product and nothing grows with the width. The places come from the problem format
-                      (:func:`data.positions.place_ids`).
+                      product and nothing grows with the width -- or "lined" -- as "predicted", for a working
+                      written in lines (a running product): each token also carries its line, and a query on a line
+                      sees, of the tokens on lines, its own line's and the line before's only, each scored as such;
+                      b's digits are placeless, each on the line it multiplies, so however many lines b's length
+                      makes, a line reads the one before it and its own digit of b. The places come from the
+                      problem format (:func:`data.positions.place_ids`).
   position_embedding  false: no learned absolute positions, only places (coupling): the same place can then only
                       be found by its place, and '+' and '*' do not need to tell a from b.
   place_vectors       false (with place_bias): no vector per place is added to the tokens; places only score and
@@ -53,11 +57,12 @@ import torch
 from torch import nn
 
 from data.checks import check_whole, is_whole
+from data.positions import LINE_STRIDE, training_places
 from data.positions import place_ids as places_of
-from data.positions import training_places
 from data.problems import ProblemFormat
 
-PLACE_SCHEMES = ("predicted", "own", "anchored")  # PlaceConfig.place_of
+PLACE_SCHEMES = ("predicted", "own", "anchored", "lined")  # PlaceConfig.place_of
+LINE_BUCKETS = 3  # "lined": a key's line against the query's -- not both on a line, the same line, the line before
 ANCHORS = 4  # anchored places seen from every column, each with a score of its own (b's units .. thousands); b's
 # higher places are hidden from every query: their zeros would otherwise grow in number with the problem's width
 
@@ -90,8 +95,8 @@ class PlaceConfig:
             raise ValueError("place_bias > 0 needs place_embedding=true (a position scheme with places)")
         if not self.place_vectors and not self.place_bias:
             raise ValueError("place_vectors=false needs place_bias > 0: places must then score the attention")
-        if self.place_of == "anchored" and self.place_vectors:
-            raise ValueError("place_of=anchored needs place_vectors=false: anchored places only score the attention")
+        if self.place_of in ("anchored", "lined") and self.place_vectors:
+            raise ValueError(f"place_of={self.place_of} needs place_vectors=false: its places only score the attention")
         if self.place_window and not self.place_bias:
             raise ValueError("place_window=true needs place_bias > 0: the window's half-width in places")
         if not is_whole(self.log_scale) or self.log_scale < 0 or self.log_scale == 1:
@@ -151,9 +156,11 @@ class PlaceScheme(nn.Module):
             self.register_buffer("place_ids", torch.tensor(place_ids), persistent=False)  # (trained seq_len,)
         if cfg.place_embedding and cfg.place_vectors:
             self.place_emb = nn.Embedding(max(place_ids) + 1 + cfg.place_offset, model.d_model)
-        if cfg.place_bias:  # (place-difference buckets and any anchored places', one bias per layer and head)
+        if cfg.place_bias:  # (place-difference buckets and any anchored places', one bias per layer and head; with
+            # lines, those for each of LINE_BUCKETS)
             anchors = ANCHORS if cfg.place_of == "anchored" else 0
-            self.place_scores = nn.Embedding(2 * cfg.place_bias + 4 + anchors, model.n_layers * model.n_heads)
+            lines = LINE_BUCKETS if cfg.place_of == "lined" else 1
+            self.place_scores = nn.Embedding((2 * cfg.place_bias + 4 + anchors) * lines, model.n_layers * model.n_heads)
         self.d_model, self.block_size = model.d_model, model.block_size
 
     def after_init(self) -> None:
@@ -221,14 +228,22 @@ class PlaceScheme(nn.Module):
         places = self.places_to(T_k, places)
         if places.dim() == 1:
             places = places.unsqueeze(0)  # (1, T_k): the same for every sequence
+        lined = self.cfg.place_of == "lined"
+        if lined:  # each id is place + LINE_STRIDE * line (data/positions.py)
+            lines, places = places // LINE_STRIDE, places % LINE_STRIDE
         query, key = places[:, T_k - T_q :, None], places[:, None, :]  # (B, T_q, 1), (B, 1, T_k)
         bucket = (query - key).clamp(-K - 1, K + 1) + K + 1  # 0 .. 2K + 2: farther below, -K .. K, farther above
         bucket = bucket.masked_fill((query <= 0) | (key == 0), 2 * K + 3)  # a token with no place (or anchored)
         anchored = self.cfg.place_of == "anchored"
         if anchored:  # an anchored key (place -p): a score of its own place, from anywhere
             bucket = torch.where(key < 0, 2 * K + 3 + (-key).clamp(max=ANCHORS), bucket)
-        table = self.place_scores(bucket)  # (B, T_q, T_k, n_layers * n_heads)
         hidden = key < -ANCHORS if anchored else None  # anchored places beyond the scored ones
+        if lined:  # a query on a line sees, of the keys on lines, its own line's and the line before's only
+            q_line, k_line = lines[:, T_k - T_q :, None], lines[:, None, :]
+            on_lines, gap = (q_line > 0) & (k_line > 0), q_line - k_line
+            hidden = on_lines & ((gap < 0) | (gap > 1))
+            bucket = bucket + (2 * K + 4) * torch.where(on_lines, 1 + gap.clamp(0, 1), 0)
+        table = self.place_scores(bucket)  # (B, T_q, T_k, n_layers * n_heads)
         if self.cfg.place_window:  # hidden: keys more than K places away, and every digit from a token with no place
             far = (key > 0) & ((query <= 0) | ((query - key).abs() > K))  # a query always sees itself
             hidden = far if hidden is None else hidden | far

@@ -1,0 +1,100 @@
+"""A long number times a long one (data.running_product, model.place_of=lined): the working's lines are the running
+product of a and b's top digits, the same in tokens and in text at any width, and a line sees, of the working, only
+itself, the line before and its own digit of b, however many lines there are."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from data.build import format_dict, problem_format
+from data.positions import LINE_STRIDE, line_ids, place_ids, positions
+from data.problems import ProblemEncoder
+from data.running_product import RunningProduct
+from data.text import parse_answer, prompt_text, written_text
+from data.tokenizer import CharTokenizer
+from model.build import build_transformer, transformer_config
+from tests.test_length import random_place_scores
+
+NM = {"digits": 4, "operators": "*", "show_work": True, "running_product": True, "mixed_lengths": True}
+
+
+def test_each_line_is_a_times_bs_top_digits_and_the_last_is_the_product():
+    fmt = problem_format(**{**NM, "digits": 3})
+    assert written_text(fmt, 123, "*", 456) == "294000+" + "535500+" + "880650"  # 492, 5535, 56088 units first
+    written = written_text(fmt, 123, "*", 456)
+    assert parse_answer(fmt, written) == 123 * 456
+    one = problem_format(**{**NM, "digits": 1})
+    assert written_text(one, 7, "*", 8) == "65"  # one digit of b: no line before the product
+
+
+def test_the_encoders_tokens_are_the_text_of_every_problem():
+    fmt, tokenizer = problem_format(**NM), CharTokenizer()
+    a, op_idx, b = fmt.random_problems(300, torch.Generator().manual_seed(0))
+    seqs = ProblemEncoder(fmt, tokenizer.vocab).encode(a, op_idx, b)
+    for seq, x, y in zip(seqs.tolist(), a.tolist(), b.tolist(), strict=True):
+        assert seq == tokenizer.encode(prompt_text(fmt, x, "*", y) + written_text(fmt, x, "*", y), bos=True, eos=True)
+
+
+def test_a_long_problem_is_written_in_unbounded_ints():
+    fmt = problem_format(**NM).at_width(30)
+    a, b = int("9" * 30), int("8" * 29 + "7")
+    lines = written_text(fmt, a, "*", b).split("+")
+    assert [int(line[::-1]) for line in lines] == [a * (b // 10 ** (29 - i)) for i in range(30)]
+
+
+def test_the_format_saves_its_working_and_its_settings_are_checked():
+    fmt = problem_format(**NM)
+    assert format_dict(fmt)["running_product"] is True
+    assert isinstance(problem_format(**format_dict(fmt)).working, RunningProduct)
+    for bad in ({"show_work": False}, {"b_digits": 2}, {"running_product": "yes"}):
+        with pytest.raises(ValueError, match="running_product="):
+            problem_format(**{**NM, **bad})
+    with pytest.raises(ValueError, match="running_product=true with operators='\\+\\*'"):
+        problem_format(**{**NM, "operators": "+*"})
+
+
+def test_lines_are_counted_from_the_first_and_b_digits_sit_on_the_line_they_multiply():
+    fmt = problem_format(**{**NM, "digits": 3})
+    shown = [(p.short, line) for p, line in zip(positions(fmt), line_ids(fmt), strict=True) if line]
+    assert shown[:4] == [("b2", 1), ("b1", 2), ("b0", 3), ("=", 1)]  # b's top digit: the first line's multiplier
+    then = [line for p, line in zip(positions(fmt), line_ids(fmt), strict=True) if p.kind == "then"]
+    assert then == [2, 3]  # a line's '+' predicts the next line's first digit
+    ids = place_ids(fmt, "lined")
+    assert all(i // LINE_STRIDE == line for i, line in zip(ids, line_ids(fmt), strict=True))
+    assert [i % LINE_STRIDE for i, p in zip(ids, positions(fmt), strict=True) if p.kind == "b"] == [0, 0, 0]
+
+
+def test_a_line_of_a_long_product_sees_the_line_before_and_its_digit_of_b_only():
+    fmt = problem_format(**NM)
+    cfg = transformer_config(
+        vocab_size=CharTokenizer().vocab_size, block_size=fmt.seq_len, d_model=32, n_heads=4, n_layers=2,
+        place_embedding=True, place_vectors=False, position_embedding=False, place_of="lined", place_bias=1,
+        place_window=True,
+    )  # fmt: skip
+    net = random_place_scores(build_transformer(cfg, fmt))
+    long = fmt.at_width(20)
+    places = torch.tensor(place_ids(long, "lined"))
+    table = net.places.place_score_table(long.seq_len, long.seq_len, places)  # (L, 1, H, T, T)
+    layout, lines = positions(long), line_ids(long)
+    at = lambda kind, place, line=None: next(  # noqa: E731
+        i for i, p in enumerate(layout) if p.kind == kind and p.place == place and (line is None or p.line == line)
+    )
+    q = at("work", 10, 14)  # predicts digit 11 of line 15 (work line 14, counted from 0)
+    assert lines[q] == 15
+    seen = lambda k: bool(torch.isfinite(table[..., q, k]).all())  # noqa: E731
+    assert seen(at("work", 10, 13)) and seen(at("work", 9, 13))  # the line before, at its column and the one below
+    assert not seen(at("work", 10, 12)) and not seen(at("work", 2, 13))  # two lines up; far columns
+    b_mine, b_before = at("b", 20 - 15), at("b", 20 - 14)  # b's digits of lines 15 and 14
+    assert seen(b_mine) and seen(b_before) and not seen(at("b", 0))
+    assert not torch.equal(table[..., q, b_mine], table[..., q, b_before])  # told apart by their line
+    assert seen(at("a", 11)) and seen(at("a", 10)) and not seen(at("a", 2))  # a: its column's window only
+
+
+def test_experiment_mul_nm_trains_on_the_running_product_with_lines(tmp_path):
+    from tests.conftest import compose_config, with_run_dir
+    from training.assemble import build_objects
+
+    datamodule, module, _, _ = build_objects(with_run_dir(compose_config(["experiment=mul_nm"]), tmp_path))
+    assert isinstance(module.fmt.working, RunningProduct) and module.hparams["fmt"]["running_product"] is True
+    assert module.net.cfg.places.place_of == "lined" and not module.net.has_table
