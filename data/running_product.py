@@ -2,8 +2,8 @@
 b's digits taken from the top, each line ten times the line before plus a times the next digit of b, so that line i
 is a times b's top i + 1 digits and the last line is the product:
 
-    123*456=  0000294+  0002265+  0008065      a*4 = 492, a*45 = 5535, then a*456 = 56088
-              (each reversed: 492 is written 294 with its zeros after it; spaces added)
+    123*456=  294000+  535500+  880650      a*4 = 492, a*45 = 5535, then a*456 = 56088, each written
+                                            units first, 6 digits wide (spaces added)
 
 Every digit of a line is then the digit one place below it on the line before, one digit of a times b's digit for
 this line, and a carry of at most 9 that the digit written before it tells apart: the same few digits at every

@@ -1,8 +1,8 @@
 """The working of a long number times a short one (``show_work`` with ``b_digits`` = k >= 2): before the product,
 one line per digit of b above its units, a times that digit, each as wide as the answer and in its digit order:
 
-    123456*78=  0000000864198+  0009630468     a*7 = 864192 written reversed, then the product 9630468
-                (reversed: 2914680000000)        reversed; spaces added
+    123456*000078=  291468000000+  865926900000     a*7 = 864192, then the product a*78 = 9629568, each
+                                                    written units first, 12 digits wide (spaces added)
 
 The product is then a*b_0 + 10*(a*b_1) + ... : at every column, one digit of a times b's units, the digits of the
 lines just below it and a carry of at most 9 (for k = 2), which the digit written before it tells apart -- the
