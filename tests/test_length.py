@@ -341,6 +341,18 @@ def test_length_widths_are_every_width_to_four_times_trained_then_a_ladder_to_th
     assert length_widths(10, 1000) == [*range(1, 41), 50, 100, 200, 500, 1000]
     assert length_widths(3, 7) == list(range(1, 8))
     assert [problems_at(w, 500) for w in (100, 200, 500, 1000)] == [500, 500, 100, 50]
+    assert length_widths(3, 1000) == [*range(1, 13), 20, 30, 50, 100, 200, 500, 1000]
+
+
+def test_a_working_that_grows_with_both_operands_is_asked_as_far_as_its_tokens_allow():
+    from data.build import problem_format
+
+    fmt = problem_format(digits=9, operators="*", show_work=True, running_product=True)
+    tokens = lambda width: fmt.at_width(width).seq_len  # noqa: E731  ~2 * width^2
+    widths = length_widths(9, 10_000, tokens)
+    assert widths == [*range(1, 19), 20, 30, 50]  # 4x the trained tokens (192) reach 18 digits; 100 x 100: 20,303
+    assert problems_at(50, 500, tokens(50)) == 500 * 1205 // tokens(50) < problems_at(20, 500, tokens(20)) == 500
+    assert problems_at(1000, 500, 6005) == 50  # N x 2 at 1,000 digits: as many as by its width
 
 
 def test_own_places_number_every_digit_by_its_own_place():

@@ -49,20 +49,27 @@ def long_problems(
     return [Problem(a, op, b) for a, b in pairs]
 
 
-LADDER = (50, 100, 200, 500, 1000)  # widths beyond every one of 1..4x trained, roughly log-spaced
+LADDER = (20, 30, 50, 100, 200, 500, 1000)  # widths beyond every one of 1..4x trained, roughly log-spaced
 LONG = 200  # widths up to this get the full number of problems; longer ones fewer (their cost grows as length^2)
+LONG_TOKENS = 1_205  # sequences up to this long (N x 2 at 200 digits) get the full number; longer ones fewer
+MOST_TOKENS = 8_000  # no longer sequence is asked (a 1,000-digit N x 2 is 6,005 tokens; a 100 x 100 product's
+# running product 20,303)
 
 
-def length_widths(trained: int, longest: int) -> list[int]:
-    """The widths the analysis asks: every one from 1 to 4x the trained width (as far as ``longest``), then
-    :data:`LADDER` up to ``longest`` -- a model with no table of places is asked up to 1,000 digits."""
-    every = list(range(1, min(longest, 4 * trained) + 1))
-    return every + [w for w in LADDER if every[-1] < w <= longest]
+def length_widths(trained: int, longest: int, tokens=lambda width: 0) -> list[int]:
+    """The widths the analysis asks: every one from 1 to 4x the trained width (as far as ``longest``, and as far as
+    4x the trained width's tokens), then :data:`LADDER` up to ``longest`` and :data:`MOST_TOKENS` -- a model with
+    no table of places is asked up to 1,000 digits. ``tokens``: a width's sequence length (a working whose lines
+    grow with the width makes it grow as width^2)."""
+    every = [w for w in range(1, min(longest, 4 * trained) + 1) if tokens(w) <= 4 * tokens(trained)]
+    return every + [w for w in LADDER if every[-1] < w <= longest and tokens(w) <= MOST_TOKENS]
 
 
-def problems_at(width: int, n: int) -> int:
-    """How many problems a width gets: ``n`` up to :data:`LONG` digits, then n / 5 at 500 and n / 10 at 1,000."""
-    return n if width <= LONG else max(1, n * LONG // (2 * width))
+def problems_at(width: int, n: int, tokens: int = 0) -> int:
+    """How many problems a width gets: ``n`` up to :data:`LONG` digits, then n / 5 at 500 and n / 10 at 1,000; and
+    at most n * LONG_TOKENS / tokens, for sequences of more than :data:`LONG_TOKENS` tokens."""
+    by_width = n if width <= LONG else max(1, n * LONG // (2 * width))
+    return min(by_width, max(1, n * LONG_TOKENS // max(tokens, LONG_TOKENS)))
 
 
 def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[LengthRow]:
@@ -70,7 +77,10 @@ def accuracy_by_length(calc, widths: list[int], n: int, seed: int = 0) -> list[L
     width: every answer token the model writes compared with the true one."""
     rows, jobs = [], [(op, width) for op in calc.fmt.operators for width in widths]
     for op, width in track(jobs, "length", part=lambda job: f"'{job[0]}' at {job[1]} digits"):  # terminal only
-        problems = long_problems(op, width, problems_at(width, n), seed, calc.fmt.larger_first, b_digits(calc.fmt))
+        tokens = calc.fmt.at_width(width).seq_len
+        problems = long_problems(
+            op, width, problems_at(width, n, tokens), seed, calc.fmt.larger_first, b_digits(calc.fmt)
+        )
         fmt = calc.fmt.at_width(calc.width_of(problems[0]))
         seqs = calc.encode(problems, fmt)  # (n, seq_len)
         start = time.perf_counter()
@@ -98,7 +108,8 @@ class Length(Analysis):
     title = "Beyond the trained length"
     intro = (
         "Exact-match on problems whose operands both have the given number of digits, from 1 to as many as the "
-        "model can address (every length to 4x the trained one, then 50, 100, 200, 500 and 1,000 digits). The shaded "
+        "model can address (every length to 4x the trained one, then 20, 30, 50, 100, 200, 500 and 1,000 digits, as "
+        "far as 8,000 tokens: a working that grows with both operands stops sooner). The shaded "
         "range is the lengths it trained on; beyond it, the model adds numbers longer than any it has seen, or not."
     )
     columns = (
@@ -116,7 +127,9 @@ class Length(Analysis):
         calc = Calculator(ctx.module.net, ctx.fmt, CharTokenizer())
         if calc.longest <= calc.trained_digits or not ctx.length_problems:
             return []
-        return accuracy_by_length(calc, length_widths(calc.trained_digits, calc.longest), ctx.length_problems)
+        tokens = lambda width: calc.fmt.at_width(width).seq_len  # noqa: E731
+        widths = length_widths(calc.trained_digits, calc.longest, tokens)
+        return accuracy_by_length(calc, widths, ctx.length_problems)
 
     def figure(self, rows: list[LengthRow], ctx: Context):
         return length_curves({f"'{op}'": self.curve(rows, op) for op in ctx.fmt.operators}, ctx.fmt.digits)
