@@ -203,6 +203,11 @@ const TinycalcLab = (() => {
           (longer(f) ? `: ${longer(f)}` : "") };
       }
     }
+    const bSignificant = b.replace(/^0+(?=\d)/, "");
+    if (f.b_limit && bSignificant.length > f.b_limit) {  // calc.py's words (data/expressions.py)
+      return { error: `${bSignificant} has ${bSignificant.length} digits; this model multiplies by numbers of at ` +
+        `most ${f.b_limit}` };
+    }
     if (op === "-" && f.larger_first && BigInt(a) < BigInt(b)) return { error: "this model writes a - b with a >= b" };
     const pad = (n) => n.replace(/^0+(?=\d)/, "").padStart(f.digits, "0");
     const ids = [f.vocab["[BOS]"], ...[...(pad(a) + op + pad(b) + "=")].map((c) => f.vocab[c])];

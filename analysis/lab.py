@@ -30,6 +30,7 @@ import torch
 
 from data.build import problem_format
 from data.problems import ProblemFormat
+from data.short_working import b_limit
 from model.calculator import longest_digits
 from model.hooks import head_label, hook_name
 from model.positions import attention_terms
@@ -70,6 +71,7 @@ def format_of(fmt: ProblemFormat, vocab: dict[str, int]) -> dict:
         "result_len": fmt.result_len,
         "prompt_len": fmt.prompt_len,
         "larger_first": fmt.larger_first,
+        "b_limit": b_limit(fmt),  # the most digits b may have (a working of a short b), 0: any
         "vocab": vocab,
     }
 

@@ -50,6 +50,28 @@ KINDS = {  # the issue's five, then the attention variants beside them (SLOW_KIN
         },
     ),  # fmt: skip
     "grouped_log_scaled": ({"operators": "+-"}, {"n_kv_heads": 2, "log_scale": 8}),
+    "mul_n2": (  # experiment=mul_n2's: a short b anchored, one line of working
+        {"digits": 3, "operators": "*", "show_work": True, "b_digits": 2},
+        {
+            "place_embedding": True,
+            "place_vectors": False,
+            "position_embedding": False,
+            "place_of": "anchored",
+            "place_bias": 1,
+            "place_window": True,
+        },
+    ),
+    "mul_nm": (  # experiment=mul_nm's: a running product, its lines seen by their line
+        {"digits": 3, "operators": "*", "show_work": True, "running_product": True},
+        {
+            "place_embedding": True,
+            "place_vectors": False,
+            "position_embedding": False,
+            "place_of": "lined",
+            "place_bias": 1,
+            "place_window": True,
+        },
+    ),
     "abacus_no_bias": ({}, {"place_embedding": True, "position_embedding": False, "place_of": "own", "bias": False}),
 }
 
@@ -171,6 +193,12 @@ def test_the_page_writes_and_reads_problems_as_the_format_does(browser, built):
         other = next(o for o in "+-*" if o not in fmt.operators)
         error = page.evaluate("t => TinycalcLab.encodeProblem(M, t).error", f"1{other}2")
         assert error.startswith(f"this model was not trained on {other!r}"), error
+    _, fmt, _, path = built("mul_n2")  # a working with a line per digit of b: b no longer than that
+    page = browser.new_page()
+    page.goto(path.as_uri())
+    error = page.evaluate("t => TinycalcLab.encodeProblem(M, t).error", "12*345")
+    assert error == "345 has 3 digits; this model multiplies by numbers of at most 2"  # calc.py's words
+    assert page.evaluate("t => TinycalcLab.encodeProblem(M, t).error", "12*045") is None
 
 
 def test_the_page_says_in_one_line_that_calc_py_asks_a_model_with_no_table_longer_problems(browser, built):
