@@ -25,6 +25,7 @@ SECTIONS = [
     "length_options",
     "long_times_short",
     "long_times_two",
+    "long_times_long",
     "answer_order",
     "add10",
     "add10_recipe",

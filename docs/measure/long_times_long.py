@@ -1,0 +1,44 @@
+"""A long number times a long one: ``experiment=mul_nm`` (N x M with its working, a running product) on seeds 0-2,
+trained on a and b of at most 6 digits; exact-match with both operands of each length, as far as 50 x 50 digits
+(the length analysis), and the same without lines on seed 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import Variant, not_measured, run_variants
+from .length import seconds_by_length
+from .long_times_short import published_table, runs_table
+
+COMMAND = "python train.py experiment=mul_nm seed=S threads=1"
+COST = "~60 min"
+RUNS = [Variant("N x M with its working", "mul_nm", seeds=(0, 1, 2))]
+OPTIONS = [Variant("N x M without lines (`model.place_of=predicted`)", "mul_nm", ("model.place_of=predicted",))]
+WIDTHS = (6, 9, 12, 20, 30, 50)  # both operands' digits
+TRAINED = 6
+PUBLISHED = (("N x M, a scratchpad and multi-level coupling (Cho et al. 2025)", 10, 20),)  # about 20 x 15
+
+
+def measure(scratch: Path) -> dict:
+    """The experiment on seeds 0-2, then the option on seed 0 (two runs at a time): steps, training seconds,
+    exact-match by the operands' length and the seconds each length took."""
+
+    def seconds(out: Path, _results: dict) -> dict:
+        return {"seconds_by_length": seconds_by_length(out)}
+
+    return {"command": COMMAND, "runs": run_variants(scratch, "long_times_long", RUNS + OPTIONS, seconds)}
+
+
+def block_long_times_long(m: dict) -> str:
+    x = m.get("long_times_long")
+    return runs_table(x, WIDTHS) if x else not_measured("long_times_long")
+
+
+def block_long_times_long_published(m: dict) -> str:
+    x = m.get("long_times_long")
+    if not x:
+        return not_measured("long_times_long")
+    return published_table(x, "mul_nm", PUBLISHED, ", N x M", TRAINED)
+
+
+BLOCKS = {"long_times_long": block_long_times_long, "long_times_long_published": block_long_times_long_published}
