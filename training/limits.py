@@ -162,7 +162,7 @@ def _whole(value) -> bool:
 
 def sizes_of(cfg: DictConfig) -> Sizes | None:
     """The sizes a config asks for, or None when one is not a valid value (its owner then says so)."""
-    from data.build import problem_format
+    from data.build import FORMAT_KEYS, problem_format
     from data.positions import place_ids
     from data.tokenizer import CharTokenizer
 
@@ -179,7 +179,7 @@ def sizes_of(cfg: DictConfig) -> Sizes | None:
     if not all(_whole(v) for v in whole):
         return None
     try:
-        fmt = problem_format(t.get("digits"), t.get("operators"), t.get("reverse_answer"), t.get("show_work"))
+        fmt = problem_format(**{key: t[key] for key in FORMAT_KEYS if key in t})  # with its working's own lines
     except (TypeError, ValueError):
         return None
     held_out = t["n_val"] + t["n_test"] + (0 if t.get("streaming", True) else int(t.get("n_train") or 0))
