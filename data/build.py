@@ -110,8 +110,7 @@ class ResearchSettings:
     @property
     def format_settings(self) -> dict:
         """The :class:`ProblemFormat`'s settings among these: its working and operand draws (b_digits too)."""
-        names = [f.name for f in fields(ProblemFormat) if hasattr(self, f.name)] + ["b_digits", "running_product"]
-        return {name: getattr(self, name) for name in names}
+        return {name: getattr(self, name) for name in FORMAT_KEYS if hasattr(self, name)}
 
 
 @dataclass(frozen=True)

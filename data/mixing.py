@@ -17,11 +17,15 @@ from data.problems import ProblemEncoder, ProblemFormat
 from data.sampler import ProblemSampler
 
 
-@functools.cache
 def width_of(fmt: ProblemFormat, seq_len: int) -> ProblemFormat:
     """``fmt`` at the width whose sequences are ``seq_len`` tokens long (ValueError if none is): the layout of a
     ``mixed_widths`` training batch, known from its length -- what training/assemble.py hands the module as its
     ``widths``."""
+    return _width_of(fmt, type(fmt.working), seq_len)
+
+
+@functools.cache  # per working too: formats equal in their settings may hold different workings
+def _width_of(fmt: ProblemFormat, _working: type, seq_len: int) -> ProblemFormat:
     for digits in range(1, seq_len):
         if fmt.at_width(digits).seq_len == seq_len:
             return fmt.at_width(digits)
@@ -36,14 +40,16 @@ class MixedDraws:
         self.widths: dict[int, tuple[ProblemSampler, ProblemEncoder]] = {}
 
     @staticmethod
-    def check(mixed_widths: bool, streaming: bool, show_work: bool) -> None:
-        """ValueError unless the datamodule's mixed_widths can be streamed."""
+    def check(mixed_widths: bool, streaming: bool, long_working: bool) -> None:
+        """ValueError unless the datamodule's mixed_widths can be streamed (``long_working``: show_work's long
+        multiplication, whose layout is learned one width at a time)."""
         if not isinstance(mixed_widths, bool):
             raise ValueError(f"mixed_widths={mixed_widths!r}: must be true or false")
-        if mixed_widths and (show_work or not streaming):
+        if mixed_widths and (long_working or not streaming):
             raise ValueError(
-                "mixed_widths=true: needs streaming=true and show_work=false (batches of every width are drawn "
-                "as they are trained on, and working has one layout per width)"
+                "mixed_widths=true: needs streaming=true, and show_work=false unless b_digits or running_product "
+                "is set (batches of every width are drawn as they are trained on, and long multiplication's "
+                "working has one layout per width)"
             )
 
     def at_width(self, stream, digits: int) -> tuple[ProblemSampler, ProblemEncoder]:

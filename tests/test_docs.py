@@ -310,3 +310,13 @@ def test_the_gpu_section_says_its_card_and_day_and_what_was_not_measured():
         )
         assert done.returncode != 0 and done.stderr.strip().count("\n") == 0 and "NVIDIA GPU" in done.stderr
         assert all(not s.needs_gpu for s in REGEN.SECTIONS if s.name != "gpu")
+
+
+def test_the_published_tables_last_row_is_ours_at_our_trained_length():
+    """Our row says how long our runs trained on, not the last paper's (the table's rows once shared a name)."""
+    table = REGEN.MODULES["long_times_short"].published_table
+    runs = [{"command": "python train.py experiment=mul_n1", "seed": s, "length": {"*": {"9": 1.0, "20": 1.0}}}
+            for s in (0, 1)]  # fmt: skip
+    rows = table({"runs": runs}, "mul_n1", (("a paper", 5, 35),), ", N x 1", 9).splitlines()
+    assert rows[2] == "| a paper | 5 digits | 35 digits | 7.0x |"
+    assert rows[3].endswith("| 9 digits | 20 / 20 digits (every length measured, >= 99%) | 2x |")

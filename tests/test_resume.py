@@ -71,6 +71,16 @@ def test_a_format_field_the_checkpoint_was_not_trained_with_is_still_refused(tmp
         resumed(run)
 
 
+def test_a_working_the_checkpoint_was_not_trained_with_is_refused(tmp_path):
+    """running_product=false is format_dict's default (not saved): the layouts themselves are compared."""
+    run = interrupted_run(tmp_path / "run", "experiment=mul_nm", "data.digits=3", "data.n_val=200")
+    config = OmegaConf.load(run / "config.yaml")
+    config.data.running_product = False  # long multiplication's working instead: another layout
+    OmegaConf.save(config, run / "config.yaml")
+    with pytest.raises(ConfigError, match="with Working, but the checkpoint .* with RunningProduct"):
+        resumed(run)
+
+
 @pytest.mark.parametrize("wandb_id", ["bad/id", "a:b", " x", "", "x" * 200, 7])
 def test_a_wandb_id_wandb_would_reject_is_one_line_before_anything_is_written(tmp_path, wandb_id):
     run = interrupted_run(tmp_path / "run", *SHORT_RUN[:5], record={**INTERRUPTED, "wandb_run_id": wandb_id})

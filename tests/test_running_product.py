@@ -91,6 +91,18 @@ def test_a_line_of_a_long_product_sees_the_line_before_and_its_digit_of_b_only()
     assert seen(at("a", 11)) and seen(at("a", 10)) and not seen(at("a", 2))  # a: its column's window only
 
 
+def test_lines_need_a_working_written_in_lines():
+    fmt = problem_format(digits=3, operators="+")
+    with pytest.raises(ValueError, match="place_of=lined needs a working written in lines"):
+        build_transformer(
+            transformer_config(
+                vocab_size=CharTokenizer().vocab_size, block_size=fmt.seq_len, place_embedding=True,
+                place_vectors=False, position_embedding=False, place_of="lined", place_bias=1,
+            ),
+            fmt,
+        )  # fmt: skip
+
+
 def test_experiment_mul_nm_trains_on_the_running_product_with_lines(tmp_path):
     from tests.conftest import compose_config, with_run_dir
     from training.assemble import build_objects

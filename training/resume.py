@@ -183,6 +183,13 @@ def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path
                 f"{label}: config.yaml says {key}={value} but the checkpoint {checkpoint} was trained with "
                 f"{key}={trained[key]}; a run continues with the config it was trained with"
             )
+    layout = lambda f: (type(f.working).__name__, f.seq_len)  # noqa: E731  a key absent from one side: its default
+    if layout(fmt) != layout(calc.fmt):
+        raise ConfigError(
+            f"{label}: config.yaml's data settings write {fmt.seq_len}-token problems with {layout(fmt)[0]}, but the "
+            f"checkpoint {checkpoint} was trained on {calc.fmt.seq_len}-token ones with {layout(calc.fmt)[0]}; a run "
+            "continues with the config it was trained with"
+        )
 
 
 def _same(a, b) -> bool:

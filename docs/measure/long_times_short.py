@@ -54,8 +54,8 @@ def published_table(x: dict, experiment: str, published, what: str, trained: int
     """Trained length against the longest right (every measured length >= 99%), ours (``experiment``'s seeds, not
     the options) beside the published."""
     lines = ["| method | trained on | right up to | ratio |", "|---|---|---|---|"]
-    for method, trained, reached in published:
-        lines.append(f"| {method} | {trained} digits | {reached} digits | {reached / trained:.1f}x |")
+    for method, theirs, reached in published:
+        lines.append(f"| {method} | {theirs} digits | {reached} digits | {reached / theirs:.1f}x |")
     runs = [r for r in x["runs"] if r["command"] == f"python train.py experiment={experiment}"]
     lines.append(ours_row(experiment, runs, [curve(r) for r in runs], trained, what=what))
     return "\n".join(lines)
