@@ -41,4 +41,19 @@ def block_long_times_long_published(m: dict) -> str:
     return published_table(x, "mul_nm", PUBLISHED, ", N x M", TRAINED)
 
 
-BLOCKS = {"long_times_long": block_long_times_long, "long_times_long_published": block_long_times_long_published}
+def block_long_times_long_best(m: dict) -> str:
+    """Per run, the validation whose weights were kept (the best) and its step, against the steps trained."""
+    x = m.get("long_times_long")
+    if not x:
+        return not_measured("long_times_long")
+    lines = ["| task | seed | best validation exact-match | at step | of |", "|---|---|---|---|---|"]
+    for r in x["runs"]:
+        lines.append(f"| {r['variant']} | {r['seed']} | {r['best_val']:.1%} | {r['best_val_step']:,} | {r['steps']:,} |")
+    return "\n".join(lines)
+
+
+BLOCKS = {
+    "long_times_long": block_long_times_long,
+    "long_times_long_best": block_long_times_long_best,
+    "long_times_long_published": block_long_times_long_published,
+}
