@@ -48,7 +48,8 @@ def block_long_times_long_best(m: dict) -> str:
         return not_measured("long_times_long")
     lines = ["| task | seed | best validation exact-match | at step | of |", "|---|---|---|---|---|"]
     for r in x["runs"]:
-        lines.append(f"| {r['variant']} | {r['seed']} | {r['best_val']:.1%} | {r['best_val_step']:,} | {r['steps']:,} |")
+        best = f"{r['best_val']:.1%} | {r['best_val_step']:,}"
+        lines.append(f"| {r['variant']} | {r['seed']} | {best} | {r['steps']:,} |")
     return "\n".join(lines)
 
 
