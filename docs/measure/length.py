@@ -64,7 +64,7 @@ def ours_row(experiment: str, runs: list[dict], curves: list[dict], trained: int
     return (
         f"| this project, `experiment={experiment}`{what} (seeds {'/'.join(str(r['seed']) for r in runs)}{timed}) "
         f"| {trained} digits | {' / '.join(f'{w:,}' for w in reach)} digits (every length measured, >= 99%) "
-        f"| {min(reach) // trained}x |"
+        f"| {f'{min(reach) // trained}x' if min(reach) >= trained else 'below 1x'} |"
     )
 
 
