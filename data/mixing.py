@@ -15,17 +15,18 @@ import torch
 from data.difficulty import HardCases
 from data.problems import ProblemEncoder, ProblemFormat
 from data.sampler import ProblemSampler
+from data.working import layout_of
 
 
 def width_of(fmt: ProblemFormat, seq_len: int) -> ProblemFormat:
     """``fmt`` at the width whose sequences are ``seq_len`` tokens long (ValueError if none is): the layout of a
     ``mixed_widths`` training batch, known from its length -- what training/assemble.py hands the module as its
     ``widths``."""
-    return _width_of(fmt, type(fmt.working), seq_len)
+    return _width_of(fmt, layout_of(fmt), seq_len)
 
 
-@functools.cache  # per working too: formats equal in their settings may hold different workings
-def _width_of(fmt: ProblemFormat, _working: type, seq_len: int) -> ProblemFormat:
+@functools.cache  # per layout (data/working.py: layout_of), not per format alone
+def _width_of(fmt: ProblemFormat, _layout: tuple, seq_len: int) -> ProblemFormat:
     for digits in range(1, seq_len):
         if fmt.at_width(digits).seq_len == seq_len:
             return fmt.at_width(digits)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from data.problems import ProblemFormat
-from data.working import work_lines
+from data.working import layout_of, work_lines
 
 
 @dataclass(frozen=True)
@@ -100,24 +100,22 @@ def line_ids(fmt: ProblemFormat) -> list[int]:
 def place_tensor(fmt: ProblemFormat, place_of: str, device: torch.device) -> torch.Tensor:
     """:func:`place_ids` as a (seq_len,) int64 tensor on ``device``, made once per layout, scheme and device (a
     training step or a decoding call then copies nothing to a GPU)."""
-    return _place_tensor(fmt, work_lines(fmt), place_of, device)
+    return _place_tensor(fmt, layout_of(fmt), place_of, device)
 
 
 def top_place(fmt: ProblemFormat, place_of: str) -> int:
     """The highest place :func:`place_ids` gives: known on the host, so a training step on a GPU reads it without
     waiting for the GPU (as ``int(places.max())`` would)."""
-    return _top_place(fmt, work_lines(fmt), place_of)
+    return _top_place(fmt, layout_of(fmt), place_of)
 
 
-# cached per layout: formats equal in their settings may differ in their working's lines (data/short_working.py),
-# which equality and hashing do not see
-@functools.cache
-def _place_tensor(fmt: ProblemFormat, _lines: int, place_of: str, device: torch.device) -> torch.Tensor:
+@functools.cache  # per layout (data/working.py: layout_of), not per format alone
+def _place_tensor(fmt: ProblemFormat, _layout: tuple, place_of: str, device: torch.device) -> torch.Tensor:
     return torch.tensor(place_ids(fmt, place_of), device=device)
 
 
 @functools.cache
-def _top_place(fmt: ProblemFormat, _lines: int, place_of: str) -> int:
+def _top_place(fmt: ProblemFormat, _layout: tuple, place_of: str) -> int:
     return max(place_ids(fmt, place_of))
 
 

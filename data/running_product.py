@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from data.text import ordered
-from data.working import result_after, work_length, work_tokens
+from data.working import result_after, work_length, work_text, work_tokens
 
 
 class RunningProduct:
@@ -65,5 +64,4 @@ class RunningProduct:
 
     def text(self, fmt, a: int, op: str, b: int) -> str:
         """The lines as text, in Python's unbounded ints (operands may be far wider than int64 holds)."""
-        width, top = fmt.answer_digits, fmt.digits - 1
-        return "".join(ordered(fmt, f"{a * (b // 10 ** (top - i)):0{width}d}") + "+" for i in range(self.lines(fmt)))
+        return work_text(self, fmt, [a * (b // 10 ** (fmt.digits - 1 - i)) for i in range(self.lines(fmt))])

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from data.text import ordered
-from data.working import result_after, work_length, work_tokens
+from data.working import result_after, work_length, work_text, work_tokens
 
 
 def b_limit(fmt) -> int:
@@ -68,5 +67,4 @@ class ShortWorking:
 
     def text(self, fmt, a: int, op: str, b: int) -> str:
         """The lines as text, in Python's unbounded ints (a may be far wider than int64 holds)."""
-        width = fmt.answer_digits
-        return "".join(ordered(fmt, f"{a * (b // 10**j % 10):0{width}d}") + "+" for j in range(1, self.b_digits))
+        return work_text(self, fmt, [a * (b // 10**j % 10) for j in range(1, self.b_digits)])

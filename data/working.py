@@ -84,10 +84,7 @@ class Working:
         if not self.length(fmt):
             return ""
         lines = self.values(fmt, torch.tensor([a]), torch.tensor([fmt.operators.index(op)]), torch.tensor([b]))
-        return "".join(
-            ordered(fmt, f"{int(v):0{fmt.answer_digits}d}") + sep
-            for v, sep in zip(lines[0].tolist(), self.separators(fmt), strict=True)
-        )
+        return work_text(self, fmt, lines[0].tolist())
 
 
 # ---- what every working piece writes the same way, from its lines, values and separators (Working's, and
@@ -107,6 +104,19 @@ def work_tokens(piece, fmt, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tens
     separators = lookup(tuple(vocab[c] for c in piece.separators(fmt)), a.device)  # (lines,)
     separators = separators.expand(len(a), -1).unsqueeze(2)  # (N, lines, 1)
     return torch.cat([work, separators], dim=2).flatten(1)
+
+
+def work_text(piece, fmt, values: list[int]) -> str:
+    """``piece``'s lines of these values (Python ints: any width) as text: each as wide as the answer, in its digit
+    order, then its separator."""
+    lines = (ordered(fmt, f"{v:0{fmt.answer_digits}d}") for v in values)
+    return "".join(line + sep for line, sep in zip(lines, piece.separators(fmt), strict=True))
+
+
+def layout_of(fmt) -> tuple:
+    """What tells apart formats whose settings are equal: their working's kind and lines (ProblemFormat's equality
+    and hash do not see its working piece) -- the key of every cache of a layout."""
+    return type(fmt.working), work_lines(fmt)
 
 
 def result_after(piece, fmt, written: str) -> str:

@@ -167,6 +167,7 @@ def take_values(schema: dict, saved: dict, path: str = "") -> dict:
 def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path) -> None:
     """The config must describe the network and the problems the checkpoint was trained on."""
     from data.build import FORMAT_KEYS, format_dict, problem_format
+    from data.working import layout_of
 
     trained = {f"model.{k}": v for k, v in calc.net.cfg.to_dict().items()}
     trained |= {f"data.{k}": v for k, v in format_dict(calc.fmt).items()}
@@ -183,11 +184,11 @@ def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path
                 f"{label}: config.yaml says {key}={value} but the checkpoint {checkpoint} was trained with "
                 f"{key}={trained[key]}; a run continues with the config it was trained with"
             )
-    layout = lambda f: (type(f.working).__name__, f.seq_len)  # noqa: E731  a key absent from one side: its default
-    if layout(fmt) != layout(calc.fmt):
+    if layout_of(fmt) != layout_of(calc.fmt):  # a key absent from one side above: its default, not compared
+        working = lambda f: type(f.working).__name__  # noqa: E731
         raise ConfigError(
-            f"{label}: config.yaml's data settings write {fmt.seq_len}-token problems with {layout(fmt)[0]}, but the "
-            f"checkpoint {checkpoint} was trained on {calc.fmt.seq_len}-token ones with {layout(calc.fmt)[0]}; a run "
+            f"{label}: config.yaml's data settings write {fmt.seq_len}-token problems with {working(fmt)}, but the "
+            f"checkpoint {checkpoint} was trained on {calc.fmt.seq_len}-token ones with {working(calc.fmt)}; a run "
             "continues with the config it was trained with"
         )
 

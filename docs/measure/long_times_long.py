@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import Variant, not_measured, run_variants
-from .length import seconds_by_length
-from .long_times_short import published_table, runs_table
+from .common import Variant, not_measured
+from .long_times_short import measure_runs, published_table, runs_table
 
 COMMAND = "python train.py experiment=mul_nm seed=S threads=1"
 COST = "~60 min"
@@ -20,13 +19,8 @@ PUBLISHED = (("N x M, a scratchpad and multi-level coupling (Cho et al. 2025)", 
 
 
 def measure(scratch: Path) -> dict:
-    """The experiment on seeds 0-2, then the option on seed 0 (two runs at a time): steps, training seconds,
-    exact-match by the operands' length and the seconds each length took."""
-
-    def seconds(out: Path, _results: dict) -> dict:
-        return {"seconds_by_length": seconds_by_length(out)}
-
-    return {"command": COMMAND, "runs": run_variants(scratch, "long_times_long", RUNS + OPTIONS, seconds)}
+    """The experiment on seeds 0-2, then the option on seed 0: exact-match by both operands' length."""
+    return measure_runs(scratch, "long_times_long", COMMAND, RUNS + OPTIONS)
 
 
 def block_long_times_long(m: dict) -> str:
@@ -36,9 +30,7 @@ def block_long_times_long(m: dict) -> str:
 
 def block_long_times_long_published(m: dict) -> str:
     x = m.get("long_times_long")
-    if not x:
-        return not_measured("long_times_long")
-    return published_table(x, "mul_nm", PUBLISHED, ", N x M", TRAINED)
+    return published_table(x, "mul_nm", PUBLISHED, ", N x M", TRAINED) if x else not_measured("long_times_long")
 
 
 def block_long_times_long_best(m: dict) -> str:

@@ -26,15 +26,19 @@ PUBLISHED = (  # the longest length right against the trained one, as each paper
 )
 
 
-def measure(scratch: Path) -> dict:
-    """Each experiment on seeds 0-2, then each option on seed 0 (two runs at a time): steps, training seconds,
-    exact-match by a's length and the seconds the 1,000-digit products took."""
+def measure_runs(scratch: Path, section: str, command: str, variants: list[Variant]) -> dict:
+    """A long-times-short section's runs: each variant on its seeds (two runs at a time), with steps, training
+    seconds, exact-match by length and the seconds each length took."""
 
     def seconds(out: Path, _results: dict) -> dict:
         return {"seconds_by_length": seconds_by_length(out)}
 
-    runs = run_variants(scratch, "long_times_short", RUNS + OPTIONS, seconds)
-    return {"command": COMMAND, "runs": runs}
+    return {"command": command, "runs": run_variants(scratch, section, variants, seconds)}
+
+
+def measure(scratch: Path) -> dict:
+    """Each experiment on seeds 0-2, then each option on seed 0: exact-match by a's length to 1,000 digits."""
+    return measure_runs(scratch, "long_times_short", COMMAND, RUNS + OPTIONS)
 
 
 def curve(run: dict) -> dict:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import Variant, not_measured, run_variants
-from .length import seconds_by_length
-from .long_times_short import PUBLISHED, published_table, runs_table
+from .common import Variant, not_measured
+from .long_times_short import PUBLISHED, measure_runs, published_table, runs_table
 
 COMMAND = "python train.py experiment=mul_n2 seed=S threads=1"
 COST = "~75 min"
@@ -17,13 +16,8 @@ OPTIONS = [Variant("N x 2 without it (`data.show_work=false`)", "mul_n2", ("data
 
 
 def measure(scratch: Path) -> dict:
-    """The experiment on seeds 0-2, then the option on seed 0 (two runs at a time): steps, training seconds,
-    exact-match by a's length and the seconds the 1,000-digit products took."""
-
-    def seconds(out: Path, _results: dict) -> dict:
-        return {"seconds_by_length": seconds_by_length(out)}
-
-    return {"command": COMMAND, "runs": run_variants(scratch, "long_times_two", RUNS + OPTIONS, seconds)}
+    """The experiment on seeds 0-2, then the option on seed 0: exact-match by a's length to 1,000 digits."""
+    return measure_runs(scratch, "long_times_two", COMMAND, RUNS + OPTIONS)
 
 
 def block_long_times_two(m: dict) -> str:
