@@ -39,6 +39,7 @@ const TinycalcLab = (() => {
       scores: payload.scores.map((s) => (s ? unpack(s) : null)),
       queryScale: payload.query_scale ? unpack(payload.query_scale) : null,
       means: unpack(payload.means),
+      calcDigits: payload.calc_digits || 0,  // the widest operands calc.py asks it (an export: unknown)
       experiments: payload.experiments || [],  // the run's guided experiments (analysis/lab.py), data
     };
   }
@@ -176,12 +177,12 @@ const TinycalcLab = (() => {
     return { logits, patterns, z: zs };
   }
 
-  // What the page does not ask a model that answers longer problems than it was trained on (calc_digits: the
-  // widest operands calc.py asks it; absent from an export's config.json), in one line; "" for the others.
-  function longer(f) {
-    if (!(f.calc_digits > f.digits)) return "";
-    return `this page asks problems as wide as the model was trained on (${f.digits} digits); calc.py asks it up ` +
-      `to ${f.calc_digits.toLocaleString("en-US")} digits: python calc.py --ckpt <this run's directory> <problem>`;
+  // What the page does not ask a model that answers longer problems than it was trained on (calcDigits: the
+  // widest operands calc.py asks it; 0 for an export), in one line; "" for the others.
+  function longer(m) {
+    if (!(m.calcDigits > m.fmt.digits)) return "";
+    return `this page asks problems as wide as the model was trained on (${m.fmt.digits} digits); calc.py asks it ` +
+      `up to ${m.calcDigits.toLocaleString("en-US")} digits: python calc.py --ckpt <this run's directory> <problem>`;
   }
 
   // ---- problems: written as data/problems.py writes them ------------------------------------------------
@@ -200,7 +201,7 @@ const TinycalcLab = (() => {
       const significant = n.replace(/^0+(?=\d)/, "");
       if (significant.length > f.digits) {
         return { error: `${significant} has ${significant.length} digits; this model was trained on at most ${f.digits}` +
-          (longer(f) ? `: ${longer(f)}` : "") };
+          (longer(m) ? `: ${longer(m)}` : "") };
       }
     }
     const bSignificant = b.replace(/^0+(?=\d)/, "");
@@ -396,7 +397,8 @@ const TinycalcLab = (() => {
     const widths = { "+": digits + 1, "-": digits, "*": 2 * digits }, signed = ops.includes("-");
     const fmt = { digits, operators: ops, reverse_answer: !!t.reverse_answer, signed,
       answer_len: t.answer_len, result_len: Math.max(...[...ops].map((op) => widths[op])) + (signed ? 1 : 0),
-      prompt_len: t.prompt_len, larger_first: t.larger_first === true, vocab };  // an older export: any a - b
+      prompt_len: t.prompt_len, larger_first: t.larger_first === true,  // an older export: any a - b
+      b_limit: t.b_limit === undefined ? 0 : within(t.b_limit, digits, "tinycalc.b_limit"), vocab };  // older: any b
     need(fmt.prompt_len === 2 * digits + 3 && fmt.answer_len >= fmt.result_len &&
       (t.show_work || fmt.answer_len === fmt.result_len),
     "config.json: the tinycalc block's lengths do not fit its format");
@@ -696,7 +698,7 @@ const TinycalcLab = (() => {
     const guided = el("div", { class: "lab-guided" });
     body.append(
       el("div", { class: "lab-inputs" }, el("label", {}, "Problem ", input), " ", reset),
-      ...(longer(m.fmt) ? [el("p", { class: "muted lab-longer" }, `Longer problems: ${longer(m.fmt)}.`)] : []),
+      ...(longer(m) ? [el("p", { class: "muted lab-longer" }, `Longer problems: ${longer(m)}.`)] : []),
       guided, answer,
       el("h3", {}, "Heads"), el("p", { class: "muted" }, "Click a head to switch it " +
         `${statesOf(m).slice(1).join(", then ")}, then on again.`), heads,

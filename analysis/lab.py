@@ -10,9 +10,10 @@
     query_scale (T,) each query's factor (log-scaled softmax), or absent
     means       each head's mean output before W_o, (n_layers, n_heads, T, head_dim), over ``N_MEANS`` problems drawn
                 as the format draws them (seed 0): what "mean" switches a head to
-    format      how a problem is written: width, operators, answer order, the working's length, the vocabulary;
-                and the widest operands calc.py asks the model (``calc_digits``: beyond the page's trained width for
-                a model with no table of places)
+    format      how a problem is written: width, operators, answer order, the working's length, the most digits
+                b may have, the vocabulary
+    calc_digits the widest operands calc.py asks the model (beyond the page's trained width for a model with no
+                table of places)
 
 The tables are computed for the whole trained sequence; a causal model's prefix reads their top-left corner, so
 the page runs any prompt of the trained layout exactly as ``model/`` does. Everything is data: the page
@@ -93,7 +94,8 @@ def lab_payload(net: Transformer, fmt: ProblemFormat, vocab: dict[str, int]) -> 
             "vocab_size": cfg.vocab_size,
             "bias": cfg.bias,
         },  # fmt: skip
-        "format": {**format_of(fmt, vocab), "calc_digits": longest_digits(net, fmt)},  # what calc.py asks it
+        "format": format_of(fmt, vocab),
+        "calc_digits": longest_digits(net, fmt),
         "weights": {name: packed(p) for name, p in net.state_dict().items() if p.is_floating_point()},
         "positions": packed(net.positions(0, T)),
         "scores": [None if b is None else packed(b.reshape(cfg.n_heads, T, T)) for b in biases],

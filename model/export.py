@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from data.expressions import Problem
+from data.short_working import b_limit
 from data.text import prompt_text, written_text
 from data.working import work_lines
 from model.calculator import Calculator
@@ -123,6 +124,7 @@ def gpt2_config(calc: Calculator):
             "reverse_answer": fmt.reverse_answer,
             "show_work": fmt.show_work,
             "larger_first": fmt.larger_first,  # '-' asks the larger operand first (sub_length)
+            **({"b_limit": b_limit(fmt)} if b_limit(fmt) else {}),  # b's most digits (a short b's working)
             "prompt_len": fmt.prompt_len,
             "answer_len": fmt.answer_len,
         },

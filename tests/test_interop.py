@@ -567,6 +567,7 @@ EXPORT_KINDS = {  # what model/export.py maps differently: biases, an untied hea
     "untied_no_bias": ({}, {"bias": False, "tie_weights": False}),
     "places_folded": ({}, {"place_embedding": True}),
     "mul2_working": ({"operators": "*", "show_work": True}, {}),
+    "short_b_working": ({"operators": "*", "show_work": True, "b_digits": 2}, {}),  # b's limit carried over
     "add_sub": ({"operators": "+-"}, {"n_layers": 1}),
 }
 
