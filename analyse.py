@@ -53,6 +53,7 @@ def settings(run) -> tuple[dict, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    from data.sums import SumFormat
     from model.checkpoint import CheckpointError, load_calculator, newest_checkpoint
     from storage.rundir import RunDir, RunDirError
     from training.collector import alive_frozen
@@ -64,6 +65,13 @@ def main(argv: list[str] | None = None) -> int:
         calc = load_calculator(args.run if args.run else newest_checkpoint(Path.cwd()))
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    if isinstance(calc.fmt, SumFormat):  # a sum of many operands (data/sums.py)
+        print(
+            f"error: {calc.path}: the head analyses read a op b problems, and this model adds {calc.fmt.terms} "
+            "operands; score it with  python calc.py --ckpt RUN --eval FILE",
+            file=sys.stderr,
+        )
         return 2
     run = RunDir.of_checkpoint(calc.path)
     try:

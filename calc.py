@@ -208,7 +208,7 @@ def decoding_progress(calc, problems: list) -> Iterator[None]:
         return
     from analysis.progress import stage
 
-    total = sum(calc.fmt.at_width(w).seq_len - 2 for w in widths)  # a cached decode reads each position once
+    total = sum(calc.layout_for(p).seq_len - 2 for p in problems)  # a cached decode reads each position once
     with stage(f"answering {max(widths):,}-digit problems", total=total) as progress:
         reading = calc.net.register_forward_hook(lambda net, args, out: progress.advance(args[0].numel()))
         try:
@@ -222,8 +222,9 @@ def draw_attention(calc, problem, answer) -> None:
 
     from analysis.terminal import problem_attention, render_attention
 
-    prompt = calc.fmt.prompt_of(calc.encode([problem]))[0].tolist()
-    att = problem_attention(calc.net, calc.tokenizer, prompt, calc.fmt.answer_len)
+    fmt = calc.layout_for(problem)
+    prompt = fmt.prompt_of(calc.encode([problem], fmt))[0].tolist()
+    att = problem_attention(calc.net, calc.tokenizer, prompt, fmt.answer_len, calc.places(fmt))
     layout = ", answer written least-significant digit first" if calc.fmt.reverse_answer else ""
     title = f"{problem.text} = {answer}   (the model reads and writes: {''.join(att.labels)}{layout})"
     Console(stderr=True).print(render_attention(att, title))

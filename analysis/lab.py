@@ -32,6 +32,7 @@ import torch
 from data.build import problem_format
 from data.problems import ProblemFormat
 from data.short_working import b_limit
+from data.sums import SumFormat
 from model.calculator import longest_digits
 from model.hooks import head_label, hook_name
 from model.positions import attention_terms
@@ -180,7 +181,11 @@ def lab_for_run(run_dir) -> dict:
     try:
         ckpt, saved = read_checkpoint(run_dir)
         net, tokenizer = build_network(saved, ckpt), load_tokenizer(ckpt)
-        return lab_payload(net, problem_format(**saved["hyper_parameters"]["fmt"]), tokenizer.vocab)
+        fmt = problem_format(**saved["hyper_parameters"]["fmt"])
+        if isinstance(fmt, SumFormat):  # the page's problems are a op b
+            return {"error": f"the lab asks a op b problems; ask this model's sums of {fmt.terms} operands with "
+                             "calc.py (python calc.py 12+345+6789), and score them with calc.py --eval"}  # fmt: skip
+        return lab_payload(net, fmt, tokenizer.vocab)
     except (CheckpointError, OSError, KeyError, TypeError, ValueError) as e:
         return {"error": f"the lab cannot run this model: {one_line(e, sentence=True)}"}
 

@@ -52,8 +52,11 @@ def summary_lines(results: dict, width: int = WIDTH) -> list[str]:
     order = "units digit first (reversed)" if fmt["reverse_answer"] else "most significant digit first"
     work = ", with its working" if problem_format(**fmt).work_len else ""
     d_model = results.get("d_model", results["n_heads"] * results["head_dim"])
+    task = f"{fmt['digits']}-digit {operation}"
+    if fmt.get("operands", 2) > 2:  # a sum of many operands (data/sums.py)
+        task = f"sums of {fmt['operands']} operands of up to {fmt['digits']} digits"
     rows = [
-        ("task", f"{fmt['digits']}-digit {operation}, answer written {order}{work}"),
+        ("task", f"{task}, answer written {order}{work}"),
         (
             "model",
             f"{results['n_layers']} layers × {results['n_heads']} heads × head_dim {results['head_dim']} "

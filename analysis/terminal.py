@@ -39,13 +39,14 @@ class ProblemAttention:
 
 @torch.inference_mode()
 def problem_attention(
-    net: Transformer, tokenizer: CharTokenizer, prompt_ids: Sequence[int], n_new: int
+    net: Transformer, tokenizer: CharTokenizer, prompt_ids: Sequence[int], n_new: int, places=None
 ) -> ProblemAttention:
-    """Greedy-answer the prompt, then record all heads' weights over prompt + answer."""
+    """Greedy-answer the prompt, then record all heads' weights over prompt + answer (``places``: the layout's place
+    ids, for a layout other than the trained one)."""
     net.eval()
     prompt = torch.tensor([list(prompt_ids)], dtype=torch.int64, device=net.tok_emb.weight.device)  # (1, P)
-    seq = torch.cat([prompt, net.generate(prompt, n_new)], dim=1)  # (1, P + n_new)
-    _, weights = net(seq, need_weights=True)  # n_layers x (1, n_heads, T, T)
+    seq = torch.cat([prompt, net.generate(prompt, n_new, places=places)], dim=1)  # (1, P + n_new)
+    _, weights = net(seq, need_weights=True, places=places)  # n_layers x (1, n_heads, T, T)
     tokens = [tokenizer.id_to_token[i] for i in seq[0].tolist()]
     return ProblemAttention(tokens, token_labels(tokens), torch.stack(weights)[:, 0].float().cpu(), len(prompt_ids))
 

@@ -17,6 +17,8 @@ research settings (:class:`ResearchSettings`), all off by default:
   as many as a. With show_work (k >= 2): the lines a * b_j before the product (data/short_working.py).
 - running_product: with show_work, the working of a long b as a running product, b's digits from the top
   (data/running_product.py).
+- operands: 2 is ``a op b``; more is a sum of that many operands, written with its running sum
+  (data/sums.py: :class:`SumFormat`, with show_work and mixed_lengths, '+' alone).
 - streaming=false: train on a fixed set of ``n_train`` problems, an epoch a pass (data/epochs.py), instead of a
   fresh batch every step.
 """
@@ -36,15 +38,19 @@ from data.running_product import RunningProduct
 from data.sampler import ENUMERATE_LIMIT, ProblemSampler
 from data.short_operand import ShortOperand, b_digits
 from data.short_working import ShortWorking
+from data.sums import SumEncoder, SumFormat, SumSampler, SumWidths
 from data.working import Working
 
 
-def problem_format(*args, **settings) -> ProblemFormat:
+def problem_format(*args, **settings) -> ProblemFormat | SumFormat:
     """A :class:`ProblemFormat` from its settings (as ProblemFormat takes them: a checkpoint's ``fmt``, a config's,
     and ``b_digits`` or ``running_product`` where they are set: :func:`format_dict`), with the working and the operand
-    draws they ask for."""
+    draws they ask for; with ``operands`` > 2, a :class:`SumFormat`."""
     names = [f.name for f in fields(ProblemFormat) if f.compare]
     settings.update(zip(names, args, strict=False))
+    operands = settings.pop("operands", 2)
+    if operands != 2:
+        return sum_format(operands, settings)
     short_b = settings.pop("b_digits", 0)  # a short b (data/short_operand.py), saved beside the format's fields
     running = settings.pop("running_product", False)  # the working as a running product (data/running_product.py)
     ShortOperand.check(short_b)
@@ -65,13 +71,36 @@ def problem_format(*args, **settings) -> ProblemFormat:
     return fmt
 
 
-FORMAT_KEYS = (*(f.name for f in fields(ProblemFormat) if f.compare), "b_digits", "running_product")  # its settings
+def sum_format(operands, settings: dict) -> SumFormat:
+    """The :class:`SumFormat` of ``operands`` operands, refusing the settings a sum does not take."""
+    if isinstance(operands, bool) or not isinstance(operands, int) or operands < 2:
+        raise ValueError(f"operands={operands!r}: must be a whole number >= 2 (2: a op b; more: a sum of that many)")
+    asked = {name: settings.get(name) for name in ("operators", "show_work", "mixed_lengths") if name in settings}
+    if (
+        asked.get("operators", "+") != "+"
+        or asked.get("show_work", True) is not True
+        or not asked.get("mixed_lengths", 1)
+    ):
+        raise ValueError(
+            f"operands={operands}: a sum of many operands is written with its running sum and operands of mixed "
+            "lengths; set operators='+', show_work=true and mixed_lengths=true"
+        )
+    others = [name for name in ("round_numbers", "larger_first", "b_digits", "running_product") if settings.get(name)]
+    if others:
+        raise ValueError(f"operands={operands}: {others[0]} is for a op b problems; leave it unset with operands > 2")
+    return SumFormat(settings.get("digits", 10), operands, settings.get("reverse_answer", True))
 
 
-def format_dict(fmt: ProblemFormat) -> dict:
+# its settings
+FORMAT_KEYS = (*(f.name for f in fields(ProblemFormat) if f.compare), "b_digits", "running_product", "operands")
+
+
+def format_dict(fmt: ProblemFormat | SumFormat) -> dict:
     """What :func:`problem_format` rebuilds ``fmt`` from, as a checkpoint and results.json save it: the format's own
     settings, ``b_digits`` where b is drawn short and ``running_product`` where that is the working (the working's
-    layout depends on them)."""
+    layout depends on them); a sum's digits, operands and digit order."""
+    if isinstance(fmt, SumFormat):
+        return fmt.to_dict()
     short, running = b_digits(fmt), isinstance(fmt.working, RunningProduct)
     return fmt.to_dict() | ({"b_digits": short} if short else {}) | ({"running_product": True} if running else {})
 
@@ -81,7 +110,7 @@ def check_room(sampler: ProblemSampler, split: str, n: int) -> None:
     ``n`` distinct problems asked of it (drawing them would never end: val_fraction=1e-7 at 4 digits holds ~10;
     or ask for 10**300 problems at once); in a listed space, which caps the set at the split's size, none."""
     room = sampler.fractions[split] * sampler.fmt.n_problems
-    listed = sampler.fmt.n_problems <= ENUMERATE_LIMIT
+    listed = isinstance(sampler, ProblemSampler) and sampler.fmt.n_problems <= ENUMERATE_LIMIT  # a sum is drawn
     if room < (1 if listed else 2 * n):
         least = "not one problem" if listed else f"fewer than twice n_{split}={n}"
         raise ValueError(
@@ -106,6 +135,7 @@ class ResearchSettings:
     hard_fade_steps: int = 0
     b_digits: int = 0
     running_product: bool = False
+    operands: int = 2
 
     @property
     def format_settings(self) -> dict:
@@ -136,9 +166,11 @@ def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> Arithm
     config, research = settings.config, settings.research
     FixedSet.check(research.streaming, research.n_train, config.batch_size)
     HardCases.check(research.hard_share, research.hard_fade_steps)
-    one_layout = research.show_work and not (research.b_digits or research.running_product)  # places read the rest
+    one_layout = research.show_work and not (research.b_digits or research.running_product or research.operands > 2)
     MixedDraws.check(research.mixed_widths, research.streaming, one_layout)
     fmt = problem_format(**config.format_settings, **research.format_settings)
+    if isinstance(fmt, SumFormat):
+        return sum_data(config, research, fmt)
     sampler = ProblemSampler(fmt, config.val_fraction, config.test_fraction)
     check_room(sampler, "val", config.n_val)
     check_room(sampler, "test", config.n_test)
@@ -146,6 +178,19 @@ def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> Arithm
     hard = HardCases(sampler, research.hard_share, research.hard_fade_steps) if streamed_hard else None
     mix = MixedDraws(hard, research.mixed_widths) if hard or research.mixed_widths else None
     return ArithmeticData(config, fmt, mix, None if research.streaming else FixedSet(research.n_train))
+
+
+def sum_data(config: DataConfig, research: ResearchSettings, fmt: SumFormat) -> ArithmeticData:
+    """The lesson's :class:`ArithmeticData` for sums of many operands: handed :class:`SumFormat`'s sampler and
+    encoder in place of those of ``a op b``, and its widths as the stream's mix (data/sums.py)."""
+    if research.hard_share or not research.streaming:
+        raise ValueError(f"operands={fmt.terms}: sums are streamed uniformly; set hard_share=0 and streaming=true")
+    sampler = SumSampler(fmt, config.val_fraction, config.test_fraction)
+    check_room(sampler, "val", config.n_val)
+    check_room(sampler, "test", config.n_test)
+    data = ArithmeticData(config, fmt, SumWidths() if research.mixed_widths else None)
+    data.sampler, data.encoder = sampler, SumEncoder(fmt, data.tokenizer.vocab)
+    return data
 
 
 def data_module(settings: DataSettings | DataConfig | None = None) -> ArithmeticDataModule:

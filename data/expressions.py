@@ -20,10 +20,12 @@ from dataclasses import dataclass
 
 from data.problems import OPERATORS, ProblemFormat
 from data.short_working import b_limit
+from data.sums import MOST_OPERANDS, SumFormat, SumProblem
 from data.text import allow_digits, evaluate
 
 _DIGIT = "0123456789"
 _EXPRESSION = re.compile(r"([0-9]+)\s*([+\-*])\s*([0-9]+)")
+_SUM = re.compile(r"[0-9]+(\s*\+\s*[0-9]+)+")  # a sum of many operands (a model with data.operands > 2)
 _INTEGER = re.compile(r"-?[0-9]+")
 _TIMES_X = re.compile(r"[0-9]\s*[xX]\s*[0-9]")  # 3x4, 3 X 4
 _HINTS = {  # characters people type for our operators, or for operations we do not have
@@ -72,6 +74,10 @@ class Problem:
 def accepted(fmt: ProblemFormat, longest: int | None = None) -> str:
     """What this model can be asked, e.g. 'a+b with whole numbers 0-999 (e.g. 7+45)'; ``longest``: the most digits
     a model that reads places beyond its trained width can address (the trained width by default)."""
+    if isinstance(fmt, SumFormat):
+        most = max(longest or 0, fmt.digits)
+        numbers = f"2 to {MOST_OPERANDS:,} whole numbers of up to {most:,} digits"
+        return f"accepted: a+b+c+... with {numbers} (trained on {fmt.terms} of up to {fmt.digits}; e.g. 12+345+6789)"
     ops = fmt.operators
     shape = f"a{ops}b" if len(ops) == 1 else f"a op b (op one of {' '.join(ops)})"
     a, b = 7, 45 if fmt.digits > 1 else 5
@@ -120,7 +126,7 @@ def _shape_problem(lhs: str) -> str:
             return "negative numbers are not supported"
         return f"operators in a row ({run.group()!r})"
     if sum(c in OPERATORS for c in compact) > 1:
-        return "one operation per line (no chains like 1+2+3)"
+        return "one operation per line (no chains like 1+2+3; a model trained with data.operands > 2 adds them)"
     return "a space inside a number"
 
 
@@ -135,8 +141,11 @@ def _number(digits: str, fmt: ProblemFormat, longest: int | None) -> int:
     return int(significant)
 
 
-def parse_expression(text: str, fmt: ProblemFormat, allow_answer: bool = False, longest: int | None = None) -> Problem:
-    """``text`` -> :class:`Problem`, or :class:`ExpressionError` saying what is wrong and what is accepted.
+def parse_expression(
+    text: str, fmt: ProblemFormat | SumFormat, allow_answer: bool = False, longest: int | None = None
+) -> Problem | SumProblem:
+    """``text`` -> :class:`Problem` (a :class:`SumProblem` for a model of sums), or :class:`ExpressionError` saying
+    what is wrong and what is accepted.
 
     allow_answer: accept ``a op b = answer`` (the answer must be right); otherwise only ``a op b`` or ``a op b =``.
     longest: the most digits an operand may have (``Calculator.longest``); the trained width by default.
@@ -153,6 +162,8 @@ def parse_expression(text: str, fmt: ProblemFormat, allow_answer: bool = False, 
     lhs, _, rhs = (part.strip() for part in s.partition("="))
     if not lhs:
         raise fail("nothing before '='")
+    if isinstance(fmt, SumFormat):
+        return _parse_sum(lhs, rhs, fmt, allow_answer, longest)
     match = _EXPRESSION.fullmatch(lhs)
     if not match:
         raise fail(_shape_problem(lhs))
@@ -174,6 +185,28 @@ def parse_expression(text: str, fmt: ProblemFormat, allow_answer: bool = False, 
         if given != truth:
             raise ExpressionError(f"the given answer {given} is wrong: {a}{op}{b} = {truth}")
     return Problem(a, op, b, given)
+
+
+def _parse_sum(lhs: str, rhs: str, fmt: SumFormat, allow_answer: bool, longest: int | None) -> SumProblem:
+    """``lhs`` (= ``rhs``) as a :class:`SumProblem`, for a model trained on sums of many operands."""
+    fail = lambda why: ExpressionError(f"{why}; {accepted(fmt, longest)}")  # noqa: E731
+    if not _SUM.fullmatch(lhs):
+        compact = re.sub(r"\s+", "", lhs)
+        wrong = next((op for op in OPERATORS if op != "+" and op in compact), None)
+        raise fail(f"this model was not trained on {wrong!r} (only on '+')" if wrong else _shape_problem(lhs))
+    terms = lhs.split("+")
+    if len(terms) > MOST_OPERANDS:
+        raise fail(f"{len(terms):,} operands; at most {MOST_OPERANDS:,}")
+    problem = SumProblem(tuple(_number(t.strip(), fmt, longest) for t in terms))
+    if rhs:
+        if not allow_answer:
+            raise fail(f"an answer after '=' ({rhs!r}) is only accepted when checking answers; ask with {problem.text}")
+        if not rhs.isdigit() or len(rhs) > max(longest or 0, fmt.digits, 20) + len(str(MOST_OPERANDS)):
+            raise fail(f"the answer after '=' must be a whole number, got {rhs!r}")
+        if int(rhs) != problem.truth:
+            raise ExpressionError(f"the given answer {int(rhs)} is wrong: {problem.text} = {problem.truth}")
+        problem = SumProblem(problem.operands, int(rhs))
+    return problem
 
 
 @dataclass

@@ -8,22 +8,25 @@ from dataclasses import dataclass
 import torch
 
 from data.problems import ProblemFormat
+from data.running_product import RunningProduct
+from data.sums import SumFormat
 from data.working import layout_of, work_lines
 
 
 @dataclass(frozen=True)
 class Position:
-    kind: str  # "bos", "a", "op", "b", "=", "work", "then" (a separator in the working), "answer", "sign", "eos"
+    kind: str  # "bos", "a", "op", "b", "term" (a sum's operand), "=", "work", "then" (a separator in the working),
+    # "answer", "sign", "eos"
     place: int | None = None  # decimal place of a digit: 0 = units, 1 = tens, ...
-    line: int | None = None  # which line of the working (show_work), from 0
+    line: int | None = None  # which line of the working (show_work), from 0; a sum's operand: which, from 1
 
     @property
     def short(self) -> str:
         """A few characters, for plot axes: a2 (a's hundreds), b0, r1 (the result's tens), =, op."""
         if self.kind in ("a", "b", "answer"):
             return f"{'r' if self.kind == 'answer' else self.kind}{self.place}"
-        if self.kind == "work":
-            return f"w{self.line}.{self.place}"
+        if self.kind in ("work", "term"):
+            return f"{self.kind[0]}{self.line}.{self.place}"
         return {"bos": "^", "eos": "$", "op": "op", "=": "=", "sign": "±", "then": "|"}[self.kind]
 
     @property
@@ -31,15 +34,17 @@ class Position:
         if self.kind in ("a", "b", "answer"):
             name = "ans" if self.kind == "answer" else self.kind
             return f"{name}·10^{self.place}"
-        if self.kind == "work":
-            return f"work line {self.line}·10^{self.place}"
+        if self.kind in ("work", "term"):
+            return f"{'work line' if self.kind == 'work' else 'operand'} {self.line}·10^{self.place}"
         return {"bos": "[BOS]", "eos": "[EOS]", "op": "operator", "=": "=", "sign": "sign", "then": "work '+'/'='"}[
             self.kind
         ]
 
 
-def positions(fmt: ProblemFormat) -> list[Position]:
+def positions(fmt: ProblemFormat | SumFormat) -> list[Position]:
     """The role of every position of ``fmt``'s sequences, [BOS] to [EOS]."""
+    if isinstance(fmt, SumFormat):
+        return sum_positions(fmt)
     operand = lambda kind: [Position(kind, fmt.digits - 1 - i) for i in range(fmt.digits)]  # noqa: E731
     places = list(range(fmt.answer_digits))[:: 1 if fmt.reverse_answer else -1]  # in the order they are written
     answer = [Position("answer", k) for k in places]
@@ -58,6 +63,31 @@ def positions(fmt: ProblemFormat) -> list[Position]:
         *answer,
         Position("eos"),
     ]
+
+
+def sum_positions(fmt: SumFormat) -> list[Position]:
+    """A sum's: each operand and the '+' after it on line j = operand j ('=' after the last), every line of the
+    running sum and its '+', then the result (data/sums.py). A line's last digit, which writes its '+' or [EOS], sees
+    a '+' on its own line where another operand follows."""
+    digits = range(fmt.digits - 1, -1, -1)
+    places = list(range(fmt.answer_digits))[:: 1 if fmt.reverse_answer else -1]  # in the order they are written
+    terms = [
+        p for j in range(1, fmt.terms + 1) for p in [*(Position("term", k, j) for k in digits), Position("op", None, j)]
+    ]
+    work = [p for j in range(1, fmt.terms) for p in [*(Position("work", k, j) for k in places), Position("then")]]
+    return [
+        Position("bos"),
+        *terms[:-1],
+        Position("="),
+        *work,
+        *(Position("answer", k) for k in places),
+        Position("eos"),
+    ]
+
+
+def written_in_lines(fmt: ProblemFormat | SumFormat) -> bool:
+    """Whether ``fmt`` writes its working in lines that place_of="lined" reads: a running product or a running sum."""
+    return isinstance(fmt, SumFormat) or isinstance(fmt.working, RunningProduct)
 
 
 def place_ids(fmt: ProblemFormat, place_of: str = "predicted") -> list[int]:
@@ -84,12 +114,14 @@ def place_ids(fmt: ProblemFormat, place_of: str = "predicted") -> list[int]:
 LINE_STRIDE = 2**24  # place_of="lined": a token's id is its place + LINE_STRIDE * its line (places stay below it)
 
 
-def line_ids(fmt: ProblemFormat) -> list[int]:
-    """Per position, the line of the working it belongs to, counted from 1, the product the last (a running
-    product's, data/running_product.py): a token predicting a digit of line i (and a line's last digit, which
-    predicts its '+'), and b's digit that line i multiplies by (b's top digit: line 1); 0 for every other token."""
+def line_ids(fmt: ProblemFormat | SumFormat) -> list[int]:
+    """Per position, the line of the working it belongs to, counted from 1, the result the last (a running
+    product's, data/running_product.py, or a running sum's, data/sums.py): a token predicting a digit of line i (and
+    a line's last digit, which predicts its '+'), and b's digit that line i multiplies by (b's top digit: line 1) or
+    the operand line i adds; 0 for every other token."""
     layout = positions(fmt)
-    ids = [fmt.digits - p.place if p.kind == "b" else 0 for p in layout[: fmt.prompt_len - 1]]
+    line_of = lambda p: p.line or 0 if p.kind in ("term", "op") else fmt.digits - p.place if p.kind == "b" else 0  # noqa: E731
+    ids = [line_of(p) for p in layout[: fmt.prompt_len - 1]]
     line = 1
     for p in layout[fmt.prompt_len - 1 : -1]:  # '=' and every token after it but [EOS] predict the next one
         line += p.kind == "then"  # a line's '+' predicts the next line's first digit

@@ -23,6 +23,7 @@ from data.difficulty import difficulty, long_difficulty
 from data.expressions import Problem
 from data.positions import place_tensor
 from data.problems import ProblemEncoder, ProblemFormat
+from data.sums import SumFormat, SumProblem, sum_text
 from data.text import allow_digits, answer_text, encode_problems, parse_answer, prompt_text, result_text, written_text
 from data.tokenizer import CharTokenizer
 from model.device import resolve_device
@@ -113,9 +114,15 @@ class Calculator:
         """The longest operands of the training problems."""
         return self.fmt.digits
 
-    def width_of(self, problem: Problem) -> int:
+    def width_of(self, problem: Problem | SumProblem) -> int:
         """The width ``problem`` is written at: the trained one, or its longer operand's digit count."""
         return max(self.fmt.digits, problem.digits)
+
+    def layout_for(self, problem: Problem | SumProblem) -> ProblemFormat | SumFormat:
+        """The format ``problem`` is written in: the trained one at its width; a sum's, shaped for its operands."""
+        return (
+            problem.layout(self.fmt) if isinstance(problem, SumProblem) else self.fmt.at_width(self.width_of(problem))
+        )
 
     def places(self, fmt: ProblemFormat) -> torch.Tensor | None:
         """The place ids (seq_len,) of ``fmt``'s layout on the net's device; None for the trained layout."""
@@ -128,19 +135,22 @@ class Calculator:
         """e.g. '3-digit + problems, reversed answers, 2 layers x 4 heads'."""
         cfg, fmt = self.net.cfg, self.fmt
         layout = f"{'reversed' if fmt.reverse_answer else 'plain'} answers{' with working' if fmt.work_len else ''}"
-        return (
-            f"{fmt.digits}-digit {' '.join(fmt.operators)} problems, {layout}, "
-            f"{cfg.n_layers} layers x {cfg.n_heads} heads"
-        )
+        task = f"{fmt.digits}-digit {' '.join(fmt.operators)} problems"
+        if isinstance(fmt, SumFormat):
+            task = f"sums of {fmt.terms} operands of up to {fmt.digits} digits"
+        return f"{task}, {layout}, {cfg.n_layers} layers x {cfg.n_heads} heads"
 
     # ---- problems -> tokens -> answers ---------------------------------------------------------------
     def encode(self, problems: list[Problem], fmt: ProblemFormat | None = None) -> torch.Tensor:
         """(N, seq_len) token ids: prompt followed by the true answer and [EOS], in ``fmt`` (the trained one by
         default); beyond what int64 holds, written as text problem by problem."""
         fmt = fmt or self.fmt
-        if fmt == self.fmt:
+        if isinstance(fmt, SumFormat):  # a sum's layout depends on its operands: written as text
+            texts = [sum_text(fmt, p.operands) for p in problems]
+        elif fmt == self.fmt:
             return encode_problems(self.encoder, problems)
-        texts = [prompt_text(fmt, p.a, p.op, p.b) + written_text(fmt, p.a, p.op, p.b) for p in problems]
+        else:
+            texts = [prompt_text(fmt, p.a, p.op, p.b) + written_text(fmt, p.a, p.op, p.b) for p in problems]
         ids = [self.tokenizer.encode(text, bos=True, eos=True) for text in texts]
         return torch.tensor(ids, dtype=torch.int64).reshape(len(problems), fmt.seq_len)
 
@@ -181,18 +191,17 @@ class Calculator:
         exact = answer_text(fmt, value) == result_text(fmt, text) and len(text) == fmt.answer_len
         return Answer(text, value if exact else None)  # exact layout only
 
-    def by_width(self, problems: list[Problem]) -> dict[int, list[int]]:
-        """The indices of ``problems`` grouped by the width each is written at (:meth:`width_of`)."""
-        groups: dict[int, list[int]] = {}
+    def by_layout(self, problems: list[Problem | SumProblem]) -> dict[ProblemFormat | SumFormat, list[int]]:
+        """The indices of ``problems`` grouped by the format each is written in (:meth:`layout_for`)."""
+        groups: dict[ProblemFormat | SumFormat, list[int]] = {}
         for i, p in enumerate(problems):
-            groups.setdefault(self.width_of(p), []).append(i)
+            groups.setdefault(self.layout_for(p), []).append(i)
         return groups
 
-    def answer(self, problems: list[Problem]) -> list[Answer]:
-        """Each problem answered at its width (:meth:`width_of`), the problems of one width in batches."""
+    def answer(self, problems: list[Problem | SumProblem]) -> list[Answer]:
+        """Each problem answered in its layout (:meth:`layout_for`), the problems of one layout in batches."""
         answers: list[Answer | None] = [None] * len(problems)
-        for width, indices in self.by_width(problems).items():
-            fmt = self.fmt.at_width(width)
+        for fmt, indices in self.by_layout(problems).items():
             prompts = fmt.prompt_of(self.encode([problems[i] for i in indices], fmt))
             for i, row in zip(indices, self.generate(prompts, fmt=fmt).tolist(), strict=True):
                 answers[i] = self.read(row, fmt)
@@ -202,6 +211,8 @@ class Calculator:
     def difficulties(self, problems: list[Problem]) -> list[int]:
         """Per problem, its carries, borrows or long-multiplication carries (:func:`data.difficulty.difficulty`):
         on int64 tensors where every operand fits, else problem by problem (:func:`long_difficulty`)."""
+        if any(isinstance(p, SumProblem) for p in problems):
+            return [p.carries() for p in problems]
         if all(max(p.a, p.b) < 10**18 for p in problems):
             a = torch.tensor([p.a for p in problems], dtype=torch.int64)
             b = torch.tensor([p.b for p in problems], dtype=torch.int64)
@@ -219,8 +230,8 @@ class Calculator:
         n = len(problems)
         exact, digit = torch.zeros(n, dtype=torch.bool), torch.zeros(n)  # per problem
         written: dict[int, tuple[list[int], ProblemFormat]] = {}  # a wrong problem's answer tokens, in its layout
-        for width, indices in self.by_width(problems).items():  # each width in its own layout
-            fmt, at = self.fmt.at_width(width), torch.tensor(indices)
+        for fmt, indices in self.by_layout(problems).items():  # each in its own layout
+            at = torch.tensor(indices)
             seqs = self.encode([problems[i] for i in indices], fmt)  # (n_w, seq_len)
             predicted = self.generate(fmt.prompt_of(seqs), fmt=fmt)  # (n_w, answer_len)
             exact[at], right = fmt.judge(predicted, seqs)

@@ -57,10 +57,9 @@ import torch
 from torch import nn
 
 from data.checks import check_whole, is_whole
-from data.positions import LINE_STRIDE, training_places
+from data.positions import LINE_STRIDE, training_places, written_in_lines
 from data.positions import place_ids as places_of
 from data.problems import ProblemFormat
-from data.running_product import RunningProduct
 
 PLACE_SCHEMES = ("predicted", "own", "anchored", "lined")  # PlaceConfig.place_of
 LINE_BUCKETS = 3  # "lined": a key's line against the query's -- not both on a line, the same line, the line before
@@ -148,9 +147,10 @@ class PlaceScheme(nn.Module):
         place_scores (score buckets, n_layers * n_heads): those cfg asks for."""
         super().__init__()
         place_ids = places_of(fmt, cfg.place_of)
-        if cfg.place_of == "lined" and not isinstance(fmt.working, RunningProduct):
+        if cfg.place_of == "lined" and not written_in_lines(fmt):
             raise ValueError(
-                "place_of=lined needs a working written in lines (data.show_work=true with data.running_product=true)"
+                "place_of=lined needs a working written in lines (data.show_work=true with data.running_product=true, "
+                "or data.operands > 2)"
             )
         self.cfg, self.n_layers, self.n_heads = cfg, model.n_layers, model.n_heads
         if cfg.place_embedding:

@@ -107,9 +107,8 @@ def wrong_digits_by_place(fmt, mistakes: list[dict]) -> list[int]:
 
 
 def _natural(padded: str) -> str:
-    """'007+045' -> '7+45'."""
+    """'007+045' -> '7+45' (and '01+20+03' -> '1+20+3', a sum of many operands)."""
     for op in "+-*":
         if op in padded:
-            a, b = padded.split(op)
-            return f"{int(a)}{op}{int(b)}"
+            return op.join(str(int(x)) for x in padded.split(op))
     return padded

@@ -244,6 +244,8 @@ def next_steps(results: dict) -> str:
     digits, op = int(fmt["digits"]), str(fmt["operators"])[0]
     b_width = int(fmt.get("b_digits") or 0) or max(1, digits - 1)  # a short b where the run drew one
     example = f"{'1' * digits}{op}{'2' * b_width}"
+    if int(fmt.get("operands") or 2) > 2:  # a sum of as many operands as it was trained on (data/sums.py)
+        example = "+".join(str(j % 9 + 1) * digits for j in range(int(fmt["operands"])))
     lines = [
         "next:",
         f"  look     {run}/report.html   (open it in a browser: the run on one page)",

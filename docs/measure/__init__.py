@@ -26,6 +26,7 @@ SECTIONS = [
     "long_times_short",
     "long_times_two",
     "long_times_long",
+    "many_operands",
     "answer_order",
     "add10",
     "add10_recipe",

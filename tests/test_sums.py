@@ -1,0 +1,155 @@
+"""Sums of many operands (data.operands, data/sums.py): the running sum's lines in tokens and in text, splits that are
+a function of the operands, a line that sees its own operand and the line before however many there are, the settings
+checked, and calc.py's expressions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from analysis.sum_length import carry_heavy, sum_problems
+from data.build import format_dict, problem_format
+from data.expressions import ExpressionError, parse_expression
+from data.positions import LINE_STRIDE, line_ids, place_ids, positions
+from data.sums import SumEncoder, SumFormat, SumProblem, SumSampler, sum_result, sum_text
+from data.text import parse_answer
+from data.tokenizer import CharTokenizer
+from model.build import build_transformer, transformer_config
+from tests.test_length import random_place_scores
+
+SUMS = {"digits": 4, "operands": 5, "show_work": True, "mixed_lengths": True}
+
+
+def test_each_line_is_the_sum_so_far_and_the_last_is_the_result():
+    fmt = problem_format(**{**SUMS, "digits": 2, "operands": 3})
+    assert sum_text(fmt, [12, 34, 5]) == "12+34+05=" + "2100+" + "6400+" + "1500"  # 12, 46, 51: units first
+    written = sum_text(fmt, [12, 34, 5]).split("=")[1]
+    assert sum_result(fmt, written) == parse_answer(fmt, written) == 51
+    assert sum_result(fmt, written[:-1]) is None  # not the layout's length
+
+
+def test_the_encoders_tokens_are_the_text_of_every_sum():
+    tokenizer = CharTokenizer()
+    for fmt in (problem_format(**SUMS), problem_format(**SUMS).at_width(2), SumFormat(3, 12, reverse_answer=False)):
+        (operands,) = fmt.random_problems(200, torch.Generator().manual_seed(0))
+        seqs = SumEncoder(fmt, tokenizer.vocab).encode(operands)
+        assert seqs.shape == (200, fmt.seq_len) and len(positions(fmt)) == fmt.seq_len
+        for seq, row in zip(seqs.tolist(), operands.tolist(), strict=True):
+            assert seq == tokenizer.encode(sum_text(fmt, row), bos=True, eos=True)
+        lengths = {len(str(x)) for x in operands.flatten().tolist()}
+        assert lengths == set(range(1, fmt.digits + 1))  # operands of every length
+
+
+def test_a_long_sum_is_written_in_unbounded_ints():
+    fmt = problem_format(**SUMS).shaped(30, 30)
+    operands = [int("9" * 30)] * 30
+    lines = sum_text(fmt, operands).split("=")[1].split("+")
+    assert [int(line[::-1]) for line in lines] == [x * int("9" * 30) for x in range(1, 31)]
+    assert len(lines[0]) == 32  # 30 x (10**30 - 1) has 32 digits
+    assert problem_format(**SUMS).answer_digits == 6  # two places above the operands' however few they are
+
+
+def test_splits_are_a_function_of_the_operands_and_held_out_sets_are_distinct():
+    fmt = problem_format(**{**SUMS, "digits": 2, "operands": 3})
+    sampler = SumSampler(fmt, 0.1, 0.1)
+    (val,) = sampler.sample("val", 300, torch.Generator().manual_seed(1))
+    (train,) = sampler.sample("train", 3000, torch.Generator().manual_seed(2))
+    assert len({tuple(r) for r in val.tolist()}) == 300
+    assert (fmt.split_of(val, 0.1, 0.1) == 1).all() and (fmt.split_of(train, 0.1, 0.1) == 0).all()
+    assert not {tuple(r) for r in val.tolist()} & {tuple(r) for r in train.tolist()}
+    swapped = val[:, [1, 0, 2]]  # the same numbers in another order: another problem, hashed as such
+    assert not torch.equal(fmt.split_of(swapped, 0.1, 0.1), fmt.split_of(val, 0.1, 0.1))
+
+
+def test_a_width_is_as_many_operands_in_proportion_and_one_length():
+    fmt = problem_format(**{**SUMS, "digits": 10, "operands": 10})
+    assert fmt.at_width(10) == fmt and fmt.at_width(1).terms == 2 and fmt.at_width(7).terms == 7
+    lengths = [fmt.at_width(w).seq_len for w in range(1, 11)]
+    assert lengths == sorted(set(lengths))  # mixed-width training tells a batch's width by its length
+
+
+def test_operand_j_sits_on_line_j_and_each_line_is_counted_from_the_first():
+    fmt = problem_format(**{**SUMS, "digits": 2, "operands": 3})
+    layout, lines = positions(fmt), line_ids(fmt)
+    assert [(p.short, line) for p, line in zip(layout, lines, strict=True) if p.kind == "term"] == [
+        ("t1.1", 1), ("t1.0", 1), ("t2.1", 2), ("t2.0", 2), ("t3.1", 3), ("t3.0", 3),
+    ]  # fmt: skip
+    assert [line for p, line in zip(layout, lines, strict=True) if p.kind in ("=", "then")] == [1, 2, 3]
+    ids = place_ids(fmt, "lined")
+    assert all(i // LINE_STRIDE == line for i, line in zip(ids, lines, strict=True))
+    assert [i % LINE_STRIDE for i, p in zip(ids, layout, strict=True) if p.kind == "term"][:2] == [2, 1]  # places
+
+
+def test_a_line_of_a_long_sum_sees_its_operand_and_the_line_before_only():
+    fmt = problem_format(**SUMS)
+    cfg = transformer_config(
+        vocab_size=CharTokenizer().vocab_size, block_size=fmt.seq_len, d_model=32, n_heads=4, n_layers=2,
+        place_embedding=True, place_vectors=False, position_embedding=False, place_of="lined", place_bias=1,
+        place_window=True,
+    )  # fmt: skip
+    net = random_place_scores(build_transformer(cfg, fmt))
+    long = fmt.shaped(30, 20)
+    table = net.places.place_score_table(long.seq_len, long.seq_len, torch.tensor(place_ids(long, "lined")))
+    layout = positions(long)
+    at = lambda kind, place, line=None: next(  # noqa: E731
+        i for i, p in enumerate(layout) if p.kind == kind and p.place == place and (line is None or p.line == line)
+    )
+    q = at("work", 9, 17)  # predicts line 17's digit at place 10: operand 17 is the one that line adds
+    assert line_ids(long)[q] == 17
+    seen = lambda k: bool(torch.isfinite(table[..., q, k]).all())  # noqa: E731
+    assert seen(at("term", 10, 17)) and seen(at("term", 9, 17)) and not seen(at("term", 10, 18))
+    assert seen(at("work", 10, 16)) and not seen(at("work", 10, 15))  # the line before; not two lines up
+    assert not seen(at("term", 10, 5)) and not seen(at("term", 2, 17))  # another operand; a far column
+
+
+def test_the_format_saves_its_operands_and_its_settings_are_checked():
+    fmt = problem_format(**SUMS)
+    assert format_dict(fmt)["operands"] == 5 and problem_format(**format_dict(fmt)) == fmt
+    for bad, why in (
+        ({"operators": "*"}, "set operators='\\+'"),
+        ({"show_work": False}, "show_work=true"),
+        ({"mixed_lengths": False}, "mixed_lengths=true"),
+        ({"b_digits": 2}, "b_digits is for a op b"),
+        ({"operands": 1}, "operands=1: must be a whole number >= 2"),
+        ({"operands": "many"}, "operands='many'"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            problem_format(**{**SUMS, **bad})
+    SumFormat(17, 10).check_vectorised()  # ten 17-digit numbers sum below 10**18: int64 holds them
+    with pytest.raises(ValueError, match="digits=18: at most 17 with 10 operands"):
+        SumFormat(18, 10).check_vectorised()
+
+
+def test_calc_reads_a_sum_of_any_length_and_says_what_it_takes():
+    fmt = problem_format(**SUMS)
+    assert parse_expression(" 12 + 345+6789 = ", fmt) == SumProblem((12, 345, 6789))
+    assert parse_expression("1+2+3=6", fmt, allow_answer=True).given == 6
+    problem = parse_expression("+".join(["9" * 40] * 30), fmt, longest=10_000)
+    assert problem.layout(fmt) == fmt.shaped(30, 40) and problem.truth == 30 * int("9" * 40)
+    for text, why in (("1*2+3", "not trained on '\\*'"), ("1+2=4", "answer 4 is wrong"), ("1++2", "in a row")):
+        with pytest.raises(ExpressionError, match=why):
+            parse_expression(text, fmt, allow_answer=True)
+    with pytest.raises(ExpressionError, match="accepted: a\\+b\\+c"):
+        parse_expression("1+2", fmt, allow_answer=False, longest=None) and parse_expression("1 2", fmt)
+
+
+def test_carry_heavy_sums_carry_across_the_whole_width_on_every_other_line():
+    for operands in carry_heavy(6, 8, 20):
+        assert all(len(str(x)) == 8 for x in operands)
+        assert SumProblem(tuple(operands)).carries() >= 3 * 8  # lines 2, 4, 6 carry through all 8 places
+    uniform = sum_problems(6, 20)["uniform"]
+    assert sum(p.carries() for p in uniform) < sum(SumProblem(tuple(o)).carries() for o in carry_heavy(6, 8, 10))
+
+
+def test_experiment_sum_many_trains_on_the_running_sum_with_lines(tmp_path):
+    from tests.conftest import compose_config, with_run_dir
+    from training.assemble import build_objects
+
+    datamodule, module, analysis, _ = build_objects(with_run_dir(compose_config(["experiment=sum_many"]), tmp_path))
+    assert isinstance(module.fmt, SumFormat) and module.hparams["fmt"]["operands"] == 10
+    assert module.net.cfg.places.place_of == "lined" and not module.net.has_table and analysis is None
+    batch = next(iter(datamodule.train_dataloader()))  # a width of 1..10, its operands in proportion
+    layout = module.layout(batch)
+    assert isinstance(layout, SumFormat) and batch.shape[1] == layout.seq_len
+    loss = module.teacher_forced_loss(batch, module.training_places(batch))
+    assert torch.isfinite(loss)
