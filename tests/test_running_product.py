@@ -65,21 +65,31 @@ def test_lines_are_counted_from_the_first_and_b_digits_sit_on_the_line_they_mult
     assert [i % LINE_STRIDE for i, p in zip(ids, positions(fmt), strict=True) if p.kind == "b"] == [0, 0, 0]
 
 
-def test_a_line_of_a_long_product_sees_the_line_before_and_its_digit_of_b_only():
-    fmt = problem_format(**NM)
+def index_of(layout: list, kind: str, place: int, line: int | None = None) -> int:
+    """Where in ``layout`` (data/positions.py's positions) the digit of this kind, place and line sits."""
+    return next(
+        i for i, p in enumerate(layout) if p.kind == kind and p.place == place and (line is None or p.line == line)
+    )
+
+
+def lined_net(fmt):
+    """A small network of experiment=mul_nm's and sum_many's scheme for ``fmt``, its place scores made to count."""
     cfg = transformer_config(
         vocab_size=CharTokenizer().vocab_size, block_size=fmt.seq_len, d_model=32, n_heads=4, n_layers=2,
         place_embedding=True, place_vectors=False, position_embedding=False, place_of="lined", place_bias=1,
         place_window=True,
     )  # fmt: skip
-    net = random_place_scores(build_transformer(cfg, fmt))
+    return random_place_scores(build_transformer(cfg, fmt))
+
+
+def test_a_line_of_a_long_product_sees_the_line_before_and_its_digit_of_b_only():
+    fmt = problem_format(**NM)
+    net = lined_net(fmt)
     long = fmt.at_width(20)
     places = torch.tensor(place_ids(long, "lined"))
     table = net.places.place_score_table(long.seq_len, long.seq_len, places)  # (L, 1, H, T, T)
     layout, lines = positions(long), line_ids(long)
-    at = lambda kind, place, line=None: next(  # noqa: E731
-        i for i, p in enumerate(layout) if p.kind == kind and p.place == place and (line is None or p.line == line)
-    )
+    at = lambda kind, place, line=None: index_of(layout, kind, place, line)  # noqa: E731
     q = at("work", 10, 14)  # predicts digit 11 of line 15 (work line 14, counted from 0)
     assert lines[q] == 15
     seen = lambda k: bool(torch.isfinite(table[..., q, k]).all())  # noqa: E731

@@ -14,8 +14,7 @@ from data.positions import LINE_STRIDE, line_ids, place_ids, positions
 from data.sums import SumEncoder, SumFormat, SumProblem, SumSampler, sum_result, sum_text
 from data.text import parse_answer
 from data.tokenizer import CharTokenizer
-from model.build import build_transformer, transformer_config
-from tests.test_length import random_place_scores
+from tests.test_running_product import index_of, lined_net
 
 SUMS = {"digits": 4, "operands": 5, "show_work": True, "mixed_lengths": True}
 
@@ -82,18 +81,10 @@ def test_operand_j_sits_on_line_j_and_each_line_is_counted_from_the_first():
 
 def test_a_line_of_a_long_sum_sees_its_operand_and_the_line_before_only():
     fmt = problem_format(**SUMS)
-    cfg = transformer_config(
-        vocab_size=CharTokenizer().vocab_size, block_size=fmt.seq_len, d_model=32, n_heads=4, n_layers=2,
-        place_embedding=True, place_vectors=False, position_embedding=False, place_of="lined", place_bias=1,
-        place_window=True,
-    )  # fmt: skip
-    net = random_place_scores(build_transformer(cfg, fmt))
+    net = lined_net(fmt)
     long = fmt.shaped(30, 20)
     table = net.places.place_score_table(long.seq_len, long.seq_len, torch.tensor(place_ids(long, "lined")))
-    layout = positions(long)
-    at = lambda kind, place, line=None: next(  # noqa: E731
-        i for i, p in enumerate(layout) if p.kind == kind and p.place == place and (line is None or p.line == line)
-    )
+    at = lambda kind, place, line=None: index_of(positions(long), kind, place, line)  # noqa: E731
     q = at("work", 9, 17)  # predicts line 17's digit at place 10: operand 17 is the one that line adds
     assert line_ids(long)[q] == 17
     seen = lambda k: bool(torch.isfinite(table[..., q, k]).all())  # noqa: E731
@@ -153,3 +144,32 @@ def test_experiment_sum_many_trains_on_the_running_sum_with_lines(tmp_path):
     assert isinstance(layout, SumFormat) and batch.shape[1] == layout.seq_len
     loss = module.teacher_forced_loss(batch, module.training_places(batch))
     assert torch.isfinite(loss)
+
+
+def test_a_run_of_sums_is_asked_and_scored_by_calc_and_its_page_says_what_the_lab_reads(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, run_train
+
+    small = ["data.digits=3", "data.operands=3", "data.n_val=50", "data.n_test=50", "trainer.max_steps=5"]
+    ran = run_train(tmp_path / "run", "experiment=sum_many", *small, "trainer.val_check_interval=5", "logger=none")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "sums of 3 operands of up to 3 digits" in ran.stdout and "111+222+333" in ran.stdout  # the ask line
+    calc = lambda *args, **kw: subprocess.run(  # noqa: E731
+        [sys.executable, str(ROOT / "calc.py"), "--ckpt", str(tmp_path / "run"), *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, **kw,
+    )  # fmt: skip
+    answered = calc("1+2+3", "12+345+6789+1", "3*4")
+    lines = answered.stdout.splitlines()
+    assert len(lines) == 3 and lines[2].startswith("error: '3*4': this model was not trained on '*'")
+    assert all(line.split()[0].isdigit() or line.startswith("?") for line in lines[:2])  # answers, right or not
+    scored = calc("--eval", "-", "--json", input="1+2+3=6\n999+1+1\n# a comment\n7*8\n")
+    report = json.loads(scored.stdout)
+    assert report["n_problems"] == 2 and report["n_invalid"] == 1 and "by_carries" in report
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "analyse.py"), str(tmp_path / "run")], capture_output=True, text=True, cwd=ROOT
+    )
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "read a op b problems" in refused.stderr
+    assert "the lab asks a op b problems" in (tmp_path / "run" / "report.html").read_text()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .common import Variant, not_measured, pct, run_variants, secs
+from .length import longest_right
 
 COMMAND = "python train.py experiment=sum_many seed=S threads=1"
 COST = "~90 min"
@@ -48,12 +49,7 @@ def block_many_operands(m: dict) -> str:
 
 def reach(run: dict) -> int:
     """The largest size at which this run, and every smaller size measured, is >= 99% right (0: none)."""
-    best = 0
-    for n in SIZES:
-        if (run["sizes"].get(str(n)) or {}).get("exact_match", 0) < 0.99:
-            break
-        best = n
-    return best
+    return longest_right({size: s["exact_match"] for size, s in run["sizes"].items()})
 
 
 def block_many_operands_published(m: dict) -> str:
