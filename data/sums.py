@@ -1,14 +1,16 @@
 """Many operands: ``a1+a2+...+ak``, written with a running sum (``data.operands=k``), beside the lesson's ``a op b``.
 
-    [BOS] 12+34+05= 210+640+150 [EOS]       12, 12+34 = 46, 46+5 = 51: each line 3 digits, units first
+    [BOS] 12+34+05= 2100+6400+1500 [EOS]     12, 12+34 = 46, 46+5 = 51: each line 4 digits, units first
 
 The prompt holds the k operands, each zero-padded to ``digits``; the model then writes k lines, each as wide as the
-result and in its digit order: line j is the sum of the first j operands, so line 1 copies a1 and the last line is
-the result. Every digit of line j is then the digit of line j - 1 at its place, plus the digit of a_j there, plus a
-carry of 0 or 1 that the digit written before it tells apart -- the addition of two numbers, the same on every line
-and at every width. A model with the line window of ``model.place_of=lined`` (model/positions.py) sees, of the lines,
-only its own (with a_j, which sits on line j) and the one before, so what it computes is the same with 3 operands
-and with 300 (data/positions.py gives every token its place and line).
+result (two places above the operands' at least) and in its digit order: line j is the sum of the first j operands,
+so line 1 copies a1 and the last line is the result. Every digit of line j is then the digit of line j - 1 at its
+place, plus the digit of a_j there, plus a carry of 0 or 1 that the digit written before it tells apart -- the
+addition of two numbers, the same on every line and at every width. A model with the line window of
+``model.place_of=lined`` (model/positions.py) sees, of the lines, only its own (with a_j and the '+' after it, which
+sit on line j: a line's last digit writes '+' where that '+' is there, the end where it is not) and the one before,
+so what it computes is the same with 3 operands and with 300 (data/positions.py gives every token its place and
+line).
 
 :class:`SumFormat` is the format (what :class:`data.problems.ProblemFormat` is to ``a op b``: the layout, where the
 answer sits and how it is scored -- those three read from ProblemFormat itself, so they are written once), with its
@@ -117,7 +119,6 @@ class SumFormat:
         shape, device = (n, self.terms), generator.device
         length = torch.randint(1, self.digits + 1, shape, generator=generator, device=device)
         mixed = torch.rand(n, 1, generator=generator, device=device) < 0.5  # (n, 1): which problems
-        length = torch.where(mixed, length, self.digits)
         low = torch.where(length == 1, 0, 10 ** (length - 1))  # the smallest value of that length
         draw = torch.randint(10**self.digits, shape, generator=generator, device=device)
         return (torch.where(mixed, low + draw % (10**length - low), draw),)
@@ -134,8 +135,8 @@ class SumFormat:
 
 
 class RunningSum:
-    """A sum's working as the rest of the project reads a working piece (data/working.py): its lines, their tokens,
-    and where the result starts."""
+    """A sum's working as the rest of the project reads a working piece (data/working.py): how many lines, how many
+    tokens, and where the result starts."""
 
     @staticmethod
     def lines(fmt: SumFormat) -> int:
