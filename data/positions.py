@@ -67,9 +67,8 @@ def positions(fmt: ProblemFormat | SumFormat) -> list[Position]:
 
 def sum_positions(fmt: SumFormat) -> list[Position]:
     """A sum's: each operand and the '+' after it on line j = operand j ('=' after the last), every line of the
-    running sum and its '+', then the result (data/sums.py). A line's last digit, which writes its '+' or [EOS], sees
-    a '+' on its own line where another operand follows."""
-    digits = range(fmt.digits - 1, -1, -1)
+    running sum and its '+', then the result (data/sums.py)."""
+    digits = range(fmt.answer_digits - 1, -1, -1)  # an operand is written as wide as the result
     places = list(range(fmt.answer_digits))[:: 1 if fmt.reverse_answer else -1]  # in the order they are written
     terms = [
         p for j in range(1, fmt.terms + 1) for p in [*(Position("term", k, j) for k in digits), Position("op", None, j)]
@@ -117,10 +116,11 @@ LINE_STRIDE = 2**24  # place_of="lined": a token's id is its place + LINE_STRIDE
 def line_ids(fmt: ProblemFormat | SumFormat) -> list[int]:
     """Per position, the line of the working it belongs to, counted from 1, the result the last (a running
     product's, data/running_product.py, or a running sum's, data/sums.py): a token predicting a digit of line i (and
-    a line's last digit, which predicts its '+'), and b's digit that line i multiplies by (b's top digit: line 1) or
-    the operand line i adds; 0 for every other token."""
+    a line's last digit, which predicts its '+'), and b's digit that line i multiplies by (b's top digit: line 1);
+    -i for the operand line i adds and its '+' (seen from line i alone: model/positions.py); 0 for every other
+    token."""
     layout = positions(fmt)
-    line_of = lambda p: p.line or 0 if p.kind in ("term", "op") else fmt.digits - p.place if p.kind == "b" else 0  # noqa: E731
+    line_of = lambda p: -p.line if p.kind in ("term", "op") and p.line else fmt.digits - p.place if p.kind == "b" else 0  # noqa: E731
     ids = [line_of(p) for p in layout[: fmt.prompt_len - 1]]
     line = 1
     for p in layout[fmt.prompt_len - 1 : -1]:  # '=' and every token after it but [EOS] predict the next one

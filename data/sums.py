@@ -1,16 +1,16 @@
 """Many operands: ``a1+a2+...+ak``, written with a running sum (``data.operands=k``), beside the lesson's ``a op b``.
 
-    [BOS] 12+34+05= 2100+6400+1500 [EOS]     12, 12+34 = 46, 46+5 = 51: each line 4 digits, units first
+    [BOS] 012+034+005= 210+640+150 [EOS]     12, 12+34 = 46, 46+5 = 51: every number 3 digits, lines units first
 
-The prompt holds the k operands, each zero-padded to ``digits``; the model then writes k lines, each as wide as the
-result (two places above the operands' at least) and in its digit order: line j is the sum of the first j operands,
-so line 1 copies a1 and the last line is the result. Every digit of line j is then the digit of line j - 1 at its
-place, plus the digit of a_j there, plus a carry of 0 or 1 that the digit written before it tells apart -- the
-addition of two numbers, the same on every line and at every width. A model with the line window of
-``model.place_of=lined`` (model/positions.py) sees, of the lines, only its own (with a_j and the '+' after it, which
-sit on line j: a line's last digit writes '+' where that '+' is there, the end where it is not) and the one before,
-so what it computes is the same with 3 operands and with 300 (data/positions.py gives every token its place and
-line).
+Every number is written as wide as the result: the k operands in the prompt (zero-padded), then k lines in the
+result's digit order: line j is the sum of the first j operands, so line 1 copies a1 and the last line is the
+result. Every digit of line j is then the digit of line j - 1 at its place, plus the digit of a_j there (a 0 above
+its own digits), plus a carry of 0 or 1 that the digit written before it tells apart -- the addition of two numbers,
+the same on every line, at every width and for every place of the result. A model with the line window of
+``model.place_of=lined`` (model/positions.py) sees, of the lines, only its own and the one before, and of the
+operands only a_j and the '+' after it (on line -j: seen from line j alone, data/positions.py) -- so a line's last
+digit writes '+' where that '+' is there and the end where it is not, and what a token computes is the same with 3
+operands and with 300.
 
 :class:`SumFormat` is the format (what :class:`data.problems.ProblemFormat` is to ``a op b``: the layout, where the
 answer sits and how it is scored -- those three read from ProblemFormat itself, so they are written once), with its
@@ -67,9 +67,9 @@ class SumFormat:
     # ---- layout: [BOS] a1+a2+...+ak= line1+line2+...+result [EOS] ------------------------------------
     @property
     def answer_digits(self) -> int:
-        """The result's width, and each line's: k numbers below 10**digits sum below k * 10**digits; at least two
-        places above the operands', so the lines of up to 100 operands are laid out as the trained ones are."""
-        return self.digits + max(2, len(str(self.terms - 1)))
+        """The width of every number written, operands, lines and result: k numbers below 10**digits sum below
+        k * 10**digits."""
+        return self.digits + len(str(self.terms - 1))
 
     @property
     def result_len(self) -> int:
@@ -86,8 +86,8 @@ class SumFormat:
 
     @property
     def prompt_len(self) -> int:
-        """[BOS], each operand and the '+' or '=' after it."""
-        return 1 + self.terms * (self.digits + 1)
+        """[BOS], each operand (``answer_digits`` wide) and the '+' or '=' after it."""
+        return 1 + self.terms * (self.answer_digits + 1)
 
     @property
     def seq_len(self) -> int:
@@ -169,7 +169,7 @@ class SumEncoder:
         plus, eq = vocab["+"], vocab["="]
         after = torch.full((n, k, 1), plus, dtype=torch.int64, device=device)
         after[:, -1] = eq
-        prompt = torch.cat([digit[digits_of(operands, fmt.digits)], after], dim=2).flatten(1)  # (N, k * (digits + 1))
+        prompt = torch.cat([digit[digits_of(operands, fmt.answer_digits)], after], dim=2).flatten(1)  # (N, k * (W + 1))
         lines = digit[digits_of(operands.cumsum(1), fmt.answer_digits)]  # (N, k, answer_digits)
         if fmt.reverse_answer:
             lines = lines.flip(2)
@@ -262,7 +262,7 @@ def sum_text(fmt: SumFormat, operands: list[int]) -> str:
     """The whole string after [BOS]: the prompt, the lines and the result, as the model is trained to write it."""
     width = fmt.answer_digits
     order = (lambda s: s[::-1]) if fmt.reverse_answer else (lambda s: s)  # noqa: E731
-    prompt = "+".join(f"{x:0{fmt.digits}d}" for x in operands) + "="
+    prompt = "+".join(f"{x:0{width}d}" for x in operands) + "="
     running = [sum(operands[: j + 1]) for j in range(len(operands))]
     return prompt + "+".join(order(f"{s:0{width}d}") for s in running)
 

@@ -13,8 +13,9 @@ field:
                       digits anchored: its lowest ANCHORS seen from every column, each scored by its own place
                       (with place_bias), the rest hidden, so a short multiplier reaches every column of a long
                       product and nothing grows with the width -- or "lined" -- as "predicted", for a working
-                      written in lines (a running product): each token also carries its line, and a query on a line
-                      sees, of the tokens on lines, its own line's and the line before's only, each scored as such;
+                      written in lines (a running product, a running sum): each token also carries its line, and a
+                      query on a line sees, of the tokens on lines, its own line's and the line before's only, each
+                      scored as such (a token on line -i, a sum's operand, is seen from line i alone);
                       b's digits are placeless, each on the line it multiplies, so however many lines b's length
                       makes, a line reads the one before it and its own digit of b. The places come from the
                       problem format (:func:`data.positions.place_ids`).
@@ -243,10 +244,11 @@ class PlaceScheme(nn.Module):
         if anchored:  # an anchored key (place -p): a score of its own place, from anywhere
             bucket = torch.where(key < 0, 2 * K + 3 + (-key).clamp(max=ANCHORS), bucket)
         hidden = key < -ANCHORS if anchored else None  # anchored places beyond the scored ones
-        if lined:  # a query on a line sees, of the keys on lines, its own line's and the line before's only
-            q_line, k_line = lines[:, T_k - T_q :, None], lines[:, None, :]
-            on_lines, gap = (q_line > 0) & (k_line > 0), q_line - k_line
-            hidden = on_lines & ((gap < 0) | (gap > 1))
+        if lined:  # a query on a line sees, of the keys on lines, its own line's and the line before's only -- and
+            # a key on line -j (a sum's operand, data/positions.py) from line j alone
+            q_line, k_line = lines[:, T_k - T_q :, None].abs(), lines[:, None, :]
+            on_lines, gap = (q_line > 0) & (k_line != 0), q_line - k_line.abs()
+            hidden = on_lines & ((gap < 0) | (gap > 1) | ((k_line < 0) & (gap != 0)))
             bucket = bucket + (2 * K + 4) * torch.where(on_lines, 1 + gap.clamp(0, 1), 0)
         table = self.place_scores(bucket)  # (B, T_q, T_k, n_layers * n_heads)
         if self.cfg.place_window:  # hidden: keys more than K places away, and every digit from a token with no place

@@ -21,7 +21,7 @@ SUMS = {"digits": 4, "operands": 5, "show_work": True, "mixed_lengths": True}
 
 def test_each_line_is_the_sum_so_far_and_the_last_is_the_result():
     fmt = problem_format(**{**SUMS, "digits": 2, "operands": 3})
-    assert sum_text(fmt, [12, 34, 5]) == "12+34+05=" + "2100+" + "6400+" + "1500"  # 12, 46, 51: units first
+    assert sum_text(fmt, [12, 34, 5]) == "012+034+005=" + "210+" + "640+" + "150"  # 12, 46, 51: units first
     written = sum_text(fmt, [12, 34, 5]).split("=")[1]
     assert sum_result(fmt, written) == parse_answer(fmt, written) == 51
     assert sum_result(fmt, written[:-1]) is None  # not the layout's length
@@ -45,7 +45,7 @@ def test_a_long_sum_is_written_in_unbounded_ints():
     lines = sum_text(fmt, operands).split("=")[1].split("+")
     assert [int(line[::-1]) for line in lines] == [x * int("9" * 30) for x in range(1, 31)]
     assert len(lines[0]) == 32  # 30 x (10**30 - 1) has 32 digits
-    assert problem_format(**SUMS).answer_digits == 6  # two places above the operands' however few they are
+    assert sum_text(fmt, operands).startswith("00" + "9" * 30 + "+")  # every number as wide as the result
 
 
 def test_splits_are_a_function_of_the_operands_and_held_out_sets_are_distinct():
@@ -67,16 +67,17 @@ def test_a_width_is_as_many_operands_in_proportion_and_one_length():
     assert lengths == sorted(set(lengths))  # mixed-width training tells a batch's width by its length
 
 
-def test_operand_j_sits_on_line_j_and_each_line_is_counted_from_the_first():
+def test_operand_j_and_its_plus_sit_on_line_minus_j_seen_from_line_j_alone():
     fmt = problem_format(**{**SUMS, "digits": 2, "operands": 3})
     layout, lines = positions(fmt), line_ids(fmt)
-    assert [(p.short, line) for p, line in zip(layout, lines, strict=True) if p.kind == "term"] == [
-        ("t1.1", 1), ("t1.0", 1), ("t2.1", 2), ("t2.0", 2), ("t3.1", 3), ("t3.0", 3),
-    ]  # fmt: skip
+    assert [(p.short, line) for p, line in zip(layout, lines, strict=True) if p.kind == "term"][:4] == [
+        ("t1.2", -1), ("t1.1", -1), ("t1.0", -1), ("t2.2", -2),
+    ]  # fmt: skip  (seen from line j alone)
+    assert [line for p, line in zip(layout, lines, strict=True) if p.kind == "op"] == [-1, -2]  # the '+' after it
     assert [line for p, line in zip(layout, lines, strict=True) if p.kind in ("=", "then")] == [1, 2, 3]
     ids = place_ids(fmt, "lined")
     assert all(i // LINE_STRIDE == line for i, line in zip(ids, lines, strict=True))
-    assert [i % LINE_STRIDE for i, p in zip(ids, layout, strict=True) if p.kind == "term"][:2] == [2, 1]  # places
+    assert [i % LINE_STRIDE for i, p in zip(ids, layout, strict=True) if p.kind == "term"][:3] == [3, 2, 1]  # places
 
 
 def test_a_line_of_a_long_sum_sees_its_operand_and_the_line_before_only():
@@ -89,6 +90,7 @@ def test_a_line_of_a_long_sum_sees_its_operand_and_the_line_before_only():
     assert line_ids(long)[q] == 17
     seen = lambda k: bool(torch.isfinite(table[..., q, k]).all())  # noqa: E731
     assert seen(at("term", 10, 17)) and seen(at("term", 9, 17)) and not seen(at("term", 10, 18))
+    assert not seen(at("term", 10, 16))  # the operand of the line before: seen from its own line alone
     assert seen(at("work", 10, 16)) and not seen(at("work", 10, 15))  # the line before; not two lines up
     assert not seen(at("term", 10, 5)) and not seen(at("term", 2, 17))  # another operand; a far column
 
