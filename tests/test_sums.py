@@ -70,9 +70,8 @@ def test_a_width_is_as_many_operands_in_proportion_and_one_length():
 def test_operand_j_and_its_plus_sit_on_line_minus_j_seen_from_line_j_alone():
     fmt = problem_format(**{**SUMS, "digits": 2, "operands": 3})
     layout, lines = positions(fmt), line_ids(fmt)
-    assert [(p.short, line) for p, line in zip(layout, lines, strict=True) if p.kind == "term"][:4] == [
-        ("t1.2", -1), ("t1.1", -1), ("t1.0", -1), ("t2.2", -2),
-    ]  # fmt: skip  (seen from line j alone)
+    terms = [(p.short, line) for p, line in zip(layout, lines, strict=True) if p.kind == "term"]
+    assert terms[:4] == [("t1.2", -1), ("t1.1", -1), ("t1.0", -1), ("t2.2", -2)]  # seen from line j alone
     assert [line for p, line in zip(layout, lines, strict=True) if p.kind == "op"] == [-1, -2]  # the '+' after it
     assert [line for p, line in zip(layout, lines, strict=True) if p.kind in ("=", "then")] == [1, 2, 3]
     ids = place_ids(fmt, "lined")
