@@ -17,8 +17,8 @@ research settings (:class:`ResearchSettings`), all off by default:
   as many as a. With show_work (k >= 2): the lines a * b_j before the product (data/short_working.py).
 - running_product: with show_work, the working of a long b as a running product, b's digits from the top
   (data/running_product.py).
-- operands: 2 is ``a op b``; more is a sum of that many operands, written with its running sum
-  (data/sums.py: :class:`SumFormat`, with show_work and mixed_lengths, '+' alone).
+- operands: 2 is ``a op b``; more is a sum of that many operands, always written with its running sum and drawn as
+  data/sums.py's :class:`SumFormat` says (show_work and mixed_lengths are a op b's; operators '+').
 - streaming=false: train on a fixed set of ``n_train`` problems, an epoch a pass (data/epochs.py), instead of a
   fresh batch every step.
 """
@@ -75,16 +75,8 @@ def sum_format(operands, settings: dict) -> SumFormat:
     """The :class:`SumFormat` of ``operands`` operands, refusing the settings a sum does not take."""
     if isinstance(operands, bool) or not isinstance(operands, int) or operands < 2:
         raise ValueError(f"operands={operands!r}: must be a whole number >= 2 (2: a op b; more: a sum of that many)")
-    asked = {name: settings.get(name) for name in ("operators", "show_work", "mixed_lengths") if name in settings}
-    if (
-        asked.get("operators", "+") != "+"
-        or asked.get("show_work", True) is not True
-        or not asked.get("mixed_lengths", 1)
-    ):
-        raise ValueError(
-            f"operands={operands}: a sum of many operands is written with its running sum and operands of mixed "
-            "lengths; set operators='+', show_work=true and mixed_lengths=true"
-        )
+    if settings.get("operators", "+") not in ("+", ["+"]):
+        raise ValueError(f"operands={operands}: a sum of many operands adds them; set operators='+'")
     others = [name for name in ("round_numbers", "larger_first", "b_digits", "running_product") if settings.get(name)]
     if others:
         raise ValueError(f"operands={operands}: {others[0]} is for a op b problems; leave it unset with operands > 2")

@@ -97,10 +97,9 @@ def test_a_line_of_a_long_sum_sees_its_operand_and_the_line_before_only():
 def test_the_format_saves_its_operands_and_its_settings_are_checked():
     fmt = problem_format(**SUMS)
     assert format_dict(fmt)["operands"] == 5 and problem_format(**format_dict(fmt)) == fmt
+    assert problem_format(digits=4, operands=5) == fmt  # a sum is always written so: a op b's settings not needed
     for bad, why in (
         ({"operators": "*"}, "set operators='\\+'"),
-        ({"show_work": False}, "show_work=true"),
-        ({"mixed_lengths": False}, "mixed_lengths=true"),
         ({"b_digits": 2}, "b_digits is for a op b"),
         ({"operands": 1}, "operands=1: must be a whole number >= 2"),
         ({"operands": "many"}, "operands='many'"),
