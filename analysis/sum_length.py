@@ -10,10 +10,17 @@ from __future__ import annotations
 import random
 import time
 
-from data.sums import SumProblem, long_sums
+from data.sums import SumProblem
 from model.calculator import Calculator
 
-SIZES = (10, 20, 30, 50)  # n operands of n digits (50 x 50: 5,251 tokens)
+SIZES = (10, 20, 30, 50)  # n operands of n digits (50 x 50: 5,301 tokens)
+
+
+def long_sums(terms: int, digits: int, n: int, seed: int = 0) -> list[list[int]]:
+    """n sums of ``terms`` operands of exactly ``digits`` digits; the same for the same arguments."""
+    rng = random.Random(f"{seed}:sum:{terms}:{digits}")
+    low, high = (0 if digits == 1 else 10 ** (digits - 1)), 10**digits
+    return [[rng.randrange(low, high) for _ in range(terms)] for _ in range(n)]
 
 
 def carry_heavy(terms: int, digits: int, n: int, seed: int = 0) -> list[list[int]]:

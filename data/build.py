@@ -38,7 +38,7 @@ from data.running_product import RunningProduct
 from data.sampler import ENUMERATE_LIMIT, ProblemSampler
 from data.short_operand import ShortOperand, b_digits
 from data.short_working import ShortWorking
-from data.sums import SumEncoder, SumFormat, SumSampler, SumWidths
+from data.sums import SumEncoder, SumFormat, SumSampler
 from data.working import Working
 
 
@@ -161,27 +161,18 @@ def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> Arithm
     one_layout = research.show_work and not (research.b_digits or research.running_product or research.operands > 2)
     MixedDraws.check(research.mixed_widths, research.streaming, one_layout)
     fmt = problem_format(**config.format_settings, **research.format_settings)
-    if isinstance(fmt, SumFormat):
-        return sum_data(config, research, fmt)
-    sampler = ProblemSampler(fmt, config.val_fraction, config.test_fraction)
+    sums = isinstance(fmt, SumFormat)  # a sum of many operands: its own sampler and encoder (data/sums.py)
+    if sums and (research.hard_share or not research.streaming):
+        raise ValueError(f"operands={fmt.terms}: sums are streamed uniformly; set hard_share=0 and streaming=true")
+    sampler = (SumSampler if sums else ProblemSampler)(fmt, config.val_fraction, config.test_fraction)
     check_room(sampler, "val", config.n_val)
     check_room(sampler, "test", config.n_test)
     streamed_hard = research.hard_share and research.streaming  # a fixed set is drawn once, uniformly
     hard = HardCases(sampler, research.hard_share, research.hard_fade_steps) if streamed_hard else None
     mix = MixedDraws(hard, research.mixed_widths) if hard or research.mixed_widths else None
-    return ArithmeticData(config, fmt, mix, None if research.streaming else FixedSet(research.n_train))
-
-
-def sum_data(config: DataConfig, research: ResearchSettings, fmt: SumFormat) -> ArithmeticData:
-    """The lesson's :class:`ArithmeticData` for sums of many operands: handed :class:`SumFormat`'s sampler and
-    encoder in place of those of ``a op b``, and its widths as the stream's mix (data/sums.py)."""
-    if research.hard_share or not research.streaming:
-        raise ValueError(f"operands={fmt.terms}: sums are streamed uniformly; set hard_share=0 and streaming=true")
-    sampler = SumSampler(fmt, config.val_fraction, config.test_fraction)
-    check_room(sampler, "val", config.n_val)
-    check_room(sampler, "test", config.n_test)
-    data = ArithmeticData(config, fmt, SumWidths() if research.mixed_widths else None)
-    data.sampler, data.encoder = sampler, SumEncoder(fmt, data.tokenizer.vocab)
+    data = ArithmeticData(config, fmt, mix, None if research.streaming else FixedSet(research.n_train))
+    if sums:  # the lesson's data, handed the pieces that draw and write sums in place of a op b's
+        data.sampler, data.encoder = sampler, SumEncoder(fmt, data.tokenizer.vocab)
     return data
 
 

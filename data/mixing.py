@@ -54,13 +54,14 @@ class MixedDraws:
             )
 
     def at_width(self, stream, digits: int) -> tuple[ProblemSampler, ProblemEncoder]:
-        """The sampler and encoder of ``stream``'s problems written ``digits`` wide."""
+        """The sampler and encoder of ``stream``'s problems written ``digits`` wide: of the stream's own kinds
+        (a op b's, or a sum's: data/sums.py)."""
         if digits == stream.sampler.fmt.digits:
             return stream.sampler, stream.encoder
         if digits not in self.widths:
-            fmt = stream.sampler.fmt.at_width(digits)
-            sampler = ProblemSampler(fmt, stream.sampler.fractions["val"], stream.sampler.fractions["test"])
-            self.widths[digits] = sampler, ProblemEncoder(fmt, stream.encoder.vocab)
+            fmt, fractions = stream.sampler.fmt.at_width(digits), stream.sampler.fractions
+            sampler = type(stream.sampler)(fmt, fractions["val"], fractions["test"])
+            self.widths[digits] = sampler, type(stream.encoder)(fmt, stream.encoder.vocab)
         return self.widths[digits]
 
     def draw(self, stream, n: int, steps: range, generator: torch.Generator) -> torch.Tensor:

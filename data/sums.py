@@ -14,21 +14,24 @@ operands and with 300.
 
 :class:`SumFormat` is the format (what :class:`data.problems.ProblemFormat` is to ``a op b``: the layout, where the
 answer sits and how it is scored -- those three read from ProblemFormat itself, so they are written once), with its
-encoder, sampler and the training stream's widths beside it; data/build.py builds them for ``operands > 2``. A
+encoder and sampler beside it (data/mixing.py draws the training stream's widths with them); data/build.py builds
+them for ``operands > 2``. A
 problem is one (N, k) int64 tensor of operands, or, as text (calc.py, the length measurements), a list of ints.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
-import random
 
 import torch
 
 from data.checks import check_whole
 from data.difficulty import long_difficulty
 from data.problems import SPLITS, ProblemFormat, digits_of, lookup, mix
+from data.text import ordered
+from data.working import result_after, work_length
 
 MOST_OPERANDS = 10_000  # calc.py and the measurements ask at most this many
 
@@ -72,28 +75,16 @@ class SumFormat:
         return self.digits + len(str(self.terms - 1))
 
     @property
-    def result_len(self) -> int:
-        return self.answer_digits
-
-    @property
-    def work_len(self) -> int:
-        """Lines 1 .. k - 1 before the result, each followed by its '+'."""
-        return (self.terms - 1) * (self.answer_digits + 1)
-
-    @property
-    def answer_len(self) -> int:
-        return self.work_len + self.result_len
-
-    @property
     def prompt_len(self) -> int:
         """[BOS], each operand (``answer_digits`` wide) and the '+' or '=' after it."""
         return 1 + self.terms * (self.answer_digits + 1)
 
-    @property
-    def seq_len(self) -> int:
-        return self.prompt_len + self.answer_len + 1
-
-    # where the answer sits and how it is scored: the lesson's own rules, on this layout's lengths
+    # the rest of the layout, where the answer sits and how it is scored: the lesson's own rules, on this layout's
+    # widths and working (lines 1 .. k - 1 before the result, each followed by its '+': data/working.py)
+    result_len = ProblemFormat.result_len
+    work_len = ProblemFormat.work_len
+    answer_len = ProblemFormat.answer_len
+    seq_len = ProblemFormat.seq_len
     answer_of = ProblemFormat.answer_of
     prompt_of = ProblemFormat.prompt_of
     forced_answers = ProblemFormat.forced_answers
@@ -142,13 +133,11 @@ class RunningSum:
     def lines(fmt: SumFormat) -> int:
         return fmt.terms - 1
 
-    @staticmethod
-    def length(fmt: SumFormat) -> int:
-        return fmt.work_len
+    def length(self, fmt: SumFormat) -> int:
+        return work_length(self, fmt)
 
-    @staticmethod
-    def result_text(fmt: SumFormat, written: str) -> str:
-        return written[-fmt.result_len :]
+    def result_text(self, fmt: SumFormat, written: str) -> str:
+        return result_after(self, fmt, written)
 
 
 SumFormat.working = RunningSum()  # the format's working piece, as ProblemFormat's is handed one
@@ -204,26 +193,6 @@ class SumSampler:
         return (torch.cat(parts)[:n],)
 
 
-class SumWidths:
-    """The training stream's draws (its ``mix`` piece, data/stream.py): each draw at a width of 1..digits, with
-    operands in proportion (:meth:`SumFormat.at_width`), so lines of every length and count are trained on."""
-
-    mixed_widths, hard = True, None
-
-    def __init__(self):
-        self.widths: dict[int, tuple[SumSampler, SumEncoder]] = {}
-
-    def draw(self, stream, n: int, steps: range, generator: torch.Generator) -> torch.Tensor:
-        """(len(steps) * n, seq_len) token ids: ``stream``'s batches of ``steps``, n problems each."""
-        fmt = stream.sampler.fmt
-        width = int(torch.randint(1, fmt.digits + 1, (1,), generator=generator, device=stream.device))
-        if width not in self.widths:
-            sampler = SumSampler(fmt.at_width(width), stream.sampler.fractions["val"], stream.sampler.fractions["test"])
-            self.widths[width] = sampler, SumEncoder(sampler.fmt, stream.encoder.vocab)
-        sampler, encoder = self.widths[width]
-        return encoder.encode(*sampler.sample("train", n * len(steps), generator))
-
-
 # ---- sums as text: any width, in Python's unbounded ints (calc.py, the length measurements) -------------
 @dataclasses.dataclass(frozen=True)
 class SumProblem:
@@ -261,21 +230,5 @@ class SumProblem:
 def sum_text(fmt: SumFormat, operands: list[int]) -> str:
     """The whole string after [BOS]: the prompt, the lines and the result, as the model is trained to write it."""
     width = fmt.answer_digits
-    order = (lambda s: s[::-1]) if fmt.reverse_answer else (lambda s: s)  # noqa: E731
     prompt = "+".join(f"{x:0{width}d}" for x in operands) + "="
-    running = [sum(operands[: j + 1]) for j in range(len(operands))]
-    return prompt + "+".join(order(f"{s:0{width}d}") for s in running)
-
-
-def sum_result(fmt: SumFormat, written: str) -> int | None:
-    """The result at the end of what the model wrote; None when it is not a number in the layout."""
-    last = written[-fmt.result_len :]
-    plain = last[::-1] if fmt.reverse_answer else last
-    return int(plain) if len(written) == fmt.answer_len and plain.isdigit() else None
-
-
-def long_sums(terms: int, digits: int, n: int, seed: int = 0) -> list[list[int]]:
-    """n sums of ``terms`` operands of exactly ``digits`` digits; the same for the same arguments."""
-    rng = random.Random(f"{seed}:sum:{terms}:{digits}")
-    low, high = (0 if digits == 1 else 10 ** (digits - 1)), 10**digits
-    return [[rng.randrange(low, high) for _ in range(terms)] for _ in range(n)]
+    return prompt + "+".join(ordered(fmt, f"{s:0{width}d}") for s in itertools.accumulate(operands))
