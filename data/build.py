@@ -17,6 +17,8 @@ research settings (:class:`ResearchSettings`), all off by default:
   as many as a. With show_work (k >= 2): the lines a * b_j before the product (data/short_working.py).
 - running_product: with show_work, the working of a long b as a running product, b's digits from the top
   (data/running_product.py).
+- line_end_sees_next: with running_product, a line's last digit (which predicts its '+' or the [EOS]) sits on the
+  next line, where model.place_of=lined shows it b's next digit: whether another line follows.
 - operands: 2 is ``a op b``; more is a sum of that many operands, always written with its running sum and drawn as
   data/sums.py's :class:`SumFormat` says (show_work and mixed_lengths are a op b's; operators '+').
 - streaming=false: train on a fixed set of ``n_train`` problems, an epoch a pass (data/epochs.py), instead of a
@@ -53,9 +55,12 @@ def problem_format(*args, **settings) -> ProblemFormat | SumFormat:
         return sum_format(operands, settings)
     short_b = settings.pop("b_digits", 0)  # a short b (data/short_operand.py), saved beside the format's fields
     running = settings.pop("running_product", False)  # the working as a running product (data/running_product.py)
+    sees_next = settings.pop("line_end_sees_next", False)  # where its lines end (absent from older checkpoints)
     ShortOperand.check(short_b)
     if not isinstance(running, bool) or (running and (short_b or not settings.get("show_work"))):
         raise ValueError(f"running_product={running!r}: true (with show_work=true and b_digits=0) or false")
+    if not isinstance(sees_next, bool) or (sees_next and not running):
+        raise ValueError(f"line_end_sees_next={sees_next!r}: true (with running_product=true) or false")
     for name in ("show_work", "larger_first"):
         if not isinstance(settings.get(name, False), bool):
             raise ValueError(f"{name}={settings[name]!r}: must be true or false")
@@ -63,7 +68,7 @@ def problem_format(*args, **settings) -> ProblemFormat | SumFormat:
     varied = settings["mixed_lengths"] or settings["round_numbers"] or settings.get("larger_first")
     working = None
     if settings.get("show_work"):  # long multiplication's partial products, or the lines of a short b, or Horner's
-        working = RunningProduct() if running else ShortWorking(short_b) if short_b else Working()
+        working = RunningProduct(sees_next) if running else ShortWorking(short_b) if short_b else Working()
     draws = OperandDraws() if varied else None
     fmt = ProblemFormat(**settings, working=working, draws=ShortOperand(short_b, draws) if short_b else draws)
     if working is not None:
@@ -77,24 +82,35 @@ def sum_format(operands, settings: dict) -> SumFormat:
         raise ValueError(f"operands={operands!r}: must be a whole number >= 2 (2: a op b; more: a sum of that many)")
     if settings.get("operators", "+") not in ("+", ["+"]):
         raise ValueError(f"operands={operands}: a sum of many operands adds them; set operators='+'")
-    others = [name for name in ("round_numbers", "larger_first", "b_digits", "running_product") if settings.get(name)]
+    others = ("round_numbers", "larger_first", "b_digits", "running_product", "line_end_sees_next")
+    others = [name for name in others if settings.get(name)]
     if others:
         raise ValueError(f"operands={operands}: {others[0]} is for a op b problems; leave it unset with operands > 2")
     return SumFormat(settings.get("digits", 10), operands, settings.get("reverse_answer", True))
 
 
 # its settings
-FORMAT_KEYS = (*(f.name for f in fields(ProblemFormat) if f.compare), "b_digits", "running_product", "operands")
+FORMAT_KEYS = (
+    *(f.name for f in fields(ProblemFormat) if f.compare),
+    *("b_digits", "running_product", "line_end_sees_next", "operands"),
+)
 
 
 def format_dict(fmt: ProblemFormat | SumFormat) -> dict:
     """What :func:`problem_format` rebuilds ``fmt`` from, as a checkpoint and results.json save it: the format's own
-    settings, ``b_digits`` where b is drawn short and ``running_product`` where that is the working (the working's
-    layout depends on them); a sum's digits, operands and digit order."""
+    settings, ``b_digits`` where b is drawn short, ``running_product`` where that is the working and
+    ``line_end_sees_next`` where its lines end on the next (the working's layout depends on them); a sum's digits,
+    operands and digit order."""
     if isinstance(fmt, SumFormat):
         return fmt.to_dict()
     short, running = b_digits(fmt), isinstance(fmt.working, RunningProduct)
-    return fmt.to_dict() | ({"b_digits": short} if short else {}) | ({"running_product": True} if running else {})
+    sees_next = running and fmt.working.line_end_sees_next  # saved only where set: older checkpoints load as before
+    return (
+        fmt.to_dict()
+        | ({"b_digits": short} if short else {})
+        | ({"running_product": True} if running else {})
+        | ({"line_end_sees_next": True} if sees_next else {})
+    )
 
 
 def check_room(sampler: ProblemSampler, split: str, n: int) -> None:
@@ -127,6 +143,7 @@ class ResearchSettings:
     hard_fade_steps: int = 0
     b_digits: int = 0
     running_product: bool = False
+    line_end_sees_next: bool = False
     operands: int = 2
 
     @property

@@ -116,16 +116,19 @@ LINE_STRIDE = 2**24  # place_of="lined": a token's id is its place + LINE_STRIDE
 def line_ids(fmt: ProblemFormat | SumFormat) -> list[int]:
     """Per position, the line of the working it belongs to, counted from 1, the result the last (a running
     product's, data/running_product.py, or a running sum's, data/sums.py): a token predicting a digit of line i (and
-    a line's last digit, which predicts its '+'), and b's digit that line i multiplies by (b's top digit: line 1);
+    a line's last digit, which predicts its '+', unless the running product's ``line_end_sees_next`` puts it on line
+    i + 1), and b's digit that line i multiplies by (b's top digit: line 1);
     -i for the operand line i adds and its '+' (seen from line i alone: model/positions.py); 0 for every other
     token."""
     layout = positions(fmt)
     line_of = lambda p: -p.line if p.kind in ("term", "op") and p.line else fmt.digits - p.place if p.kind == "b" else 0  # noqa: E731
     ids = [line_of(p) for p in layout[: fmt.prompt_len - 1]]
-    line = 1
-    for p in layout[fmt.prompt_len - 1 : -1]:  # '=' and every token after it but [EOS] predict the next one
+    sees_next = isinstance(fmt.working, RunningProduct) and fmt.working.line_end_sees_next
+    answer, line = layout[fmt.prompt_len - 1 :], 1
+    for p, after in zip(answer[:-1], answer[1:], strict=True):  # '=' and every token after it but [EOS] predict
         line += p.kind == "then"  # a line's '+' predicts the next line's first digit
-        ids.append(line)
+        ends = sees_next and after.kind in ("then", "eos")  # predicts the line's '+' or [EOS]: whether one follows
+        ids.append(line + ends)
     return ids + [0]
 
 

@@ -12,19 +12,26 @@ width and on every line, however many lines b's length makes (Horner's rule; a m
 
 :class:`RunningProduct` is the ``working`` piece data/build.py hands a :class:`data.problems.ProblemFormat` when
 ``show_work`` and ``running_product`` are both set; it has :class:`data.working.Working`'s methods, with lines of
-its own.
+its own. ``line_end_sees_next`` (data.line_end_sees_next) puts the token that ends a line -- the line's last digit,
+which predicts its '+' or the [EOS] -- on the next line (data/positions.py: line_ids): with ``model.place_of=lined``
+it then reads b's next digit, so it knows whether another line follows.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
 from data.working import result_after, work_length, work_text, work_tokens
 
 
+@dataclass(frozen=True)
 class RunningProduct:
     """The lines a * (b's top i + 1 digits), i = 0 .. digits - 2, before the product, for the ProblemFormat each
     method is given."""
+
+    line_end_sees_next: bool = False  # a line's last digit sits on the next line (the module's docstring)
 
     @staticmethod
     def check(fmt) -> None:

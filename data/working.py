@@ -114,9 +114,10 @@ def work_text(piece, fmt, values: list[int]) -> str:
 
 
 def layout_of(fmt) -> tuple:
-    """What tells apart formats whose settings are equal: their working's kind and lines (ProblemFormat's equality
-    and hash do not see its working piece) -- the key of every cache of a layout."""
-    return type(fmt.working), work_lines(fmt)
+    """What tells apart formats whose settings are equal: their working's kind, lines and where a running product's
+    lines end (ProblemFormat's equality and hash do not see its working piece) -- the key of every cache of a
+    layout."""
+    return type(fmt.working), work_lines(fmt), getattr(fmt.working, "line_end_sees_next", False)
 
 
 def result_after(piece, fmt, written: str) -> str:

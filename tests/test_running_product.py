@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from data.build import format_dict, problem_format
-from data.positions import LINE_STRIDE, line_ids, place_ids, positions
+from data.positions import LINE_STRIDE, line_ids, place_ids, place_tensor, positions
 from data.problems import ProblemEncoder
 from data.running_product import RunningProduct
 from data.text import parse_answer, prompt_text, written_text
@@ -65,6 +65,34 @@ def test_lines_are_counted_from_the_first_and_b_digits_sit_on_the_line_they_mult
     assert [i % LINE_STRIDE for i, p in zip(ids, positions(fmt), strict=True) if p.kind == "b"] == [0, 0, 0]
 
 
+def test_with_line_end_sees_next_a_lines_last_digit_sits_on_the_next_line_and_reads_bs_next_digit():
+    old = problem_format(**{**NM, "digits": 3})  # as checkpoints before line_end_sees_next load: unchanged
+    fmt = problem_format(**{**NM, "digits": 3, "line_end_sees_next": True})
+    assert format_dict(fmt)["line_end_sees_next"] is True and "line_end_sees_next" not in format_dict(old)
+    assert problem_format(**format_dict(fmt)).working.line_end_sees_next
+    layout, before, after = positions(fmt), line_ids(old), line_ids(fmt)
+    moved = [i for i in range(len(layout)) if before[i] != after[i]]
+    ends = [i for i in range(len(layout) - 1) if layout[i + 1].kind in ("then", "eos")]
+    assert moved == ends and len(ends) == 3  # each line's last digit ('+', '+', [EOS] next), one line on
+    assert all(after[i] == before[i] + 1 for i in moved)
+    assert place_ids(fmt, "lined") != place_ids(old, "lined")  # and their cached place tensors are told apart
+    cpu = torch.device("cpu")
+    assert not torch.equal(place_tensor(fmt, "lined", cpu), place_tensor(old, "lined", cpu))
+    net, layout = lined_net(fmt), positions(fmt.at_width(12))
+    q = next(i for i in range(len(layout) - 1) if layout[i + 1].kind == "then")  # line 1's end, predicting its '+'
+    b_next = index_of(layout, "b", 10)  # b's second digit from the top: line 2's multiplier
+
+    def sees_b_next(f) -> bool:
+        long = f.at_width(12)
+        table = net.places.place_score_table(long.seq_len, long.seq_len, torch.tensor(place_ids(long, "lined")))
+        return bool(torch.isfinite(table[..., q, b_next]).all())
+
+    assert sees_b_next(fmt) and not sees_b_next(old)
+    for bad in ({"line_end_sees_next": "yes"}, {"running_product": False, "line_end_sees_next": True}):
+        with pytest.raises(ValueError, match="line_end_sees_next="):
+            problem_format(**{**NM, **bad})
+
+
 def index_of(layout: list, kind: str, place: int, line: int | None = None) -> int:
     """Where in ``layout`` (data/positions.py's positions) the digit of this kind, place and line sits."""
     return next(
@@ -119,4 +147,5 @@ def test_experiment_mul_nm_trains_on_the_running_product_with_lines(tmp_path):
 
     datamodule, module, _, _ = build_objects(with_run_dir(compose_config(["experiment=mul_nm"]), tmp_path))
     assert isinstance(module.fmt.working, RunningProduct) and module.hparams["fmt"]["running_product"] is True
+    assert module.fmt.working.line_end_sees_next and module.hparams["fmt"]["line_end_sees_next"] is True
     assert module.net.cfg.places.place_of == "lined" and not module.net.has_table
