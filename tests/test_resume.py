@@ -75,6 +75,10 @@ def test_a_working_the_checkpoint_was_not_trained_with_is_refused(tmp_path):
     """running_product=false is format_dict's default (not saved): the layouts themselves are compared."""
     run = interrupted_run(tmp_path / "run", "experiment=mul_nm", "data.digits=3", "data.n_val=200")
     config = OmegaConf.load(run / "config.yaml")
+    config.data.line_end_sees_next = False  # lines ending on their own line: other place ids
+    OmegaConf.save(config, run / "config.yaml")
+    with pytest.raises(ConfigError, match="with RunningProduct, but the checkpoint .* with RunningProduct \\(lines"):
+        resumed(run)
     config.data.running_product = False  # long multiplication's working instead: another layout
     OmegaConf.save(config, run / "config.yaml")
     with pytest.raises(ConfigError, match="with Working, but the checkpoint .* with RunningProduct"):

@@ -185,7 +185,11 @@ def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path
                 f"{key}={trained[key]}; a run continues with the config it was trained with"
             )
     if layout_of(fmt) != layout_of(calc.fmt):  # a key absent from one side above: its default, not compared
-        working = lambda f: type(f.working).__name__  # noqa: E731
+
+        def working(f) -> str:
+            ends = getattr(f.working, "line_end_sees_next", False)  # a running product's lines ending on the next
+            return type(f.working).__name__ + " (lines ending on the next: data.line_end_sees_next)" * ends
+
         raise ConfigError(
             f"{label}: config.yaml's data settings write {fmt.seq_len}-token problems with {working(fmt)}, but the "
             f"checkpoint {checkpoint} was trained on {calc.fmt.seq_len}-token ones with {working(calc.fmt)}; a run "
