@@ -12,7 +12,13 @@ from .long_times_short import measure_runs, published_table, runs_table
 COMMAND = "python train.py experiment=mul_nm seed=S threads=1"
 COST = "~60 min"
 RUNS = [Variant("N x M with its working", "mul_nm", seeds=(0, 1, 2))]
-OPTIONS = [Variant("N x M without lines (`model.place_of=predicted`)", "mul_nm", ("model.place_of=predicted",))]
+OPTIONS = [  # one change taken out at a time, on seed 0
+    Variant(
+        "N x M, lines ending on their own line (`data.line_end_sees_next=false`)",
+        "mul_nm",
+        ("data.line_end_sees_next=false",),
+    ),
+]
 WIDTHS = (6, 9, 12, 20, 30, 50)  # both operands' digits
 TRAINED = 6
 PUBLISHED = (("N x M, a scratchpad and multi-level coupling (Cho et al. 2025)", 10, 20),)  # about 20 x 15
