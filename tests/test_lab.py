@@ -62,7 +62,7 @@ KINDS = {  # the issue's five, then the attention variants beside them (SLOW_KIN
         },
     ),
     "mul_nm": (  # experiment=mul_nm's: a running product, its lines seen by their line
-        {"digits": 3, "operators": "*", "show_work": True, "running_product": True},
+        {"digits": 3, "operators": "*", "show_work": True, "running_product": True, "line_end_sees_next": True},
         {
             "place_embedding": True,
             "place_vectors": False,
