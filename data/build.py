@@ -36,7 +36,7 @@ from data.epochs import FixedSet
 from data.mixing import MixedDraws
 from data.operands import OperandDraws
 from data.problems import ProblemFormat
-from data.running_product import RunningProduct
+from data.running_product import RunningProduct, lines_end_on_next
 from data.sampler import ENUMERATE_LIMIT, ProblemSampler
 from data.short_operand import ShortOperand, b_digits
 from data.short_working import ShortWorking
@@ -104,7 +104,7 @@ def format_dict(fmt: ProblemFormat | SumFormat) -> dict:
     if isinstance(fmt, SumFormat):
         return fmt.to_dict()
     short, running = b_digits(fmt), isinstance(fmt.working, RunningProduct)
-    sees_next = running and fmt.working.line_end_sees_next  # saved only where set: older checkpoints load as before
+    sees_next = lines_end_on_next(fmt)  # saved only where set: older checkpoints load as before
     return (
         fmt.to_dict()
         | ({"b_digits": short} if short else {})

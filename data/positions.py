@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from data.problems import ProblemFormat
-from data.running_product import RunningProduct
+from data.running_product import RunningProduct, lines_end_on_next
 from data.sums import SumFormat
 from data.working import layout_of, work_lines
 
@@ -123,7 +123,7 @@ def line_ids(fmt: ProblemFormat | SumFormat) -> list[int]:
     layout = positions(fmt)
     line_of = lambda p: -p.line if p.kind in ("term", "op") and p.line else fmt.digits - p.place if p.kind == "b" else 0  # noqa: E731
     ids = [line_of(p) for p in layout[: fmt.prompt_len - 1]]
-    sees_next = isinstance(fmt.working, RunningProduct) and fmt.working.line_end_sees_next
+    sees_next = lines_end_on_next(fmt)
     answer, line = layout[fmt.prompt_len - 1 :], 1
     for p, after in zip(answer[:-1], answer[1:], strict=True):  # '=' and every token after it but [EOS] predict
         line += p.kind == "then"  # a line's '+' predicts the next line's first digit

@@ -72,3 +72,8 @@ class RunningProduct:
     def text(self, fmt, a: int, op: str, b: int) -> str:
         """The lines as text, in Python's unbounded ints (operands may be far wider than int64 holds)."""
         return work_text(self, fmt, [a * (b // 10 ** (fmt.digits - 1 - i)) for i in range(self.lines(fmt))])
+
+
+def lines_end_on_next(fmt) -> bool:
+    """Whether ``fmt``'s working is a running product whose lines' last digits sit on the next line."""
+    return isinstance(fmt.working, RunningProduct) and fmt.working.line_end_sees_next

@@ -18,6 +18,8 @@ tokens and text, and where the result starts. It holds nothing of its own: each 
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from data.problems import digits_of, lookup
@@ -114,10 +116,11 @@ def work_text(piece, fmt, values: list[int]) -> str:
 
 
 def layout_of(fmt) -> tuple:
-    """What tells apart formats whose settings are equal: their working's kind, lines and where a running product's
-    lines end (ProblemFormat's equality and hash do not see its working piece) -- the key of every cache of a
-    layout."""
-    return type(fmt.working), work_lines(fmt), getattr(fmt.working, "line_end_sees_next", False)
+    """What tells apart formats whose settings are equal: their working's kind and lines, and a working piece's own
+    settings where it has them (a frozen dataclass, compared by value: data/running_product.py's) -- ProblemFormat's
+    equality and hash do not see its working piece; the key of every cache of a layout."""
+    piece = fmt.working if dataclasses.is_dataclass(fmt.working) else type(fmt.working)
+    return piece, work_lines(fmt)
 
 
 def result_after(piece, fmt, written: str) -> str:

@@ -167,6 +167,7 @@ def take_values(schema: dict, saved: dict, path: str = "") -> dict:
 def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path) -> None:
     """The config must describe the network and the problems the checkpoint was trained on."""
     from data.build import FORMAT_KEYS, format_dict, problem_format
+    from data.running_product import lines_end_on_next
     from data.working import layout_of
 
     trained = {f"model.{k}": v for k, v in calc.net.cfg.to_dict().items()}
@@ -187,7 +188,7 @@ def check_against_checkpoint(cfg: DictConfig, calc, label: str, checkpoint: Path
     if layout_of(fmt) != layout_of(calc.fmt):  # a key absent from one side above: its default, not compared
 
         def working(f) -> str:
-            ends = getattr(f.working, "line_end_sees_next", False)  # a running product's lines ending on the next
+            ends = lines_end_on_next(f)
             return type(f.working).__name__ + " (lines ending on the next: data.line_end_sees_next)" * ends
 
         raise ConfigError(
