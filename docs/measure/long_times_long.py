@@ -10,7 +10,7 @@ from .common import Variant, not_measured
 from .long_times_short import measure_runs, published_table, runs_table
 
 COMMAND = "python train.py experiment=mul_nm seed=S threads=1"
-COST = "~60 min"
+COST = "~75 min"
 RUNS = [Variant("N x M with its working", "mul_nm", seeds=(0, 1, 2))]
 OPTIONS = [  # one change taken out at a time, on seed 0
     Variant(
@@ -18,6 +18,7 @@ OPTIONS = [  # one change taken out at a time, on seed 0
         "mul_nm",
         ("data.line_end_sees_next=false",),
     ),
+    Variant("N x M, rates decaying to a tenth (`optim.min_lr_ratio=0.1`)", "mul_nm", ("optim.min_lr_ratio=0.1",)),
 ]
 WIDTHS = (6, 9, 12, 20, 30, 50)  # both operands' digits
 TRAINED = 6
@@ -25,7 +26,7 @@ PUBLISHED = (("N x M, a scratchpad and multi-level coupling (Cho et al. 2025)", 
 
 
 def measure(scratch: Path) -> dict:
-    """The experiment on seeds 0-2, then the option on seed 0: exact-match by both operands' length."""
+    """The experiment on seeds 0-2, then each option on seed 0: exact-match by both operands' length."""
     return measure_runs(scratch, "long_times_long", COMMAND, RUNS + OPTIONS)
 
 
