@@ -320,3 +320,26 @@ def test_the_published_tables_last_row_is_ours_at_our_trained_length():
     rows = table({"runs": runs}, "mul_n1", (("a paper", 5, 35),), ", N x 1", 9).splitlines()
     assert rows[2] == "| a paper | 5 digits | 35 digits | 7.0x |"
     assert rows[3].endswith("| 9 digits | 20 / 20 digits (every length measured, >= 99%) | 2x |")
+
+
+def test_the_commit_stamp_is_dirty_for_code_not_for_what_a_measurement_writes(tmp_path, monkeypatch):
+    """--only a b: the second section's stamp names the same commit as the first, whose figures are now written."""
+    common = REGEN.common
+    for sub in ("docs/measured", "model"):
+        (tmp_path / sub).mkdir(parents=True)
+    for name in ("docs/measured/a.json", "docs/arithmetic.md", "model/block.py"):
+        (tmp_path / name).write_text("before\n")
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True)
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "start")
+    monkeypatch.delenv("TINYCALC_COMMIT", raising=False)
+    monkeypatch.setattr(common, "ROOT", tmp_path)
+    (tmp_path / "docs/measured/a.json").write_text("measured\n")
+    (tmp_path / "docs/arithmetic.md").write_text("rendered\n")
+    assert "uncommitted" not in common.commit()
+    (tmp_path / "model/block.py").write_text("changed\n")
+    assert common.commit().endswith("(+ uncommitted changes)")

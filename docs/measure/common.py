@@ -217,8 +217,14 @@ def commit() -> str:
     if os.environ.get("TINYCALC_COMMIT"):
         return os.environ["TINYCALC_COMMIT"]
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    # what a measurement writes (the figures, their images, the Markdown they render into) does not make it dirty:
+    # the second section of one `--only a b` call was measured by the same code as the first
+    written = (":(exclude)docs/measured", ":(exclude)docs/images", ":(exclude)*.md")
     dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *written],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     return (head.stdout.strip() or "unknown") + (" (+ uncommitted changes)" if dirty else "")
 
