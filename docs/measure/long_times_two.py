@@ -10,11 +10,16 @@ from .common import Variant, not_measured
 from .long_times_short import PUBLISHED, measure_runs, published_table, runs_table
 
 COMMAND = "python train.py experiment=mul_n2 seed=S threads=1"
-COST = "~35 min"
+COST = "~65 min"
 RUNS = [Variant("N x 2 with its working", "mul_n2", seeds=(0, 1, 2))]
 OPTIONS = [  # one change taken out at a time, on seed 0
     Variant("N x 2 without it (`data.show_work=false`)", "mul_n2", ("data.show_work=false",)),
     Variant("N x 2, rates decaying to a tenth (`optim.min_lr_ratio=0.1`)", "mul_n2", ("optim.min_lr_ratio=0.1",)),
+    Variant(
+        "N x 2 in 3,000 steps (`trainer.max_steps=3000 data.hard_fade_steps=3000`)",
+        "mul_n2",
+        ("trainer.max_steps=3000", "data.hard_fade_steps=3000"),
+    ),
 ]
 
 
