@@ -117,6 +117,7 @@ def measure_sections(chosen: list[Section], scratch: Path) -> None:
             "load": [round(load, 1), round(os.getloadavg()[0], 1)],  # 1-minute load average, start and end
             "runs": facts.get("command") or section.command or first_line(section),
             "seconds": seconds,
+            **({"cpu": here["cpu"]} if here else {}),  # the machines differ from session to session
         }
         machine_file.write_text(json.dumps(where, indent=2) + "\n")
         print(f"{section.name}: {secs(seconds)} -> docs/measured/{section.name}.json", flush=True)

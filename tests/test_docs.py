@@ -151,6 +151,22 @@ def test_where_and_when_is_said_once_for_every_measured_section():
     assert sections <= set(machine.get("sections", {})), sections - set(machine.get("sections", {}))
     for name, when in machine.get("sections", {}).items():
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", when["date"]) and when["commit"], (name, when)
+        assert when.get("cpu"), f"{name}: which CPU measured it (the machines differ from session to session)"
+
+
+def test_a_sections_stamp_names_its_own_cpu_not_the_latest_machines():
+    common = REGEN.common
+    machine_json = {
+        "machine": {"cpu": "CPU B", "cores": 2, "os": "Linux", "python": "3.11", "torch": "2"},
+        "sections": {
+            "old": {"date": "2026-01-01", "commit": "abc", "load": [0.0, 1.0], "runs": "x", "cpu": "CPU A"},
+            "new": {"date": "2026-01-02", "commit": "def", "load": [0.0, 1.0], "runs": "y", "cpu": "CPU B"},
+        },
+    }
+    m = {"machine": machine_json}  # what the renderers read: docs/measured/<name>.json by name
+    assert "2-core CPU A machine" in common.measured_at("old")(m)
+    table = common.block_machine(m)
+    assert "| `old` | 2026-01-01 | abc | CPU A |" in table and "| `new` | 2026-01-02 | def | CPU B |" in table
 
 
 def test_a_section_whose_extra_is_missing_stops_before_anything_runs(monkeypatch, tmp_path):

@@ -236,14 +236,15 @@ def block_machine(m: dict) -> str:
         return not_measured("default")
     lines = [
         f"Measured on {machine_line(machine)}, by `python docs/regenerate.py` (each section's JSON is in "
-        "[`measured/`](measured/)):",
+        "[`measured/`](measured/)); each section's CPU is in the table:",
         "",
-        "| section | measured | at commit | load (start, end) | what it runs |",
-        "|---|---|---|---|---|",
+        "| section | measured | at commit | on | load (start, end) | what it runs |",
+        "|---|---|---|---|---|---|",
     ]
     for name, when in sorted(machine["sections"].items()):
         load = " / ".join(f"{x:.1f}" for x in when.get("load", [])) or "—"
-        lines.append(f"| `{name}` | {when['date']} | {when['commit']} | {load} | {when['runs']} |")
+        cpu = when.get("cpu", "—")
+        lines.append(f"| `{name}` | {when['date']} | {when['commit']} | {cpu} | {load} | {when['runs']} |")
     lines += [
         "",
         f"Load: the machine's 1-minute load average. Above {machine['machine']['cores']} (its cores), other work "
@@ -253,8 +254,9 @@ def block_machine(m: dict) -> str:
 
 
 def machine_line(machine: dict) -> str:
+    """The machine of the latest CPU measurement: the same cores and software every time, the CPU not always."""
     x = machine["machine"]
-    return f"{x['cpu']} ({x['cores']} cores, no GPU), {x['os']}, Python {x['python']}, torch {x['torch']}"
+    return f"{x['cores']}-core CPU machines (no GPU), {x['os']}, Python {x['python']}, torch {x['torch']}"
 
 
 def measured_at(section: str):
@@ -268,7 +270,7 @@ def measured_at(section: str):
         load = " / ".join(f"{x:.1f}" for x in when.get("load", [])) or "—"
         return (
             f"*`python docs/regenerate.py --only {section}`: measured {when['date']} at commit {when['commit']}, load "
-            f"{load} (start / end), on the {m['machine']['machine']['cores']}-core machine of "
+            f"{load} (start / end), on the {m['machine']['machine']['cores']}-core {when.get('cpu', 'CPU')} machine of "
             "[where and when](results.md#where-and-when).*"
         )
 
