@@ -42,7 +42,11 @@ def block_many_operands(m: dict) -> str:
     x = m.get("many_operands")
     if not x:
         return not_measured("many_operands")
-    head = " | ".join(f"{n} x {n}" + (" (trained)" if n == TRAINED else "") for n in SIZES)
+    most = max(SIZES.values())
+    head = " | ".join(
+        f"{n} x {n}" + (" (trained)" if n == TRAINED else "") + (f" ({k} sums)" if k < most else "")
+        for n, k in SIZES.items()
+    )
     lines = [f"| run | seed | steps | training | {head} |", "|---|---|---|---|" + "---|" * len(SIZES)]
     for r in x["runs"]:
         cells = " | ".join(
