@@ -229,6 +229,11 @@ def commit() -> str:
     return (head.stdout.strip() or "unknown") + (" (+ uncommitted changes)" if dirty else "")
 
 
+def load_text(when: dict) -> str:
+    """A section's 1-minute load average at its start and end, as the docs write it ("1.0 / 1.2"; "—" unrecorded)."""
+    return " / ".join(f"{x:.1f}" for x in when.get("load", [])) or "—"
+
+
 def block_machine(m: dict) -> str:
     """Every section's where and when, as one table (docs/results.md)."""
     machine = m.get("machine")
@@ -242,7 +247,7 @@ def block_machine(m: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, when in sorted(machine["sections"].items()):
-        load = " / ".join(f"{x:.1f}" for x in when.get("load", [])) or "—"
+        load = load_text(when)
         cpu = when.get("cpu", "—")
         lines.append(f"| `{name}` | {when['date']} | {when['commit']} | {cpu} | {load} | {when['runs']} |")
     lines += [
@@ -267,7 +272,7 @@ def measured_at(section: str):
         when = (m.get("machine") or {}).get("sections", {}).get(section)
         if not when:
             return not_measured(section)
-        load = " / ".join(f"{x:.1f}" for x in when.get("load", [])) or "—"
+        load = load_text(when)
         return (
             f"*`python docs/regenerate.py --only {section}`: measured {when['date']} at commit {when['commit']}, load "
             f"{load} (start / end), on the {m['machine']['machine']['cores']}-core {when.get('cpu', 'CPU')} machine of "

@@ -5,7 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import IMAGES, code_hash, finished_jobs, image, not_measured, pct, results, screenshot, secs, train, wrap
+from .common import (
+    IMAGES,
+    code_hash,
+    finished_jobs,
+    image,
+    load_text,
+    not_measured,
+    pct,
+    results,
+    screenshot,
+    secs,
+    train,
+    wrap,
+)
 
 COMMAND = "python train.py -m experiment=quick_sweep"
 COST = "~5 min quiet (12 runs: its CPU time at 1 thread; 26 min measured at a load of 13)"
@@ -81,7 +94,7 @@ def block_quick_sweep(m: dict) -> str:
     seeds = len({r["seed"] for r in q["rows"]})
     machine = m.get("machine") or {}
     when, cores = machine.get("sections", {}).get("quick_sweep", {}), machine.get("machine", {}).get("cores", "?")
-    load = " / ".join(f"{x:.1f}" for x in when.get("load", [])) or "—"
+    load = load_text(when)
     return "\n".join(
         [
             f"`{q['command']}` took {secs(q['whole_seconds'])} (the whole command, {len(q['rows'])} runs, at a load "
