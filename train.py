@@ -43,7 +43,7 @@ def train(cfg: DictConfig, run: Run, name: str, group: str | None) -> dict:
     datamodule, module, analysis, callbacks, loggers, trainer = assemble(
         cfg, name, group, run.previous.get("wandb_run_id")
     )
-    run.begin(trainer, callbacks, loggers, datamodule.tokenizer)  # the directory is ours: status "running"
+    run.begin(trainer, callbacks, loggers, datamodule.tokenizer, module.net.cfg.attention)  # status "running"
 
     with run.phase("training"):
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.resume)

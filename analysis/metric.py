@@ -109,9 +109,12 @@ class Context:
 
     @cached_property
     def graph(self) -> ComponentGraph:
-        """The network as components and edges (patching, circuits)."""
+        """The network as components and edges (patching, circuits). It recomputes each head's attention with the
+        lesson's block's own steps, so a learner's block (model/own_block.py), which runs only as a whole, has none."""
         from analysis.engine.graph import ComponentGraph
 
+        if not all(hasattr(block.attn, "fused_attention") for block in self.module.net.blocks):
+            raise CannotRun("it recomputes each head with model/attention.py's steps, and your block runs as a whole")
         return ComponentGraph(self.module.net)
 
     @cached_property
@@ -139,6 +142,11 @@ class Context:
             finally:
                 self._computing.pop()
         return self.results[product]
+
+
+class CannotRun(Exception):
+    """An analysis that cannot run on this model, with the one-line reason: the pipeline says so and runs the
+    others (analysis/pipeline.py)."""
 
 
 VIEWS = ("heads", "curve", "graph", "table")  # how the page can show an analysis (report_page.js: a.view)

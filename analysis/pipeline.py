@@ -17,7 +17,7 @@ import torch
 from analysis.engine.cache import run_with_cache
 from analysis.engine.evaluator import Evaluator
 from analysis.maps import attention_maps, checked_probes, probe_sequences
-from analysis.metric import LEARNED, Context, HeadMetric, learned, not_learned_text, points
+from analysis.metric import LEARNED, CannotRun, Context, HeadMetric, learned, not_learned_text, points
 from analysis.progress import track
 from analysis.record import Recorder
 from data.checks import check_whole
@@ -112,10 +112,14 @@ class HeadAnalysis:
             module, problems, cache, Evaluator(module, problems, cache), self.tolerance, self.ablation, self.prune,
             self.length_problems, self.circuits,
         )  # fmt: skip
-        results, summary, described = {}, [], []
+        results, summary, described, not_run = {}, [], [], {}
         chosen = [a for a in analyses() if not a.opt_in or getattr(self, a.opt_in)]
         for analysis in track(chosen, "analysis", part=lambda a: a.name):  # in the terminal only
-            rows = ctx.result(type(analysis))
+            try:
+                rows = ctx.result(type(analysis))
+            except CannotRun as e:  # this model lacks what it reads: said in one line, the others run
+                not_run[analysis.name] = str(e)
+                continue
             if not rows:
                 continue
             written = recorder.record(analysis, rows, analysis.figure(rows, ctx))
@@ -144,7 +148,7 @@ class HeadAnalysis:
             "analysis_summary": summary,
             "tolerance": self.tolerance,
             "analysis_seconds": seconds,
-        }
+        } | ({"analyses_not_run": not_run} if not_run else {})
 
 
 def head_notes(analysis, rows: list) -> dict[str, str]:

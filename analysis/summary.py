@@ -60,7 +60,8 @@ def summary_lines(results: dict, width: int = WIDTH) -> list[str]:
         (
             "model",
             f"{results['n_layers']} layers × {results['n_heads']} heads × head_dim {results['head_dim']} "
-            f"(d_model {d_model}, {results['n_params']:,} parameters)",
+            f"(d_model {d_model}, {results['n_params']:,} parameters)"
+            + (f", your block {results['attention_block']['spec']}" if "attention_block" in results else ""),
         ),
         (
             "training",
@@ -73,6 +74,7 @@ def summary_lines(results: dict, width: int = WIDTH) -> list[str]:
             f"(each digit: {results['test_digit_accuracy']:.2%})",
         ),
         *head_rows(results),
+        *(("not run", f"{name}: {why}") for name, why in results.get("analyses_not_run", {}).items()),
     ]
     if "images" in results:  # the figures of the heads switched off; every figure is in report.html
         figures = "".join(f", {Path(results['images'][name]).name}" for name in FIGURES if name in results["images"])

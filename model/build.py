@@ -5,26 +5,63 @@ they ask for -- None, the lesson's learned positions, or the length research's p
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 
 from data.problems import ProblemFormat
+from model.own_block import BlockError, OwnBlock, load_block
 from model.positions import PLACE_FIELDS, PlaceConfig, PlaceScheme
 from model.transformer import Transformer, TransformerConfig
 
 
-def transformer_config(**settings) -> TransformerConfig:
+def transformer_config(attention: str | None = None, attention_sha256: str | None = None, **settings):
     """Flat settings (configs/model, a checkpoint's ``model``) -> a TransformerConfig whose ``places`` groups the
-    place fields; None when they are the defaults (GPT-2's learned positions, the lesson's own)."""
+    place fields; None when they are the defaults (GPT-2's learned positions, the lesson's own). ``attention``: a
+    learner's block, FILE.py:CLASS, loaded and checked here (:func:`own_block`); ``attention_sha256``: the hash its
+    file must have (a resumed run's)."""
     grouped = {name: settings.pop(name) for name in PLACE_FIELDS if name in settings}
     places = PlaceConfig(**grouped)
-    return TransformerConfig(**settings, places=None if places == PlaceConfig() else places)
+    cfg = TransformerConfig(**settings, places=None if places == PlaceConfig() else places)
+    if attention is None:
+        return cfg
+    try:
+        return replace(cfg, attention=own_block(attention, cfg, attention_sha256))
+    except BlockError as e:
+        raise ValueError(f"attention={attention}: {e}") from None
 
 
 # its settings by name, for what reads a _target_'s arguments (the config checks, their "did you mean")
 transformer_config.__signature__ = inspect.Signature(
-    [p for p in inspect.signature(TransformerConfig).parameters.values() if p.name != "places"]
-    + list(inspect.signature(PlaceConfig).parameters.values()),
+    [p for p in inspect.signature(TransformerConfig).parameters.values() if p.name not in ("places", "attention")]
+    + list(inspect.signature(PlaceConfig).parameters.values())
+    + [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in ("attention", "attention_sha256")],
     return_annotation=TransformerConfig,
 )
+OWN_BLOCK_KEYS = ("attention", "attention_sha256")  # what a checkpoint's ``model`` records of a learner's block
+
+
+def own_block(spec: str, cfg: TransformerConfig, sha256: str | None = None) -> OwnBlock:
+    """A learner's block for ``cfg``: its class loaded (model/own_block.py), its file the one hashed ``sha256``
+    when given, and model/check.py's check passed at the calculator's size; BlockError saying what to change."""
+    from model.check import check_block
+
+    for setting, value, fix in (
+        ("places", cfg.places, "drop the position scheme's settings (model.place_*, position=)"),
+        ("n_kv_heads", cfg.n_kv_heads not in (None, cfg.n_heads), "drop model.n_kv_heads"),
+        ("dropout", cfg.dropout, "set model.dropout=0.0"),
+        ("bias", not cfg.bias, "set model.bias=true"),
+    ):
+        if value:
+            raise BlockError(f"a learner's block runs as the lesson writes it, without model.{setting}: {fix}")
+    cls, source, sha = load_block(spec)
+    if sha256 is not None and sha != sha256:
+        raise BlockError(
+            f"the file has changed since the run was trained (sha256 {sha[:12]}, the run's {sha256[:12]}); "
+            "put back the block the run was trained with, or train a new run"
+        )
+    report = check_block(cls, cfg.d_model, cfg.n_heads)
+    if not report.ok:
+        raise BlockError(f"{report.first_failure}; python -m model.check {spec} shows every check")
+    return OwnBlock(spec, cls, source, sha, report.mask)
 
 
 # A position scheme's config class -> its module, built as ``Scheme(cfg.places, cfg, fmt)``. The module is what the
@@ -43,6 +80,10 @@ def build_transformer(cfg: TransformerConfig, fmt: ProblemFormat) -> Transformer
     return Transformer(cfg, SCHEMES[type(cfg.places)](cfg.places, cfg, fmt))
 
 
-def network_for(model: dict, fmt: ProblemFormat) -> Transformer:
-    """The network a checkpoint's hyper-parameters describe (``model``: a TransformerConfig as a flat dict)."""
-    return build_transformer(transformer_config(**model), fmt)
+def network_for(model: dict, fmt: ProblemFormat, attention: OwnBlock | None = None) -> Transformer:
+    """The network a checkpoint's hyper-parameters describe (``model``: a TransformerConfig as a flat dict). A block
+    the checkpoint names is never imported from it (a run directory is data): its weights, saved under the lesson's
+    names, run in the lesson's block, which the check found equal; ``attention``: the learner's block a training
+    run was handed (training/assemble.py) -- that one builds the blocks."""
+    cfg = transformer_config(**{k: v for k, v in model.items() if k not in OWN_BLOCK_KEYS})
+    return build_transformer(cfg if attention is None else replace(cfg, attention=attention), fmt)

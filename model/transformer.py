@@ -1,13 +1,11 @@
-"""A small decoder-only (GPT-style) transformer built around :class:`MultiHeadAttention`: token + position
-embeddings -> n_layers x [pre-LN attention, pre-LN MLP] -> LayerNorm -> LM head. Its positions are GPT-2's: a
-learned vector per position. A position scheme of the length research (``model/positions.py``, put together by
-``model/build.py``) may be given as ``places``: the network then calls it at two named points -- what positions add
-to the tokens, and what each layer's attention scores get.
-"""
+"""A small decoder-only (GPT-style) transformer built around :class:`MultiHeadAttention`: token + position embeddings
+-> n_layers x [pre-LN attention, pre-LN MLP] -> LayerNorm -> LM head, with GPT-2's learned positions. A position
+scheme of the length research (``model/positions.py``, put together by ``model/build.py``) may be given as
+``places``: the network calls it at two named points -- what positions add to the tokens, what the scores get."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
@@ -33,6 +31,7 @@ class TransformerConfig:
     bias: bool = True
     tie_weights: bool = True
     places: object | None = None  # the length research's PlaceConfig (model/positions.py); None: learned positions
+    attention: object | None = None  # a learner's own block (model/own_block.py's OwnBlock); None: the lesson's
 
     def __post_init__(self) -> None:
         check_head_sizes(self.d_model, self.n_heads, self.n_kv_heads, self.dropout)
@@ -49,8 +48,8 @@ class TransformerConfig:
 
     def to_dict(self) -> dict:
         """Flat, as configs/model writes it (the place fields beside the others): a checkpoint's ``model``."""
-        lesson = {k: v for k, v in asdict(self).items() if k != "places"}
-        return lesson | (self.places.to_dict() if self.places is not None else {})
+        lesson = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("places", "attention")}
+        return lesson | {k: v for part in (self.places, self.attention) if part for k, v in part.to_dict().items()}
 
 
 class MLP(nn.Module):
@@ -71,7 +70,8 @@ class Block(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.ln_attn = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
-        self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.dropout, cfg.bias)
+        attention = cfg.attention.block if cfg.attention else MultiHeadAttention  # a learner's: model/own_block.py
+        self.attn = attention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.dropout, cfg.bias)
         self.ln_mlp = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.mlp = MLP(cfg)
         self.hook_resid_pre = HookPoint()  # the residual stream entering the block, (B, T, d_model)
@@ -112,8 +112,8 @@ class Transformer(nn.Module):
         if places is not None:
             places.after_init()  # a scheme's weights that start otherwise (place scores: at zero)
             self.register_load_state_dict_pre_hook(places.rename_old_keys)  # checkpoints of older code
-        for name, p in self.named_parameters():  # GPT-2's trick: the residual-writing projections shrink with depth
-            if name.endswith(("attn.W_o.weight", "mlp.fc_out.weight")):
+        for block in self.blocks:  # GPT-2's trick: the residual-writing projections shrink with depth
+            for p in (block.attn.W_o.weight, block.mlp.fc_out.weight):
                 nn.init.normal_(p, mean=0.0, std=0.02 / (2 * cfg.n_layers) ** 0.5)
 
     @staticmethod

@@ -51,6 +51,9 @@ class Results(TypedDict, total=False):
     train_seconds: float
     tokens_per_second: int
     run_dir: str
+    # trained with a learner's own block (model.attention=FILE.py:CLASS): spec (as typed), sha256 (of the file),
+    # mask (how its forward reads the mask: keep, hide or none) and source (its copy in the run directory, data)
+    attention_block: dict
     # the end-of-run analysis (analysis/pipeline.py), when it ran
     analysis_problems: int
     intact_exact_match: float
@@ -60,6 +63,7 @@ class Results(TypedDict, total=False):
     analysis_summary: list  # [label, text] rows of the terminal summary
     tolerance: float  # the exact-match a pruning may lose
     analysis_seconds: float
+    analyses_not_run: dict  # an analysis that cannot run on this model -> the one-line reason (a learner's block)
     maps_seconds: float  # drawing attention maps during training
     total_seconds: float  # the whole run in process: training, test, analysis, report
     # wall seconds per phase of train.py (training/phases.py): startup (its imports and the config, from its first

@@ -6,6 +6,7 @@
         run.lock            '<pid> <start time>' of the process writing here (one run at a time; a lock
                             whose process is gone, or whose pid another process has now, is stale)
         config.yaml  tokenizer.json  history.json  test_mistakes.json  error.log
+        attention_block.py  a learner's own block (model.attention=), copied as text: data, never imported
         checkpoints/best.ckpt  interrupted.ckpt  last-good.ckpt
         attention/<tag>_layer<i>.png  attention/<tag>.json     (tag: step000300 during training, final at the end)
         <analysis>.csv  <analysis>.png     one pair per registered analysis (ablation, pruning, ...)
@@ -392,6 +393,7 @@ class RunDir:
     config = property(lambda self: self.path / "config.yaml")
     tokenizer = property(lambda self: self.path / "tokenizer.json")
     mistakes = property(lambda self: self.path / "test_mistakes.json")
+    attention_block = property(lambda self: self.path / "attention_block.py")
     error_log = property(lambda self: self.path / "error.log")
     lock = property(lambda self: self.path / "run.lock")
     checkpoints = property(lambda self: self.path / "checkpoints")
@@ -684,8 +686,16 @@ class RunDir:
     @property
     def resume_command(self) -> str:
         """The command that continues this run, quoted for the shell and for Hydra (a sweep job's directory,
-        ``0_a=b,c=d``, holds characters Hydra reads as syntax)."""
-        return f"python train.py {override('resume', self.path)}"
+        ``0_a=b,c=d``, holds characters Hydra reads as syntax). A run trained with a learner's block names it again:
+        resume takes code from the command line only (training/resume.py)."""
+        command = f"python train.py {override('resume', self.path)}"
+        if self.attention_block.is_file():
+            try:
+                spec = parse_yaml(self.read_text(self.config) or "", self.config).model.attention
+            except Exception:  # noqa: BLE001 -- a damaged config.yaml: resume itself says what is wrong
+                spec = None
+            command += f" {override('model.attention', spec)}" if isinstance(spec, str) else ""
+        return command
 
     def mark_interrupted(
         self,

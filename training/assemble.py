@@ -36,7 +36,9 @@ def build_objects(cfg: DictConfig) -> tuple:
     model_config = build(cfg.model, "model", vocab_size=datamodule.vocab_size, block_size=longest.seq_len)
     optim = build(cfg.optim, "optim")
     try:
-        module = calculator_module(model_config.to_dict(), format_dict(datamodule.fmt), optim.to_dict())
+        module = calculator_module(
+            model_config.to_dict(), format_dict(datamodule.fmt), optim.to_dict(), model_config.attention
+        )
         module.fmt = datamodule.fmt  # the same format with the data's draws (a short b): what the analyses ask
         if datamodule.data.mix is not None and datamodule.data.mix.mixed_widths:  # batches of every width
             module.widths = width_of  # their formats, from their lengths (data/mixing.py)

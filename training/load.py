@@ -13,11 +13,12 @@ from training.module import CalculatorModule
 from training.optim import OptimConfig, recipe, upgrade_checkpoint
 
 
-def calculator_module(model: dict, fmt: dict, optim: dict):
+def calculator_module(model: dict, fmt: dict, optim: dict, attention=None):
     """``model``, ``fmt``, ``optim``: a TransformerConfig (flat), a ProblemFormat and an OptimConfig as dicts, as a
-    checkpoint saves them -> a CalculatorModule with new weights (``module.optim``: the OptimConfig)."""
+    checkpoint saves them -> a CalculatorModule with new weights (``module.optim``: the OptimConfig). ``attention``:
+    a learner's block to build the layers with (model/own_block.py's OwnBlock), else the lesson's."""
     written, optim_config = problem_format(**fmt), OptimConfig(**optim)
-    net = network_for(model, written)
+    net = network_for(model, written, attention)
     hparams = {"model": net.cfg.to_dict(), "fmt": format_dict(written), "optim": optim_config.to_dict()}
     module = CalculatorModule(net, written, recipe(optim_config), hparams)
     module.optim = optim_config

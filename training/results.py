@@ -10,6 +10,7 @@ import torch
 from data.build import format_dict
 from data.text import answer_text, parse_answer
 from model.device import device_name
+from storage.rundir import RunDir
 from training.module import CalculatorModule
 
 
@@ -47,7 +48,15 @@ def run_record(
         "checkpoint": best or None,
         "resumed_from": cfg.resume,
         "run_dir": run_dir,
-    }
+    } | own_block_record(net.cfg.attention, run_dir)
+
+
+def own_block_record(own, run_dir: str) -> dict:
+    """results.json's ``attention_block`` for a learner's block (model/own_block.py's OwnBlock), {} for ours."""
+    if own is None:
+        return {}
+    source = str(RunDir(run_dir).attention_block)
+    return {"attention_block": {"spec": own.spec, "sha256": own.sha256, "mask": own.mask, "source": source}}
 
 
 @torch.no_grad()

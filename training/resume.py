@@ -266,7 +266,7 @@ def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> D
             f"resume={cfg.resume}: {checkpoint} is not inside a run directory with its config.yaml, "
             "so the run's config is unknown"
         )
-    changed = [o for o in overrides if not o.startswith(("resume=", "trainer.max_steps="))]
+    changed = [o for o in overrides if not o.startswith(("resume=", "trainer.max_steps=", "model.attention="))]
     if changed:
         raise ConfigError(
             f"resume= continues a run with its own config; drop {' '.join(changed)} (only trainer.max_steps may change)"
@@ -278,6 +278,29 @@ def effective_config(cfg: DictConfig, overrides: list[str], multirun: bool) -> D
     except CheckpointError as e:
         raise ConfigError(f"resume={cfg.resume}: {e}") from None
     resumed = rebuild_config(cfg, owner, checkpoint, calc)  # values from the run, code only from the project
+    given = cfg.model.get("attention") if any(o.startswith("model.attention=") for o in overrides) else None
+    own_block_again(resumed, given, checkpoint, f"resume={cfg.resume}")
     if any(o.startswith("trainer.max_steps=") for o in overrides):
         resumed.trainer.max_steps = cfg.trainer.max_steps
     return resumed
+
+
+def own_block_again(resumed: DictConfig, given: str | None, checkpoint: Path, label: str) -> None:
+    """A run trained with a learner's block (model.attention=) continues with it only when the command line names
+    it again -- the run directory names code, which is never taken from it -- and its file is the one trained
+    (the checkpoint's sha256: model/build.py compares it as it loads the block)."""
+    from model.checkpoint import read_checkpoint
+
+    trained = resumed.model.get("attention")
+    if trained is None and given is None:
+        return
+    if trained is None:
+        raise ConfigError(f"{label}: the run was trained with the lesson's block; drop model.attention={given}")
+    if given != trained:
+        raise ConfigError(
+            f"{label}: the run was trained with your block model.attention={trained}; a run directory is data, never "
+            f"code, so give it again on the command line: model.attention={trained}"
+        )
+    sha = read_checkpoint(checkpoint)[1]["hyper_parameters"]["model"].get("attention_sha256")
+    with open_dict(resumed):
+        resumed.model.attention_sha256 = sha

@@ -53,8 +53,9 @@ class Run:
         self.main_process = True
 
     # ---- the phases ----------------------------------------------------------------------------------------
-    def begin(self, trainer, callbacks, loggers, tokenizer) -> None:
-        """Built: claim the directory, say "running", keep the tokenizer and the config (phase ``build`` ends)."""
+    def begin(self, trainer, callbacks, loggers, tokenizer, own_block=None) -> None:
+        """Built: claim the directory, say "running", keep the tokenizer and the config, and a learner's block's
+        source (``own_block``: model/own_block.py's OwnBlock) as text (phase ``build`` ends)."""
         from training.callbacks import GracefulStop
         from training.signals import own_the_signals
 
@@ -68,6 +69,8 @@ class Run:
             self.dir.write_text(self.dir.tokenizer, tokenizer.to_json())
             if not self.cfg.resume:
                 self.dir.write_text(self.dir.config, OmegaConf.to_yaml(self.cfg, resolve=True))
+            if own_block is not None:  # as text, beside its hash in the checkpoint: never imported from here
+                self.dir.write_text(self.dir.attention_block, own_block.source)
             for logger in trainer.loggers:
                 logger.log_hyperparams(OmegaConf.to_container(self.cfg, resolve=True))
         freeze_alive()  # what the build made (Lightning's imports among it) lives to the run's end: out of the scans

@@ -1,0 +1,114 @@
+"""model/check.py: a learner's block written as the lesson writes it passes; each usual mistake, seeded into that
+block one at a time, is named in its one line (python -m model.check FILE.py:CLASS)."""
+
+from __future__ import annotations
+
+import pytest
+
+from model.check import check_block, main
+
+# the lesson's block as a learner types it (lesson 004's shape: forward(x, mask=None), masked_fill(mask, -inf))
+LESSON_BLOCK = """
+import math
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, embed_dim, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.W_q = nn.Linear(embed_dim, embed_dim)
+        self.W_k = nn.Linear(embed_dim, embed_dim)
+        self.W_v = nn.Linear(embed_dim, embed_dim)
+        self.W_o = nn.Linear(embed_dim, embed_dim)
+
+    def forward(self, x, mask=None):
+        B, T, _ = x.shape
+        Q = self.W_q(x).view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+        K = self.W_k(x).view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+        V = self.W_v(x).view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+        scores = Q @ K.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))
+        weights = F.softmax(scores, dim=-1)
+        out = (weights @ V).transpose(1, 2).contiguous().view(B, T, -1)
+        return self.W_o(out), weights
+"""
+
+# (mistake named, the line of the lesson's block changed, what it becomes, a word the check's line must contain)
+SEEDED = [
+    ("unscaled", " / math.sqrt(self.head_dim)", "", "√head_dim"),
+    ("softmax axis", "F.softmax(scores, dim=-1)", "F.softmax(scores, dim=-2)", "dim=-1"),
+    (
+        "mask reversed, NaN",
+        'if mask is not None:\n            scores = scores.masked_fill(mask, float("-inf"))',
+        'scores = scores.masked_fill(torch.tril(torch.ones(T, T, dtype=torch.bool)), float("-inf"))',
+        "wrong way round",
+    ),
+    (
+        "-inf row",
+        'if mask is not None:\n            scores = scores.masked_fill(mask, float("-inf"))',
+        'scores = scores.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool)), float("-inf"))',
+        "NaN",
+    ),
+    (
+        "split without transpose",
+        ".view(B, T, self.num_heads, self.head_dim).transpose(1, 2)",  # Q, K and V alike
+        ".view(B, self.num_heads, T, self.head_dim)",
+        "transpose(1, 2)",
+    ),
+    ("contiguous", ".transpose(1, 2).contiguous().view(B, T, -1)", ".transpose(1, 2).view(B, T, -1)", "contiguous"),
+    (
+        "heads in the wrong order",
+        ".transpose(1, 2).contiguous().view(B, T, -1)",
+        ".permute(0, 2, 3, 1).contiguous().view(B, T, -1)",
+        "wrong order",
+    ),
+    ("W_o missing", "        self.W_o = nn.Linear(embed_dim, embed_dim)\n", "", "W_o"),
+    ("W_o not applied", "return self.W_o(out), weights", "return out, weights", "W_o"),
+    ("mask missing", "if mask is not None:", "if False:", "later"),
+]
+
+
+def block_file(tmp_path, source: str) -> str:
+    path = tmp_path / "mine.py"
+    path.write_text(source)
+    return f"{path}:MultiHeadAttention"
+
+
+def test_the_lesson_block_as_a_learner_types_it_passes_every_check(tmp_path):
+    report = check_block(block_file(tmp_path, LESSON_BLOCK))
+    assert report.ok, report.findings
+    assert report.mask == "hide"  # lesson 004's masked_fill(mask, -inf): True where a token may not look
+    assert any("4·d² + 4·d" in f.line for f in report.findings)
+    assert any("leaves every earlier output unchanged" in f.line for f in report.findings)
+
+
+def test_a_block_reading_the_mask_the_other_way_passes_too(tmp_path):
+    source = LESSON_BLOCK.replace("masked_fill(mask,", "masked_fill(mask == 0,")
+    report = check_block(block_file(tmp_path, source))
+    assert report.ok and report.mask == "keep"
+
+
+@pytest.mark.parametrize(("mistake", "old", "new", "word"), SEEDED, ids=[s[0] for s in SEEDED])
+def test_each_seeded_mistake_is_named_in_its_one_line(tmp_path, mistake, old, new, word):
+    assert old in LESSON_BLOCK
+    report = check_block(block_file(tmp_path, LESSON_BLOCK.replace(old, new)))
+    assert not report.ok
+    assert report.mistakes == [mistake], report.findings
+    line = report.first_failure if mistake != report.findings[-1].mistake else report.findings[-1].line
+    assert word in line and "\n" not in line and "step" in line
+
+
+def test_the_command_prints_the_report_and_exits_by_it(tmp_path, capsys):
+    good = block_file(tmp_path, LESSON_BLOCK)
+    assert main([good]) == 0
+    assert "your block is the lesson's: python train.py model.attention=" in capsys.readouterr().out
+    (tmp_path / "bad.py").write_text(LESSON_BLOCK.replace(" / math.sqrt(self.head_dim)", ""))
+    assert main([f"{tmp_path / 'bad.py'}:MultiHeadAttention"]) == 1
+    assert "FAIL scores not scaled" in capsys.readouterr().out
+    assert main([f"{tmp_path / 'absent.py'}:MultiHeadAttention"]) == 2
+    assert "no such file" in capsys.readouterr().out
