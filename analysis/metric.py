@@ -114,7 +114,7 @@ class Context:
         from analysis.engine.graph import ComponentGraph
 
         if not all(hasattr(block.attn, "fused_attention") for block in self.module.net.blocks):
-            raise CannotRun("it recomputes each head with model/attention.py's steps, and your block runs as a whole")
+            raise CannotRun("it recomputes each head with model/attention.py's steps; your block runs whole")
         return ComponentGraph(self.module.net)
 
     @cached_property

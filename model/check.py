@@ -205,12 +205,14 @@ def check_block(cls_or_spec, d_model: int = 64, n_heads: int = 4) -> Report:
         report.add(False, str(e), "W_o missing" if str(e).startswith("W_o missing") else "projections")
         return report
     shapes = {ours: tuple(getattr(block, theirs).weight.shape) for ours, theirs in names.items()}
+    square = all(s == (d_model, d_model) for s in shapes.values())
+    found = ", ".join(f"{n} {s[1]}->{s[0]}" for n, s in shapes.items())
     if not report.add(
-        all(s == (d_model, d_model) for s in shapes.values()),
-        ", ".join(f"{n} {s[1]}->{s[0]}" for n, s in shapes.items())
-        + f": the projections (each nn.Linear(embed_dim, embed_dim), {d_model}->{d_model})",
-        None if all(s == (d_model, d_model) for s in shapes.values()) else "projections",
-    ):
+        square,
+        f"W_q W_k W_v W_o: nn.Linear({d_model}, {d_model}) each" if square
+        else f"{found}: each projection must be nn.Linear(embed_dim, embed_dim), {d_model}->{d_model} (step 1)",
+        None if square else "projections",
+    ):  # fmt: skip
         return report
     count, full = sum(p.numel() for p in block.parameters()), 4 * d_model * d_model + 4 * d_model
     no_bias = [n for n, theirs in names.items() if getattr(block, theirs).bias is None]
@@ -260,8 +262,8 @@ def check_block(cls_or_spec, d_model: int = 64, n_heads: int = 4) -> Report:
         return report
     report.add(
         causal and finite,
-        f"mask: {MASK_STYLES[style]}; changing the last token "
-        + ("leaves every earlier output unchanged" if causal else "changes earlier outputs: the future leaks")
+        f"mask: {MASK_STYLES[style]}; "
+        + ("causal: a later token changes no earlier output" if causal else "a later token changes earlier outputs")
         + ("" if finite else "; the output has NaN"),
     )
     gap = difference(out, expected)

@@ -84,7 +84,7 @@ def test_the_lesson_block_as_a_learner_types_it_passes_every_check(tmp_path):
     assert report.ok, report.findings
     assert report.mask == "hide"  # lesson 004's masked_fill(mask, -inf): True where a token may not look
     assert any("4·d² + 4·d" in f.line for f in report.findings)
-    assert any("leaves every earlier output unchanged" in f.line for f in report.findings)
+    assert any("causal: a later token changes no earlier output" in f.line for f in report.findings)
 
 
 def test_a_block_reading_the_mask_the_other_way_passes_too(tmp_path):

@@ -10,6 +10,7 @@ SECTIONS = [
     "default",
     "bad_configs",
     "calc_eval",
+    "own_block",
     "decode",
     "lab",
     "export",
