@@ -483,6 +483,7 @@ NOT_A_RUN_FILE = {
     "analysis/record.py": "report.html, the page this run has just written, handed to wandb",
     "model/export.py": "the tokenizer_config.json transformers has just written into the export directory",
     "training/limits.py": "/proc/meminfo and the project's own configs/",
+    "model/own_block.py": "the learner's block, the file model.attention= names on the command line, hashed and run",
     "calc.py": "--eval FILE, the user's problems, read line by line within calc.py's limits",
 }
 
