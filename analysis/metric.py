@@ -114,7 +114,7 @@ class Context:
         from analysis.engine.graph import ComponentGraph
 
         if not all(hasattr(block.attn, "fused_attention") for block in self.module.net.blocks):
-            raise CannotRun("it recomputes each head with model/attention.py's steps; your block runs whole")
+            raise CannotRun("it recomputes each head with model/attention.py's steps (python analyse.py RUN can)")
         return ComponentGraph(self.module.net)
 
     @cached_property

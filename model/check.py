@@ -11,6 +11,7 @@ wrong, computed on the same weights, so a name is given only when it reproduces 
 
 from __future__ import annotations
 
+import inspect
 import math
 import sys
 from dataclasses import dataclass, field
@@ -199,6 +200,15 @@ def check_block(cls_or_spec, d_model: int = 64, n_heads: int = 4) -> Report:
         report.add(False, f"{cls.__name__}({d_model}, {n_heads}) raised {type(e).__name__}: {e}", "build")
         return report
     report.add(True, f"builds as {cls.__name__}(embed_dim={d_model}, num_heads={n_heads})")
+    takes = [p for p in inspect.signature(block.forward).parameters.values() if p.default is p.empty]
+    if len(takes) > 1 and takes[1].kind is not inspect.Parameter.VAR_POSITIONAL:  # forward(q, k, v, mask): 3 inputs
+        report.add(
+            False,
+            f"forward takes ({', '.join(p.name for p in takes)}): the calculator's block attends to itself, so it is "
+            "called as forward(x, mask=...); write def forward(self, x, mask=None) and project x three times",
+            "signature",
+        )
+        return report
     try:
         names = projections(block)
     except BlockError as e:

@@ -158,7 +158,7 @@ def _lesson_names(module: OwnAttention, state: dict, prefix: str, _) -> None:
         linear = getattr(module.block, theirs)
         state[f"{prefix}{ours}.weight"] = state.pop(f"{inner}{theirs}.weight")
         bias = state.pop(f"{inner}{theirs}.bias", None)
-        zero = torch.zeros(linear.out_features, dtype=linear.weight.dtype)
+        zero = torch.zeros_like(linear.weight[:, 0])  # (out_features,), on the weight's device and dtype
         state[f"{prefix}{ours}.bias"] = zero if bias is None else bias
     for key in [k for k in state if k.startswith(inner)]:
         del state[key]

@@ -186,6 +186,20 @@ def test_trainer_gpu_trains_draws_maps_and_analyses_on_cuda(tmp_path):
 
 
 @pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_a_learners_own_block_trains_and_is_analysed_on_cuda(tmp_path, precision):
+    """model.attention= on the GPU: the block's mask, its cache and its hook points follow the module's device."""
+    (tmp_path / "mine.py").write_text((ROOT / "examples" / "my_attention.py").read_text())
+    spec = f"model.attention={tmp_path / 'mine.py'}:MultiHeadAttention"
+    done = run_train(tmp_path / "run", *SMALL, "trainer=gpu", f"trainer.precision={precision}", spec)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["device"].startswith("cuda") and results["attention_block"]["mask"] == "hide"
+    assert results["head_roles"] and (tmp_path / "run" / "report.html").exists()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("experiment", [None, "add10"])
 @needs_cuda
 def test_the_documented_gpu_commands_learn_their_task(tmp_path, experiment):

@@ -112,3 +112,51 @@ def test_the_command_prints_the_report_and_exits_by_it(tmp_path, capsys):
     assert "FAIL scores not scaled" in capsys.readouterr().out
     assert main([f"{tmp_path / 'absent.py'}:MultiHeadAttention"]) == 2
     assert "no such file" in capsys.readouterr().out
+
+
+# a block written nanoGPT's way: it masks the future itself, from a buffer, and takes no mask
+SELF_MASKING = """
+import math
+import torch
+from torch import nn
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.n_heads = n_heads
+        self.q_proj, self.k_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.v_proj, self.out_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.register_buffer("tril", torch.tril(torch.ones(64, 64, dtype=torch.bool)))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = (p(x).view(B, T, self.n_heads, -1).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(k.shape[-1])
+        att = att.masked_fill(~self.tril[:T, :T], float("-inf")).softmax(dim=-1)
+        return self.out_proj((att @ v).transpose(1, 2).reshape(B, T, C))
+"""
+
+
+def test_a_block_that_masks_itself_with_its_own_names_passes_and_saves_the_lessons_names(tmp_path):
+    from model.own_block import OwnAttention
+
+    path = tmp_path / "gpt.py"
+    path.write_text(SELF_MASKING)
+    report = check_block(f"{path}:CausalSelfAttention")
+    assert report.ok and report.mask == "none", report.findings
+    from model.own_block import load_block
+
+    wrapped = OwnAttention(load_block(f"{path}:CausalSelfAttention")[0](64, 4), 4, report.mask)
+    assert sorted(wrapped.state_dict()) == sorted(
+        f"{n}.{p}" for n in ("W_q", "W_k", "W_v", "W_o") for p in ("weight", "bias")
+    )
+    wrapped.load_state_dict(wrapped.state_dict())  # its buffer is its own, rebuilt by __init__
+
+
+def test_a_forward_taking_q_k_v_is_told_how_the_calculator_calls_it(tmp_path):
+    source = LESSON_BLOCK.replace(
+        "def forward(self, x, mask=None):", "def forward(self, q, k, v, mask=None):\n        x = q"
+    )
+    report = check_block(block_file(tmp_path, source))
+    assert report.mistakes == ["signature"] and "forward(self, x, mask=None)" in report.first_failure
