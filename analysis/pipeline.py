@@ -139,6 +139,8 @@ class HeadAnalysis:
         intact = ctx.evaluator.intact.exact_match
         if not learned(intact):  # nothing to lose: every head "prunable", every role noise; the rows stay recorded
             summary = [("heads", not_learned_text(intact))]
+        if not_run:
+            results["analyses_not_run"] = not_run
         return results | {
             "learned": learned(intact),
             "learned_threshold": LEARNED,
@@ -148,7 +150,7 @@ class HeadAnalysis:
             "analysis_summary": summary,
             "tolerance": self.tolerance,
             "analysis_seconds": seconds,
-        } | ({"analyses_not_run": not_run} if not_run else {})
+        }
 
 
 def head_notes(analysis, rows: list) -> dict[str, str]:
