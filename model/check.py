@@ -185,21 +185,29 @@ def difference(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def check_block(cls_or_spec, d_model: int = 64, n_heads: int = 4) -> Report:
-    """Every check of the module's doc on a block class (or a FILE.py:CLASS spec), in order; later checks run where
-    the earlier ones leave something to check."""
-    spec = cls_or_spec if isinstance(cls_or_spec, str) else cls_or_spec.__name__
-    report = Report(spec)
+    """Every check of the module's doc on a block class (or a FILE.py:CLASS spec), in order: it is built, its
+    projections are the lesson's, then it computes the lesson's block (each check runs where the earlier ones leave
+    something to check)."""
+    report = Report(cls_or_spec if isinstance(cls_or_spec, str) else cls_or_spec.__name__)
     try:
         cls = load_block(cls_or_spec)[0] if isinstance(cls_or_spec, str) else cls_or_spec
+        block = cls(d_model, n_heads).eval()
     except BlockError as e:
         report.add(False, str(e), "load")
         return report
-    try:
-        block = cls(d_model, n_heads).eval()
     except Exception as e:  # noqa: BLE001 -- the learner's __init__ may raise anything
         report.add(False, f"{cls.__name__}({d_model}, {n_heads}) raised {type(e).__name__}: {e}", "build")
         return report
     report.add(True, f"builds as {cls.__name__}(embed_dim={d_model}, num_heads={n_heads})")
+    names = check_structure(report, block, d_model)
+    if names is not None:
+        check_behaviour(report, block, seeded_weights(block, names, d_model), n_heads)
+    return report
+
+
+def check_structure(report: Report, block, d: int) -> dict[str, str] | None:
+    """Its forward's arguments, its four projections and their sizes, its parameter count: the lesson's name of
+    each projection -> the block's, or None once one of them is not the lesson's."""
     takes = [p for p in inspect.signature(block.forward).parameters.values() if p.default is p.empty]
     if len(takes) > 1 and takes[1].kind is not inspect.Parameter.VAR_POSITIONAL:  # forward(q, k, v, mask): 3 inputs
         report.add(
@@ -208,40 +216,44 @@ def check_block(cls_or_spec, d_model: int = 64, n_heads: int = 4) -> Report:
             "called as forward(x, mask=...); write def forward(self, x, mask=None) and project x three times",
             "signature",
         )
-        return report
+        return None
     try:
         names = projections(block)
     except BlockError as e:
         report.add(False, str(e), "W_o missing" if str(e).startswith("W_o missing") else "projections")
-        return report
+        return None
     shapes = {ours: tuple(getattr(block, theirs).weight.shape) for ours, theirs in names.items()}
-    square = all(s == (d_model, d_model) for s in shapes.values())
+    square = all(s == (d, d) for s in shapes.values())
     found = ", ".join(f"{n} {s[1]}->{s[0]}" for n, s in shapes.items())
     if not report.add(
         square,
-        f"W_q W_k W_v W_o: nn.Linear({d_model}, {d_model}) each" if square
-        else f"{found}: each projection must be nn.Linear(embed_dim, embed_dim), {d_model}->{d_model} (step 1)",
+        f"W_q W_k W_v W_o: nn.Linear({d}, {d}) each" if square
+        else f"{found}: each projection must be nn.Linear(embed_dim, embed_dim), {d}->{d} (step 1)",
         None if square else "projections",
     ):  # fmt: skip
-        return report
-    count, full = sum(p.numel() for p in block.parameters()), 4 * d_model * d_model + 4 * d_model
+        return None
+    count = sum(p.numel() for p in block.parameters())
+    extra = count - sum(p.numel() for n in names.values() for p in getattr(block, n).parameters())
     no_bias = [n for n, theirs in names.items() if getattr(block, theirs).bias is None]
-    projection_params = sum(p.numel() for n in names.values() for p in getattr(block, n).parameters())
-    extra = count - projection_params
     note = f" ({', '.join(no_bias)} without a bias: the same as the lesson's with it zero)" if no_bias else ""
     report.add(
         extra == 0,
-        f"parameters: {count:,}" + (" = 4·d² + 4·d" if count == full else note)
+        f"parameters: {count:,}" + (" = 4·d² + 4·d" if count == 4 * d * d + 4 * d else note)
         + (f"; {extra:,} beyond W_q W_k W_v W_o, which the lesson's block does not have" if extra else ""),
         "parameters" if extra else None,
     )  # fmt: skip
-    weights = seeded_weights(block, names, d_model)
+    return names
+
+
+def check_behaviour(report: Report, block, weights: dict, n_heads: int) -> None:
+    """Run it on one input, the mask passed each way a block may read it: its output's shape, whether it is causal
+    and finite, and whether it equals the lesson's block -- else the usual mistake that reproduces it, named."""
+    d_model = weights["W_q"][0].shape[0]
     x = torch.randn(B, T, d_model, generator=torch.Generator().manual_seed(1))
     expected = reference_output(x, weights, n_heads)
-
     later = x.clone()  # the same input with its last token changed: a causal block's earlier outputs stay
     later[:, -1] = torch.randn(B, d_model, generator=torch.Generator().manual_seed(2))
-    runs, failures = {}, {}  # each way of passing the mask -> (out, weights returned, causal and finite)
+    runs, failures = {}, {}  # each way of passing the mask -> (out, weights returned, causal, finite)
     for style in MASK_STYLES:
         try:
             with torch.no_grad():
@@ -257,19 +269,18 @@ def check_block(cls_or_spec, d_model: int = 64, n_heads: int = 4) -> Report:
         contiguous = "view size is not compatible" in str(e)
         why = NOT_CONTIGUOUS if contiguous else f"forward raised {type(e).__name__}: {str(e).splitlines()[0]}"
         report.add(False, why, "contiguous" if contiguous else "forward")
-        return report
+        return
     # how the block reads the mask: the way that keeps it causal and finite, then closest to the lesson's
     order = list(MASK_STYLES)
     style = min(runs, key=lambda s: (not (runs[s][2] and runs[s][3]), difference(runs[s][0], expected), order.index(s)))
     out, returned, causal, finite = runs[style]
     report.mask = style
+    shaped = tuple(out.shape) == (B, T, d_model)
+    beside = f", the weights {tuple(returned.shape)} beside it" if returned is not None else ""
     if not report.add(
-        tuple(out.shape) == (B, T, d_model),
-        f"output {tuple(out.shape)} from x {(B, T, d_model)}"
-        + (f", the weights {tuple(returned.shape)} beside it" if returned is not None else ""),
-        None if tuple(out.shape) == (B, T, d_model) else "shape",
+        shaped, f"output {tuple(out.shape)} from x {(B, T, d_model)}{beside}", None if shaped else "shape"
     ):
-        return report
+        return
     report.add(
         causal and finite,
         f"mask: {MASK_STYLES[style]}; "
@@ -279,21 +290,20 @@ def check_block(cls_or_spec, d_model: int = 64, n_heads: int = 4) -> Report:
     gap = difference(out, expected)
     if gap <= TOLERANCE:
         report.add(True, f"equal to the lesson's block to {TOLERANCE:g} (largest difference {gap:.1e}), same weights")
-        return report
+        return
     sizes = {"sqrt_hd": math.sqrt(d_model // n_heads), "sqrt_d": math.sqrt(d_model)}
     for name, (changes, line) in MISTAKES.items():
         args = {k: (math.sqrt(d_model) if v == "d_model" else v) for k, v in changes.items()}
         wrong = lesson(x, weights, n_heads, **args)
         if any(difference(run[0], wrong) <= TOLERANCE for run in runs.values()):  # however the mask was passed
             report.add(False, line.format(**sizes), name)
-            return report
+            return
     report.add(
         False,
         f"differs from the lesson's block by up to {gap:.2g} with the same weights, and no single usual mistake "
         "explains it: python -m model.walkthrough prints each step to compare with yours",
         "unknown",
     )
-    return report
 
 
 def render(report: Report) -> str:

@@ -160,3 +160,21 @@ def test_a_forward_taking_q_k_v_is_told_how_the_calculator_calls_it(tmp_path):
     )
     report = check_block(block_file(tmp_path, source))
     assert report.mistakes == ["signature"] and "forward(self, x, mask=None)" in report.first_failure
+
+
+def test_the_mistakes_are_the_lessons_block_with_one_step_changed():
+    """model.check's lesson() with no step changed is model/attention.py's block: a mistake it names differs from
+    the real block by that one step only."""
+    import torch
+
+    from model.check import MISTAKES, lesson, reference_output
+
+    g = torch.Generator().manual_seed(0)
+    weights = {
+        n: (torch.randn(64, 64, generator=g) * 0.2, torch.randn(64, generator=g)) for n in ("W_q", "W_k", "W_v", "W_o")
+    }
+    x = torch.randn(2, 7, 64, generator=g)
+    assert torch.allclose(lesson(x, weights, 4), reference_output(x, weights, 4), atol=1e-5)
+    for name, (changes, _) in MISTAKES.items():
+        args = {k: (8.0 if v == "d_model" else v) for k, v in changes.items()}
+        assert not torch.allclose(lesson(x, weights, 4, **args), lesson(x, weights, 4), atol=1e-3, equal_nan=True), name
