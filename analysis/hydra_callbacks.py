@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
@@ -9,9 +11,11 @@ from storage.rundir import SweepDir
 
 
 class SweepSummary(Callback):
-    """When a multirun ends: its runs side by side (sweep_summary.*) and its page (sweep_report.html)."""
+    """When a multirun ends: its conclusion in the terminal, its runs side by side (sweep_summary.*) and its page
+    (sweep_report.html)."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        from analysis.conclusion import conclude
         from analysis.html_report import Damage, write_sweep_report
         from analysis.progress import stage
         from analysis.sweep import record_summary, summarise
@@ -32,6 +36,9 @@ class SweepSummary(Callback):
             progress.advance()
         if drawn:
             print(f"length by run: {drawn}")
+        print("conclusion:")  # what the sweep found, as sweep_summary.md and the page say it
+        for line in conclude(rows):
+            print(textwrap.fill(line, 100, initial_indent="  - ", subsequent_indent="    "))
         failed = sum(row["status"] != "ok" for row in rows)
         print(f"sweep summary: {sweep.summary_md} ({len(rows)} runs, {failed} failed)")
         damage.warn()  # one line per damaged file

@@ -187,16 +187,18 @@ const TinycalcLab = (() => {
 
   // ---- problems: written as data/problems.py writes them ------------------------------------------------
   function encodeProblem(m, text) {  // -> {ids, a, op, b} or {error}
-    const f = m.fmt;
+    const f = m.fmt, forms = [...f.operators].map((o) => `a${o}b`).join(" or ");  // what this model was trained on
     if (text.length > LIMITS.problemChars) {  // first: nothing below reads a text longer than this
       return { error: `the problem is ${text.length.toLocaleString("en-US")} characters long; write one of at most ` +
-        `${LIMITS.problemChars}, as a+b, a-b or a*b` };
+        `${LIMITS.problemChars}, as ${forms}` };
     }
-    const match = /^(\d+)\s*([+\-*])\s*(\d+)\s*=?$/.exec(text.trim());  // one \s* between tokens: linear
-    if (!match) return { error: "write a problem as a+b, a-b or a*b (whole numbers)" };
+    const match = /^(\d+)\s*([^\d\s=])\s*(\d+)\s*=?$/.exec(text.trim());  // one \s* between tokens: linear
+    if (!match) return { error: `write a problem as ${forms} (whole numbers)` };
     const [, a, op, b] = match;
     const known = [...f.operators].map((o) => `'${o}'`).join(" ");
-    if (!f.operators.includes(op)) return { error: `this model was not trained on '${op}' (only on ${known})` };
+    if (!f.operators.includes(op)) {
+      return { error: `this model was not trained on '${op}', only on ${known}: write ${forms}` };
+    }
     for (const n of [a, b]) {  // calc.py's words (data/expressions.py)
       const significant = n.replace(/^0+(?=\d)/, "");
       if (significant.length > f.digits) {
@@ -503,48 +505,61 @@ const TinycalcLab = (() => {
       "digit after the ones below it, whose carries it needs.";
   }
 
-  const SCALE = (a) => [255 - 200 * a, 255 - 170 * a, 255 - 60 * a];  // weight 0 white, 1 deep blue
+  // Attention weight 0 to 1 as viridis (matplotlib's, as the run's PNG maps and the report's own maps draw it):
+  // one colour scale across the page.
+  const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
+                   [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
+  function viridis(t) {
+    t = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
+    const i = Math.min(Math.floor(t), VIRIDIS.length - 2), f = t - i;
+    const [a, b] = [VIRIDIS[i], VIRIDIS[i + 1]];
+    return [0, 1, 2].map((c) => Math.round(a[c] + f * (b[c] - a[c])));
+  }
 
   function colourScale() {
     const canvas = el("canvas", { width: 160, height: 10, class: "lab-scale" });
     const ctx = canvas.getContext("2d");
-    for (let x = 0; x < 160; x++) { ctx.fillStyle = `rgb(${SCALE(x / 159).join(",")})`; ctx.fillRect(x, 0, 1, 10); }
+    for (let x = 0; x < 160; x++) { ctx.fillStyle = `rgb(${viridis(x / 159).join(",")})`; ctx.fillRect(x, 0, 1, 10); }
     return el("span", { class: "lab-scale-key" }, "attention weight 0 ", canvas, " 1");
   }
 
-  // One head's T x T attention: the tokens on both axes (rows read, columns are read from), the weight under the
-  // pointer in `readout`, and a head that is off or at its mean marked.
-  function attentionMap(pattern, tokens, names, label, how, readout) {
-    const T = pattern.length, cell = Math.max(6, Math.min(18, Math.floor(220 / T)));
-    const canvas = el("canvas", { width: T * cell, height: T * cell, class: "lab-map", "data-head": label });
-    const ctx = canvas.getContext("2d");
-    for (let i = 0; i < T; i++) {
-      for (let j = 0; j < T; j++) {
-        ctx.fillStyle = j > i ? "#f1f2f5" : `rgb(${SCALE(pattern[i][j]).join(",")})`;  // above: a key not yet written
-        ctx.fillRect(j * cell, i * cell, cell, cell);
+  // One head's T x T attention maps (``shown``: [caption, pattern, tokens], every head on first when heads are
+  // switched), the tokens' places on both axes (rows read, columns are read from), the weight under the pointer in
+  // `readout`, and a head that is off or at its mean marked.
+  function headMaps(label, how, names, shown, readout) {
+    const T = names.length, cell = Math.max(6, Math.min(16, Math.floor((shown.length > 1 ? 150 : 220) / T)));
+    const maps = shown.map(([caption, pattern, tokens]) => {
+      const canvas = el("canvas", { width: T * cell, height: T * cell, class: "lab-map", "data-head": label });
+      const ctx = canvas.getContext("2d");
+      for (let i = 0; i < T; i++) {
+        for (let j = 0; j < T; j++) {
+          ctx.fillStyle = j > i ? "#f1f2f5" : `rgb(${viridis(pattern[i][j]).join(",")})`;  // above: not yet written
+          ctx.fillRect(j * cell, i * cell, cell, cell);
+        }
       }
-    }
-    if (how !== "on") {  // hatched across: this head's output does not reach the model as it is
-      ctx.strokeStyle = how === "off" ? "rgba(179, 38, 30, 0.55)" : "rgba(176, 120, 0, 0.55)";
-      for (let x = -T * cell; x < T * cell; x += 8) {
-        ctx.beginPath(); ctx.moveTo(x, T * cell); ctx.lineTo(x + T * cell, 0); ctx.stroke();
+      if (how !== "on" && caption !== "every head on") {  // hatched: this head's output does not reach the model
+        ctx.strokeStyle = how === "off" ? "rgba(179, 38, 30, 0.55)" : "rgba(176, 120, 0, 0.55)";
+        for (let x = -T * cell; x < T * cell; x += 8) {
+          ctx.beginPath(); ctx.moveTo(x, T * cell); ctx.lineTo(x + T * cell, 0); ctx.stroke();
+        }
       }
-    }
-    const say = (ev) => {
-      const box = canvas.getBoundingClientRect();
-      const i = Math.floor((ev.clientY - box.top) / (box.height / T)), j = Math.floor((ev.clientX - box.left) / (box.width / T));
-      if (i < 0 || j < 0 || i >= T || j >= T || j > i) { readout.textContent = ""; return; }
-      readout.textContent = `${label}${how === "on" ? "" : ` (${how})`}: query ${tokens[i]} (${names[i]}) reads key ` +
-        `${tokens[j]} (${names[j]}) with weight ${pattern[i][j].toFixed(4)}`;
-    };
-    canvas.addEventListener("mousemove", say);
-    canvas.addEventListener("mouseleave", () => { readout.textContent = ""; });
-    const axis = (cls, size) => el("div", { class: cls }, ...tokens.map((t) => el("span",
-      { style: `${size}:${cell}px` }, t)));
+      const say = (ev) => {
+        const box = canvas.getBoundingClientRect();
+        const i = Math.floor((ev.clientY - box.top) / (box.height / T)), j = Math.floor((ev.clientX - box.left) / (box.width / T));
+        if (i < 0 || j < 0 || i >= T || j >= T || j > i) { readout.textContent = ""; return; }
+        readout.textContent = `${label}${caption ? ` (${caption})` : ""}: query ${tokens[i]} (${names[i]}) reads key ` +
+          `${tokens[j]} (${names[j]}) with weight ${pattern[i][j].toFixed(4)}`;
+      };
+      canvas.addEventListener("mousemove", say);
+      canvas.addEventListener("mouseleave", () => { readout.textContent = ""; });
+      const axis = (cls, size) => el("div", { class: cls }, ...names.map((name, i) => el("span",
+        { style: `${size}:${cell}px`, title: `${tokens[i]}: ${describe(name)}` }, name)));
+      return el("div", { class: "lab-map-one" }, caption ? el("div", { class: "muted" }, caption) : "",
+        el("div", { class: "lab-map-grid" }, axis("lab-rows", "height"), canvas, el("span"), axis("lab-cols", "width")));
+    });
     const caption = el("figcaption", {}, el("b", {}, label), how === "on" ? "" : ` ${STATE_WORDS[how]}`);
     return el("figure", { class: `lab-figure lab-${how}`, "data-head": label, "data-state": how },
-      el("div", { class: "lab-map-grid" }, axis("lab-rows", "height"), canvas, el("span"), axis("lab-cols", "width")),
-      caption);
+      el("div", { class: "lab-map-pair" }, ...maps), caption);
   }
 
   function readState(m, fromUrl) {
@@ -739,10 +754,17 @@ const TinycalcLab = (() => {
       answer.append(...answerTable(m, switched.length ? [["every head on", intact], [title, run]] : [["answer", intact]]),
         el("p", { class: "muted lab-order" }, orderLine(m.fmt) + " Under each digit: the model's probability for it " +
           "(point at it for the runner-up)."));
-      const tokens = run.ids.slice(0, -1).map((id) => tokenText(m, id)), names = positionsOf(m.fmt);
-      run.patterns.forEach((layer, L) => layer.forEach((pattern, h) => {
-        const label = `L${L}h${h}`;
-        maps.append(attentionMap(pattern, tokens, names, label, state.switches[label] || "on", readout));
+      // one more pass over the whole problem, its answer written: every answer token reads and is read in the maps;
+      // with heads switched, each head's map with every head on beside the one as switched
+      const tokens = run.ids.map((id) => tokenText(m, id)), names = positionsOf(m.fmt).slice(0, tokens.length);
+      const seen = forward(m, run.ids, state.switches).patterns;
+      const before = switched.length ? forward(m, intact.ids, {}).patterns : null;
+      const beforeTokens = intact.ids.map((id) => tokenText(m, id));
+      seen.forEach((layer, L) => layer.forEach((pattern, h) => {
+        const label = `L${L}h${h}`, how = state.switches[label] || "on";
+        const shown = [[switched.length ? `with ${title}` : "", pattern, tokens]];
+        if (before) shown.unshift(["every head on", before[L][h], beforeTokens]);
+        maps.append(headMaps(label, how, names, shown, readout));
       }));
       const corrupted = state.corrupted ? encodeProblem(m, state.corrupted) : null;
       if (corrupted && corrupted.error) patched.append(el("p", { class: "lab-error" }, `error: ${corrupted.error}`));
@@ -822,12 +844,15 @@ const TinycalcLab = (() => {
     const question = el("div", { class: "lab-question" });
     const buttons = experiments.map((x) => {
       const button = el("button", { type: "button", class: "lab-experiment", "data-kind": x.kind }, x.title);
-      button.addEventListener("click", () => {
-        set(x.problem, x.corrupted || "", x.heads);
+      button.addEventListener("click", () => {  // the question first, every head on: the answer waits for a pick
+        set(x.problem, "", {});
         const said = el("p", { class: "lab-said" });
         const choices = x.choices.map((c) => {
           const pick = el("button", { type: "button", class: "lab-choice" }, c);
-          pick.addEventListener("click", () => { said.textContent = experimentSays(m, x, c); });
+          pick.addEventListener("click", () => {
+            set(x.problem, x.corrupted || "", x.heads);
+            said.textContent = experimentSays(m, x, c);
+          });
           return pick;
         });
         question.replaceChildren(el("p", { class: "lab-ask" }, x.question), el("div", {}, ...choices), said);
@@ -872,5 +897,5 @@ const TinycalcLab = (() => {
   }
 
   return { LIMITS, load, forward, encodeProblem, decode, answerOf, softmax, render, readSafetensors, fromExport,
-    openExport, modelIn, positionsOf, placeName, patching };
+    openExport, modelIn, positionsOf, placeName, patching, viridis };
 })();

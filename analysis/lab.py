@@ -132,8 +132,8 @@ def guided_experiments(fmt: dict, results: dict, tables: dict[str, list[dict] | 
     worst = min(zero, key=zero.get)
     experiments = [{
         "kind": "off", "title": "One head off", "problem": problem, "heads": {worst: "off"}, "head": worst,
-        "question": f"{worst} is the head whose loss costs this model the most on the test set, and it is now off. "
-                    f"Will the model still answer {problem} right?",
+        "question": f"{worst} is the head whose loss costs this model the most on the test set. With {worst} off, "
+                    f"will the model still answer {problem} right? (Once you answer, the lab switches it off.)",
         "choices": ["right", "wrong"], "test": test | {"zero": zero[worst]},
     }]  # fmt: skip
     carried = [d for d in restored if d[:1] == "r" and d[1:].isdigit() and d != "r0"]  # digits a carry reaches
@@ -142,11 +142,12 @@ def guided_experiments(fmt: dict, results: dict, tables: dict[str, list[dict] | 
         share = {h: sum(restored[d].get(h, 0.0) for d in carried) / len(carried) for h in others}
         carrier = max(share, key=share.get)
         experiments.append({
-            "kind": "carry", "title": "The head that carries", "problem": problem, "heads": {carrier: "off"},
+            "kind": "carry", "title": "Another head off", "problem": problem, "heads": {carrier: "off"},
             "head": carrier,
             "question": f"Besides {worst}, {carrier} is the head that restores the most of the digits a carry "
-                        f"reaches ({', '.join(sorted(carried))}) when patched, and it is now off. {problem} carries "
-                        "through every place: will the model still answer it right?",
+                        f"reaches ({', '.join(sorted(carried))}) when patched. {problem} carries through every "
+                        f"place: with {carrier} off, will the model still answer it right? (Once you answer, the lab "
+                        "switches it off.)",
             "choices": ["right", "wrong"],
             "test": test | {"zero": zero[carrier], "restored": {d: restored[d][carrier] for d in sorted(carried)
                                                                 if carrier in restored[d]}},
@@ -155,8 +156,9 @@ def guided_experiments(fmt: dict, results: dict, tables: dict[str, list[dict] | 
         gap = max(zero, key=lambda h: mean[h] - zero[h])
         experiments.append({
             "kind": "mean", "title": "Mean against zero", "problem": problem, "heads": {gap: "off"}, "head": gap,
-            "question": f"{gap} is off (its output zeroed). Click it once more to set it to its mean output instead. "
-                        f"For {problem}, which breaks the answer?",
+            "question": f"{gap}'s output can be zeroed, or set to its mean (its average over the test problems). "
+                        f"For {problem}, which breaks the answer? (Once you answer, the lab switches {gap} off; "
+                        "click it once more for its mean.)",
             "choices": ["zero breaks it", "its mean breaks it", "both", "neither"],
             "test": test | {"zero": zero[gap], "mean": mean[gap]},
         })  # fmt: skip
@@ -166,7 +168,8 @@ def guided_experiments(fmt: dict, results: dict, tables: dict[str, list[dict] | 
             "kind": "patch", "title": "Patching a carry", "problem": f"{ones}5+5", "corrupted": f"{ones}0+0",
             "heads": {},
             "question": f"{ones}5+5 carries into the tens and {ones}0+0 does not; their units agree. Which head, "
-                        "its output on the first put into the run on the second, restores the most of the tens digit?",
+                        "its output on the first put into the run on the second, restores the most of the tens digit? "
+                        "(Once you answer, the lab patches every head.)",
             "choices": sorted(zero), "test": {"restored": restored},
         })  # fmt: skip
     return experiments

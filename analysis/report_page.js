@@ -7,8 +7,7 @@
   const SVG = "http://www.w3.org/2000/svg";
   const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                    "#bcbd22", "#17becf"];
-  const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
-                   [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
+  const viridis = TinycalcLab.viridis;  // the lab's colour scale (analysis/lab.js): one across the page
 
   // ---- small helpers ----------------------------------------------------------------------------------------
   function el(tag, attrs, ...children) {
@@ -40,12 +39,6 @@
   const num = (x) => (isNum(x) ? x.toLocaleString("en-US") : "—");
   const fixed = (x, d) => (isNum(x) ? x.toFixed(d) : "—");
 
-  function viridis(t) {
-    t = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
-    const i = Math.min(Math.floor(t), VIRIDIS.length - 2), f = t - i;
-    const [a, b] = [VIRIDIS[i], VIRIDIS[i + 1]];
-    return [0, 1, 2].map((c) => Math.round(a[c] + f * (b[c] - a[c])));
-  }
   // white at 0, deep red at -1 (an ablation that costs every answer); gains are pale green
   function lossColour(delta) {
     if (!isNum(delta)) return "#fff";
@@ -187,7 +180,7 @@
       ["head analysis", isNum(r.analysis_problems) ? `on ${num(r.analysis_problems)} test problems, ${r.analysis_seconds ?? "—"} s` : "not run"],
       ["run directory", r.run_dir || d.name],
     ];
-    s.append(el("table", { class: "kv" }, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: v }))))));
+    s.append(el("table", { class: "kv" }, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: v, class: /\S{30,}/.test(String(v)) ? "long" : null }))))));  // a path breaks anywhere
     if (d.config) s.append(el("details", {}, el("summary", { text: "the full resolved config (config.yaml)" }), el("pre", { text: d.config })));
   }
 
@@ -238,7 +231,7 @@
     const probeButtons = snaps[0].probes.map((p, i) => el("button", { class: "mono", text: p, onclick: () => { state.probe = i; update(); } }));
     probeGroup.append(...probeButtons);
 
-    const grid = el("div", { class: "heads", style: { gridTemplateColumns: `auto repeat(${nHeads}, 116px)` } });
+    const grid = el("div", { class: "heads", style: { gridTemplateColumns: `auto repeat(${nHeads}, minmax(0, 116px))` } });
     const thumbs = [];
     for (let layer = 0; layer < nLayers; layer++) {
       grid.append(el("div", { class: "layer-label", text: `layer ${layer}` }));
@@ -279,7 +272,8 @@
     function drawBig() {
       const snap = snaps[state.snap], w = weightsOf(state.snap, state.layer, state.probe, state.head);
       const tokens = snap.tokens[state.probe], keys = d.key_labels || tokens.map(() => ""), T = w.length;
-      const cell = Math.max(12, Math.min(30, Math.floor(460 / T))), font = Math.min(13, Math.round(cell * 0.5));
+      const room = Math.min(460, (s.clientWidth || 544) - 84);  // the section's width (a phone: 420 px) less the labels
+      const cell = Math.max(12, Math.min(30, Math.floor(room / T))), font = Math.min(13, Math.round(cell * 0.5));
       const left = 64, top = 8, bottom = 46;
       const W = left + T * cell + 10, H = top + T * cell + bottom, ratio = window.devicePixelRatio || 1;
       big.width = W * ratio; big.height = H * ratio; big.style.width = W + "px"; big.style.height = H + "px";

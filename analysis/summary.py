@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from analysis.metric import points
+from analysis.metrics.roles import SPREAD
 from data.build import problem_format
 
 WIDTH = 100  # the summary's widest line, also when the terminal is wider (and the width assumed when piped)
@@ -116,8 +117,7 @@ def head_rows(results: dict) -> list[tuple[str, str]]:
         rows.append((head, f"{where + ';':<{column + 1}} {offs[head]}" if head in offs else where))
     if len(shown) < len(roles):
         rows.append(("", f"the other {len(roles) - len(shown)} heads cost less; report.html shows every head"))
-    if any(re.search(r"\b[abr]\d", roles[head]) for head in shown):
-        rows.append(("", "rK<-aJ+bJ: the answer's digit 10^K attends to both operands' digits 10^J"))
+    rows += [("", key) for key in role_keys(" ".join(roles[head] for head in shown))]
     if "prunable_fraction" in results:
         n = len(roles)
         removable = round(results["prunable_fraction"] * n)
@@ -146,6 +146,19 @@ def in_course_words(role: str) -> str:
     if role.startswith("reads "):
         return "by place: " + role.removeprefix("reads ")
     return role.removeprefix("attends to ")
+
+
+def role_keys(text: str) -> list[str]:
+    """What the symbols in the heads' roles (``text``) mean, a line per kind that occurs (report.html: Roles.intro)."""
+    keys = []
+    if re.search(r"\b[abr]\d", text):
+        keys.append("rK<-aJ+bJ: the answer's digit 10^K attends to both operands' digits 10^J")
+    marks = []
+    if "~" in text:
+        marks.append(f"~ = spread out (no key gets {SPREAD:.0%} of its weight)")
+    if re.search(r"\^(?!\d)", text):  # the start token, not a power of ten (a·10^1)
+        marks.append("^ = the start token ([BOS])")
+    return keys + (["; ".join(marks)] if marks else [])
 
 
 def _percent(x: float) -> str:

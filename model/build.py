@@ -39,9 +39,10 @@ transformer_config.__signature__ = inspect.Signature(
 OWN_BLOCK_KEYS = ("attention", "attention_sha256")  # what a checkpoint's ``model`` records of a learner's block
 
 
-def own_block(spec: str, cfg: TransformerConfig, sha256: str | None = None) -> OwnBlock:
-    """A learner's block for ``cfg``: its class loaded (model/own_block.py), its file the one hashed ``sha256``
-    when given, and model/check.py's check passed at the calculator's size; BlockError saying what to change."""
+def own_block(spec: str | type, cfg: TransformerConfig, sha256: str | None = None) -> OwnBlock:
+    """A learner's block for ``cfg``: its class loaded (model/own_block.py) -- or the class itself, written in a
+    notebook (no file, nothing to hash) --, its file the one hashed ``sha256`` when given, and model/check.py's check
+    passed at the calculator's size; BlockError saying what to change."""
     from model.check import check_block
 
     for setting, value, fix in (
@@ -52,7 +53,7 @@ def own_block(spec: str, cfg: TransformerConfig, sha256: str | None = None) -> O
     ):
         if value:
             raise BlockError(f"a learner's block runs as the lesson writes it, without model.{setting}: {fix}")
-    cls, source, sha = load_block(spec)
+    cls, source, sha = (spec, "", "") if isinstance(spec, type) else load_block(spec)
     if sha256 is not None and sha != sha256:
         raise BlockError(
             f"the file has changed since the run was trained (sha256 {sha[:12]}, the run's {sha256[:12]}); "
@@ -60,8 +61,9 @@ def own_block(spec: str, cfg: TransformerConfig, sha256: str | None = None) -> O
         )
     report = check_block(cls, cfg.d_model, cfg.n_heads)
     if not report.ok:
-        raise BlockError(f"{report.first_failure}; python -m model.check {spec} shows every check")
-    return OwnBlock(spec, cls, source, sha, report.mask)
+        every = "check_block(...)" if cls is spec else f"python -m model.check {spec}"
+        raise BlockError(f"{report.first_failure}; {every} shows every check")
+    return OwnBlock(cls.__name__ if cls is spec else spec, cls, source, sha, report.mask)
 
 
 # A position scheme's config class -> its module, built as ``Scheme(cfg.places, cfg, fmt)``. The module is what the

@@ -281,36 +281,49 @@ def check_behaviour(report: Report, block, weights: dict, n_heads: int) -> None:
         shaped, f"output {tuple(out.shape)} from x {(B, T, d_model)}{beside}", None if shaped else "shape"
     ):
         return
+    gap = difference(out, expected)
+    named = None if gap <= TOLERANCE else usual_mistake(runs, x, weights, n_heads)
+    if not (causal and finite) and named:  # the mistake is why a later token reaches back (or why NaN): say it
+        report.add(False, *named)
+        return
     report.add(
         causal and finite,
         f"mask: {MASK_STYLES[style]}; "
         + ("causal: a later token changes no earlier output" if causal else "a later token changes earlier outputs")
         + ("" if finite else "; the output has NaN"),
     )
-    gap = difference(out, expected)
     if gap <= TOLERANCE:
         report.add(True, f"equal to the lesson's block to {TOLERANCE:g} (largest difference {gap:.1e}), same weights")
         return
+    if named is None:
+        named = (
+            f"differs from the lesson's block by up to {gap:.2g} with the same weights, and no single usual mistake "
+            "explains it: python -m model.walkthrough prints each step to compare with yours",
+            "unknown",
+        )
+    report.add(False, *named)
+
+
+def usual_mistake(runs: dict, x, weights: dict, n_heads: int) -> tuple[str, str] | None:
+    """(line, name) of the first of MISTAKES whose block computes what the learner's does, however it was handed
+    the mask; None when none of them does."""
+    d_model = x.shape[-1]
     sizes = {"sqrt_hd": math.sqrt(d_model // n_heads), "sqrt_d": math.sqrt(d_model)}
     for name, (changes, line) in MISTAKES.items():
         args = {k: (math.sqrt(d_model) if v == "d_model" else v) for k, v in changes.items()}
         wrong = lesson(x, weights, n_heads, **args)
-        if any(difference(run[0], wrong) <= TOLERANCE for run in runs.values()):  # however the mask was passed
-            report.add(False, line.format(**sizes), name)
-            return
-    report.add(
-        False,
-        f"differs from the lesson's block by up to {gap:.2g} with the same weights, and no single usual mistake "
-        "explains it: python -m model.walkthrough prints each step to compare with yours",
-        "unknown",
-    )
+        if any(difference(run[0], wrong) <= TOLERANCE for run in runs.values()):
+            return line.format(**sizes), name
+    return None
 
 
 def render(report: Report) -> str:
     lines = [f"checking {report.spec} against the lesson's block (model/attention.py)"]
     lines += [f"  {'ok  ' if f.ok else 'FAIL'} {f.line}" for f in report.findings]
-    if report.ok:
+    if report.ok and ":" in report.spec:  # a file's class: the line that trains with it
         lines.append(f"your block is the lesson's: python train.py model.attention={report.spec}")
+    elif report.ok:
+        lines.append("your block is the lesson's")
     return "\n".join(lines)
 
 

@@ -26,6 +26,7 @@ from lightning.pytorch.callbacks import EarlyStopping  # noqa: E402
 
 from data.arithmetic import DataConfig  # noqa: E402
 from data.datamodule import ArithmeticDataModule  # noqa: E402
+from model.build import own_block, transformer_config  # noqa: E402
 from training import TARGET_ACCURACY  # noqa: E402
 from training.load import calculator_module  # noqa: E402
 from training.module import CalculatorModule  # noqa: E402
@@ -70,27 +71,32 @@ def train_calculator(
     seed: int = 0,
     n_val: int = 1000,
     n_test: int = 2000,
+    attention: type | None = None,
 ) -> Trained:
     """Train a calculator on ``digits``-digit addition, validating every ``val_every`` steps.
 
     stop_at: stop once validation exact-match exceeds it (None trains all ``max_steps``, so that curves of
     several models compare step for step). The recipe is the project's default (configs/optim/adamw.yaml).
+    attention: a block class written as the lesson writes it (notebook 05), checked by model/check.py and then
+    built into every layer in place of ours, as ``python train.py model.attention=FILE.py:CLASS`` does.
     """
     L.seed_everything(seed, verbose=False)
     data = ArithmeticDataModule(
         DataConfig(digits=digits, operators="+", batch_size=256, n_val=n_val, n_test=n_test, seed=seed)
     )
+    model = dict(
+        vocab_size=data.vocab_size,
+        block_size=data.fmt.seq_len,
+        d_model=d_model,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        n_layers=n_layers,
+    )
     module = calculator_module(
-        model=dict(
-            vocab_size=data.vocab_size,
-            block_size=data.fmt.seq_len,
-            d_model=d_model,
-            n_heads=n_heads,
-            n_kv_heads=n_kv_heads,
-            n_layers=n_layers,
-        ),
+        model=model,
         fmt=data.fmt.to_dict(),
         optim=OptimConfig().to_dict(),  # the project's recipe: configs/optim/adamw.yaml, the same values
+        attention=None if attention is None else own_block(attention, transformer_config(**model)),
     )
     callbacks = (
         []

@@ -36,6 +36,12 @@ def sweep_dir(small_sweep) -> Path:
     path, done = small_sweep
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"sweep report: {path / 'sweep_report.html'}" in done.stdout
+    from analysis.conclusion import conclude
+    from analysis.sweep import summarise
+    from storage.rundir import SweepDir
+
+    said = done.stdout.split("conclusion:\n", 1)[1].split("sweep summary: ")[0]  # the terminal says the conclusion
+    assert " ".join(said.split()) == " ".join(f"- {line}" for line in conclude(summarise(SweepDir(path)))).strip()
     return path
 
 

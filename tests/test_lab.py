@@ -192,7 +192,9 @@ def test_the_page_writes_and_reads_problems_as_the_format_does(browser, built):
         assert error == f"1234567 has 7 digits; this model was trained on at most {fmt.digits}"  # calc.py's words
         other = next(o for o in "+-*" if o not in fmt.operators)
         error = page.evaluate("t => TinycalcLab.encodeProblem(M, t).error", f"1{other}2")
-        assert error.startswith(f"this model was not trained on {other!r}"), error
+        forms = " or ".join(f"a{o}b" for o in fmt.operators)  # the hint names the operators it was trained on
+        known = " ".join(map(repr, fmt.operators))
+        assert error == f"this model was not trained on {other!r}, only on {known}: write {forms}", error
     _, fmt, _, path = built("mul_n2")  # a working with a line per digit of b: b no longer than that
     page = browser.new_page()
     page.goto(path.as_uri())

@@ -252,7 +252,7 @@ def link_cases(lab: Lab) -> dict[str, tuple[str, str]]:
                                   "error: this link's experiment is "),
         "4,000 spaces then x": ("problem=1%2B1" + "%20" * 1300 + "x",
                                 "error: the problem is 1,304 characters long; write one of at most 64"),
-        "60 spaces then x": ("problem=1%2B1" + " " * 60 + "x", "error: write a problem as a+b, a-b or a*b"),
+        "60 spaces then x": ("problem=1%2B1" + " " * 60 + "x", "error: write a problem as a+b (whole numbers)"),
         "a 100-digit operand": ("problem=" + "9" * 100 + "%2B1", "error: the problem is 102 characters long"),
         "a 40-digit operand": ("problem=" + "9" * 40 + "%2B1", "error: " + "9" * 40 + " has 40 digits; this model "
                                "was trained on at most 3"),

@@ -46,13 +46,13 @@ def calc(run):
 
 def tokens_of(calc, problem: str, heads: dict | None = None) -> list[str]:
     """The tokens the lab's maps read for ``problem``: [BOS] (shown '^'), the prompt and the answer written
-    greedily with ``heads`` ({(layer, head): value}) set, but its last token."""
+    greedily with ``heads`` ({(layer, head): value}) set, its last token too."""
     with ablated(calc.net, heads or {}):
         (answer,) = calc.answer([parse_expression(problem, calc.fmt)])
     prompt = "".join(c for c in problem if not c.isspace()) + "="
     a, op, b = re.match(r"(\d+)([+\-*])(\d+)", prompt).groups()
     width = calc.fmt.digits
-    return ["^", *f"{a.zfill(width)}{op}{b.zfill(width)}=", *answer.text][:-1]
+    return ["^", *f"{a.zfill(width)}{op}{b.zfill(width)}=", *answer.text]
 
 
 def answer_of(calc, problem: str, heads: dict | None = None):
@@ -83,8 +83,8 @@ def head_index(label: str) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-def hover(page, figure, i: int, j: int, T: int) -> str:
-    canvas = figure.query_selector("canvas")
+def hover(page, one_map, i: int, j: int, T: int) -> str:
+    canvas = one_map.query_selector("canvas")
     canvas.scroll_into_view_if_needed()
     box = canvas.bounding_box()
     page.mouse.move(box["x"] + (j + 0.5) * box["width"] / T, box["y"] + (i + 0.5) * box["height"] / T)
@@ -99,10 +99,17 @@ def test_every_lab_map_has_token_labels_and_a_hover_readout_of_the_models_weight
     if switched:
         page.click(f'#lab .lab-switch[data-head="{switched}"]')
     heads = {head_index(switched): 0.0} if switched else {}
-    tokens = tokens_of(calc, problem, heads)
-    T, names = len(tokens), [p.short for p in positions(calc.fmt)]
-    with ablated(calc.net, heads):
-        cache = run_with_cache(calc.net, ids_of(calc, tokens)[None], None)
+    # what each figure shows: with a head switched, every head on first, then as switched
+    runs = [("every head on", {}), (f"with {switched} off", heads)] if switched else [("", {})]
+    shown = []
+    for caption, setting in runs:
+        tokens = tokens_of(calc, problem, setting)
+        with ablated(calc.net, setting):
+            cache = run_with_cache(calc.net, ids_of(calc, tokens)[None], None)
+        shown.append((caption, tokens, cache))
+    T = len(shown[0][1])
+    names = [p.short for p in positions(calc.fmt)][:T]
+    assert T == calc.fmt.prompt_len + calc.fmt.answer_len  # every answer token, the last one too
     figures = page.query_selector_all("#lab figure.lab-figure")
     cfg = calc.net.cfg
     assert len(figures) == cfg.n_layers * cfg.n_heads
@@ -110,20 +117,25 @@ def test_every_lab_map_has_token_labels_and_a_hover_readout_of_the_models_weight
     for figure in figures:
         label = figure.get_attribute("data-head")
         layer, head = head_index(label)
-        assert [s.inner_text() for s in figure.query_selector_all(".lab-rows span")] == tokens  # queries, left
-        assert [s.inner_text() for s in figure.query_selector_all(".lab-cols span")] == tokens  # keys, below
-        pattern = cache[hook_name(layer, "attn.hook_pattern")][0, head]  # (T, T)
         marked = figure.get_attribute("data-state")
         assert marked == ("off" if label == switched else "on")
         assert ("lab-off" in figure.get_attribute("class")) == (label == switched)
         if label == switched:
             assert "off: its output zeroed" in figure.inner_text()
-        for i in range(T):
-            for j in range(i + 1):
-                said = hover(page, figure, i, j, T)
-                want = f"query {tokens[i]} ({names[i]}) reads key {tokens[j]} ({names[j]}) with weight "
-                assert want in said and said.startswith(label), said
-                worst = max(worst, abs(float(said.rsplit(" ", 1)[1]) - float(pattern[i, j])))
+        maps = figure.query_selector_all(".lab-map-one")
+        assert len(maps) == len(shown)
+        for one, (caption, tokens, cache) in zip(maps, shown, strict=True):
+            assert one.inner_text().startswith(caption)
+            assert [s.inner_text() for s in one.query_selector_all(".lab-rows span")] == names  # queries' places
+            assert [s.inner_text() for s in one.query_selector_all(".lab-cols span")] == names  # keys' places
+            assert [s.get_attribute("title").split(":")[0] for s in one.query_selector_all(".lab-cols span")] == tokens
+            pattern = cache[hook_name(layer, "attn.hook_pattern")][0, head]  # (T, T)
+            for i in range(T):
+                for j in range(i + 1):
+                    said = hover(page, one, i, j, T)
+                    want = f"query {tokens[i]} ({names[i]}) reads key {tokens[j]} ({names[j]}) with weight "
+                    assert want in said and said.startswith(label + (f" ({caption})" if caption else ":")), said
+                    worst = max(worst, abs(float(said.rsplit(" ", 1)[1]) - float(pattern[i, j])))
     assert worst <= 1e-4, worst
     assert page.locator("#lab .lab-scale").count() == 1  # the colour scale
     view.offline_and_clean()
@@ -167,7 +179,7 @@ def test_switching_a_head_shows_the_clean_answer_beside_the_changed_one(browser,
     assert [r.query_selector("th").inner_text() for r in rows] == ["every head on", "L0h1 off"]
     places = [p.short for p in positions(calc.fmt)]
     for row, heads in zip(rows, ({}, {(0, 1): 0.0}), strict=True):
-        tokens = tokens_of(calc, problem, heads) + [answer_of(calc, problem, heads).text[-1]]
+        tokens = tokens_of(calc, problem, heads)
         with ablated(calc.net, heads), torch.no_grad():
             probs = calc.net(ids_of(calc, tokens[:-1])[None])[0][0].softmax(-1)  # (T, vocab)
         for cell in row.query_selector_all("td.lab-digit"):
@@ -186,8 +198,8 @@ def shares(calc, clean: str, corrupted: str) -> tuple[str, str, str, dict[str, f
     """The Python model's patching of ``clean`` into ``corrupted`` at the first answer token where their greedy
     answers differ: (its place, the clean token, the corrupted token, {head: share of the logit difference})."""
     net, vocab, fmt = calc.net, calc.tokenizer.vocab, calc.fmt
-    a = ids_of(calc, tokens_of(calc, clean) + [answer_of(calc, clean).text[-1]])
-    b = ids_of(calc, tokens_of(calc, corrupted) + [answer_of(calc, corrupted).text[-1]])
+    a = ids_of(calc, tokens_of(calc, clean))
+    b = ids_of(calc, tokens_of(calc, corrupted))
     at = next(i for i in range(fmt.prompt_len, len(a)) if a[i] != b[i])
     right, wrong = int(a[at]), int(b[at])
     names = [hook_name(layer, "attn.hook_z") for layer in range(net.cfg.n_layers)]
@@ -266,15 +278,16 @@ def test_each_guided_experiment_says_what_the_model_does_and_what_the_results_sa
         x = experiments[kind]
         page.click(f'#lab .lab-experiment[data-kind="{kind}"]')
         problem = x["problem"]
+        heads = [f"L{layer}h{head}" for layer in range(2) for head in range(2)]
+        state = lambda label: page.get_attribute(f'#lab .lab-switch[data-head="{label}"]', "data-state")  # noqa: E731
+        # it asks first: the problem set, every head still on, no second problem, nothing said
         assert page.input_value("#lab .lab-problem") == problem
-        assert page.input_value("#lab .lab-corrupted") == x.get("corrupted", "")
-        for label in (f"L{layer}h{head}" for layer in range(2) for head in range(2)):
-            assert page.get_attribute(f'#lab .lab-switch[data-head="{label}"]', "data-state") == x["heads"].get(
-                label, "on"
-            )
-        assert page.inner_text("#lab .lab-ask") == x["question"]
+        assert page.input_value("#lab .lab-corrupted") == "" and [state(h) for h in heads] == ["on"] * len(heads)
+        assert page.inner_text("#lab .lab-ask") == x["question"] and page.inner_text("#lab .lab-said") == ""
         choice = x["choices"][0]
         page.click(f'#lab .lab-choice >> text="{choice}"')
+        assert page.input_value("#lab .lab-corrupted") == x.get("corrupted", "")  # then the experiment is set
+        assert [state(h) for h in heads] == [x["heads"].get(h, "on") for h in heads]
         said = page.inner_text("#lab .lab-said")
         truth = parse_expression(problem, calc.fmt).truth
         clean = answer_of(calc, problem)
@@ -316,6 +329,33 @@ def test_each_guided_experiment_says_what_the_model_does_and_what_the_results_sa
     view.offline_and_clean()
 
 
+def split_numbers(page) -> list[str]:
+    """Every number in the page's text (12, -52.4, 10,000, 99.5%) that the layout breaks across two lines (a path's
+    digits, which break anywhere, aside)."""
+    return page.evaluate(r"""[...document.querySelectorAll('#report *')].flatMap(e => [...e.childNodes])
+        .filter(n => n.nodeType === Node.TEXT_NODE && !n.parentElement.closest('td.long, pre'))
+        .flatMap(n => [...n.textContent.matchAll(/[-+−±]?\d[\d,.]*%?/g)]
+          .filter(m => { const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+                         return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => x.top)).size > 1; })
+          .map(m => `${m[0]} in ${(n.parentElement.closest('section') || {}).id}`))""")
+
+
+def test_the_lab_and_the_reports_maps_share_one_colour_scale(browser, run):
+    """viridis, as the run's PNG maps (analysis/plots.py): the lab's key and maps, and the report's own key."""
+    from analysis.plots import ATTENTION_COLOURS
+
+    view = Page(browser, run / "report.html")
+    ends = view.page.evaluate("[0, 0.5, 1].map(t => TinycalcLab.viridis(t))")
+    for t, rgb in zip([0, 0.5, 1], ends, strict=True):
+        assert max(abs(c - 255 * m) for c, m in zip(rgb, ATTENTION_COLOURS(float(t))[:3], strict=False)) <= 3, (t, rgb)
+    pixel = "(c, x) => [...c.getContext('2d').getImageData(x, 5, 1, 1).data.slice(0, 3)]"
+    for key in ("#lab .lab-scale", "#attention .viewer div.muted canvas"):
+        canvas = view.page.query_selector(key)
+        width = canvas.evaluate("c => c.width")
+        assert [canvas.evaluate(pixel, x) for x in (0, width - 1)] == [ends[0], ends[2]], key
+    view.offline_and_clean()
+
+
 def test_the_lab_fits_420_pixels_problem_box_first_nothing_cut_off(browser, run):
     page = browser.new_page(viewport={"width": 420, "height": 900})
     requests = []
@@ -330,10 +370,11 @@ def test_the_lab_fits_420_pixels_problem_box_first_nothing_cut_off(browser, run)
         assert width[0] <= width[1], width  # no sideways scroll
         lab = page.evaluate("(s => [s.scrollWidth, s.clientWidth])(document.getElementById('lab'))")
         assert lab[0] <= lab[1], lab  # nor inside the lab's section
-        cut = page.evaluate("""[...document.querySelectorAll('#lab *')].filter(e =>
+        cut = page.evaluate("""[...document.querySelectorAll('#report *')].filter(e =>
             e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible'
-            && e.tagName !== 'INPUT').map(e => e.className)""")  # fmt: skip
-        assert cut == [], cut
+            && e.tagName !== 'INPUT').map(e => (e.closest('section') || {}).id + ' ' + e.tagName)""")  # fmt: skip
+        assert cut == [], cut  # no section of the page, the lab's or another, scrolls sideways
+        assert split_numbers(page) == []
     first = page.evaluate("""document.querySelector('#lab .lab-problem').compareDocumentPosition(
         document.querySelector('#lab .lab-open')) & Node.DOCUMENT_POSITION_FOLLOWING""")
     assert first  # the problem box first, the export's drop below it

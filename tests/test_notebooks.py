@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 COURSE_MD = ROOT / "docs" / "course.md"
 
-LESSONS = ["01_attention_block", "02_train_and_look", "03_why_several_heads", "04_grouped_query"]
-TRAINS = {"02_train_and_look", "03_why_several_heads", "04_grouped_query"}  # minutes of training: slow suite
+LESSONS = ["01_attention_block", "02_train_and_look", "03_why_several_heads", "04_grouped_query", "05_write_your_block"]
+TRAINS = {"02_train_and_look", "03_why_several_heads", "04_grouped_query", "05_write_your_block"}  # slow suite
+AFTER_EXERCISES = "train-yours"  # notebook 05 trains the block its exercises build, after them
 CELL_REF = re.compile(r"notebooks/(\w+)\.ipynb#([\w-]+)")
 
 
@@ -38,9 +39,10 @@ def source(cell: dict) -> str:
 
 
 def exercise_section(nb: dict) -> list[dict]:
-    """The cells from the notebook's "Exercises" heading on."""
+    """The cells from the notebook's "Exercises" heading on (up to notebook 05's training with the block they build)."""
     ids = [c["id"] for c in nb["cells"]]
-    return nb["cells"][ids.index("exercises") :]
+    end = ids.index(AFTER_EXERCISES) if AFTER_EXERCISES in ids else len(ids)
+    return nb["cells"][ids.index("exercises") : end]
 
 
 def is_solution(cell: dict) -> bool:
@@ -122,6 +124,55 @@ def test_the_attention_block_notebook_runs_and_its_exercises_are_right(monkeypat
     assert re.search(r"\[1\.0, 1\.0, 1\.0, 1\.0\]", printed["w-o-1"])  # every head reaches every feature
     counts = re.findall(r"^\s+(\d+)\s+(\d+)\s+([\d,]+)\s", printed["cost-1"], re.M)  # heads, head_dim, params
     assert [int(h) for h, _, _ in counts] == [1, 2, 4, 8, 16] and {p for _, _, p in counts} == {"16,640"}
+
+
+def run_block_exercises(namespace: dict, capsys, until: str = AFTER_EXERCISES) -> dict[str, str]:
+    """Notebook 05 in this process up to the cell ``until`` (by default up to its training): each cell's output."""
+    printed = {}
+    for cell in read("05_write_your_block")["cells"]:
+        if cell["id"] == until:
+            break
+        if cell["cell_type"] == "code":
+            code = compile(source(cell), f"05_write_your_block#{cell['id']}", "exec")
+            if "raises-exception" in tags(cell):
+                with pytest.raises(namespace["lessons"].Unanswered):
+                    exec(code, namespace)
+            else:
+                exec(code, namespace)
+            printed[cell["id"]] = capsys.readouterr().out
+    return printed
+
+
+def test_the_write_your_block_notebook_checks_each_step_and_the_block_with_model_check(monkeypatch, capsys):
+    """Notebook 05 without its training cell: every exercise stops for its answer, every worked solution passes
+    and prints "right", and the block they assemble passes model/check.py's check line by line."""
+    monkeypatch.chdir(NOTEBOOKS)
+    monkeypatch.syspath_prepend(str(NOTEBOOKS))
+    with torch.random.fork_rng():
+        printed = run_block_exercises({"__name__": "__main__"}, capsys)
+    for exercise, solution in exercises_and_solutions(read("05_write_your_block")):
+        assert printed[exercise["id"]] == "", exercise["id"]
+        assert printed[solution["id"]].startswith("right") or "\nright" in printed[solution["id"]], solution["id"]
+    assert "your block is the lesson's" in printed["exercise-5-solution-1"]
+    assert "FAIL" not in printed["exercise-5-solution-1"] and "FAIL" not in printed["the-check-1"]
+
+
+def test_a_wrong_step_makes_the_block_cell_fail_with_the_checks_line(monkeypatch, capsys):
+    """The learner's merge without the transpose back (shapes still right): exercise 5's cell, the block built
+    from the steps, fails its assert with model.check's line naming that mistake and its step."""
+    from model.check import MISTAKES
+
+    monkeypatch.chdir(NOTEBOOKS)
+    monkeypatch.syspath_prepend(str(NOTEBOOKS))
+    namespace = {"__name__": "__main__"}
+    with torch.random.fork_rng():
+        run_block_exercises(namespace, capsys, until="exercise-5")
+        namespace["answer_merge"] = lambda z: z.reshape(z.shape[0], z.shape[2], -1)  # (B, h, T, hd) read as (B, T, d)
+        solution = next(c for c in read("05_write_your_block")["cells"] if c["id"] == "exercise-5-solution-1")
+        with pytest.raises(AssertionError) as failed:
+            exec(compile(source(solution), "05#exercise-5-solution-1", "exec"), namespace)
+    assert str(failed.value) == MISTAKES["merge without transpose"][1].format(sqrt_hd=4, sqrt_d=8)
+    assert "FAIL heads concatenated without transposing back" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("stem", LESSONS)

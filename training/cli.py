@@ -135,14 +135,18 @@ def _explain(message: str, base: DictConfig) -> str:
 
 
 def _with_its_group(key: str, base: DictConfig) -> str:
-    """A setting given without its group (``n_heads=8``): the full keys whose last part is it, or is nearest to it
-    (``model.n_heads``), when at most three do; else ""."""
+    """A setting given without its group (``n_heads=8``): the full keys whose last part is it (``model.n_heads``), or
+    holds it as a word (``heads=8``), or is nearest to it, when at most three do; else ""."""
     full = {}  # last part -> the keys ending in it
     for dotted in _all_keys(base):
         if "." in dotted:
             full.setdefault(dotted.rpartition(".")[2], []).append(dotted)
-    names = [key] if key in full else difflib.get_close_matches(key, list(full) + list(base.keys()), n=1, cutoff=0.6)
-    keys = ([names[0]] if names[0] in base else []) + full.get(names[0], []) if names else []
+    if key in full:
+        names = [key]
+    else:  # a word of a setting's name (heads: n_heads) before a name spelt like it (threads)
+        names = [leaf for leaf in full if any(w == key or len(key) > 3 and w.startswith(key) for w in leaf.split("_"))]
+        names = names or difflib.get_close_matches(key, list(full) + list(base.keys()), n=1, cutoff=0.6)
+    keys = [k for name in names for k in ([name] if name in base else []) + full.get(name, [])]
     return f" (did you mean {' or '.join(keys)}?)" if 0 < len(keys) <= 3 else ""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 from .common import IMAGES, RUN, code_hash, hide_scratch, image, not_measured, pct, results, screenshot, train, wrap
@@ -141,8 +142,16 @@ def block_report_kb(m: dict) -> str:
     return "(not measured yet)" if not d else f"{d['report_kb']} KB"
 
 
+def block_seconds(m: dict) -> str:
+    """The README's time for ``python train.py``: the total on the sample summary's own ``seconds`` line."""
+    d = m.get("default")
+    total = re.search(r"^seconds .*= ([\d.]+)$", d["summary"], re.M) if d else None
+    return f"{float(total.group(1)):.0f} seconds" if total else "(not measured yet)"
+
+
 BLOCKS = {
     "summary": block_summary,
+    "seconds": block_seconds,
     "results": block_results,
     "ablation": block_ablation,
     "ablation_sentence": block_ablation_sentence,

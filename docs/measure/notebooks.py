@@ -1,4 +1,4 @@
-"""The four notebooks executed top to bottom in a fresh kernel (as tests/test_notebooks.py runs them): how long each
+"""The notebooks executed top to bottom in a fresh kernel (as tests/test_notebooks.py runs them): how long each
 took here and how many steps each of its trainings ran, the figures the README and docs/notebooks.md state."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ NOTEBOOKS = ROOT / "notebooks"
 TRAINED = {
     "01_attention_block": "{}",
     "02_train_and_look": "{'the calculator': trainer.global_step}",
-    "03_why_several_heads": "{f'{n} head(s)': run.steps for n, run in runs.items()}",
+    "03_why_several_heads": "{f'{n} head' + 's' * (n > 1): run.steps for n, run in runs.items()}",
     "04_grouped_query": "{f'n_kv_heads={n}': run.steps for n, run in runs.items()}",
+    "05_write_your_block": "{'your block': trained.steps}",
 }
 REPORT = "import json as _j, torch as _t\nprint(_j.dumps({'trained': %s, 'threads': _t.get_num_threads()}))"
 
@@ -41,7 +42,7 @@ def execute(stem: str) -> dict:
 
 
 def measure(scratch: Path) -> dict:
-    """The four notebooks executed once each, in order: seconds, steps of every training, torch threads."""
+    """The notebooks executed once each, in order: seconds, steps of every training, torch threads."""
     return {"command": COMMAND, "notebooks": {stem: execute(stem) for stem in TRAINED}}
 
 
@@ -63,9 +64,10 @@ def block_notebooks_summary(m: dict) -> str:
     if not x:
         return not_measured("notebooks")
     took = [secs(r["seconds"]) for r in x["notebooks"].values()]
+    first, last = (stem[:2] for stem in list(x["notebooks"])[:: len(took) - 1])
     cores = (m.get("machine") or {}).get("machine", {}).get("cores", "?")
     return wrap(
-        f"Run top to bottom on a {cores}-core CPU they take {', '.join(took[:-1])} and {took[-1]} (01 to 04): "
+        f"Run top to bottom on a {cores}-core CPU they take {', '.join(took[:-1])} and {took[-1]} ({first} to {last}): "
         "[how long they take](docs/notebooks.md#how-long-they-take)."
     )
 
