@@ -13,6 +13,7 @@ import statistics
 from itertools import pairwise
 
 from data.problems import MASTERED
+from storage.messages import counted
 
 
 def setting_of(row: dict) -> str:
@@ -48,10 +49,6 @@ def _spread(values: list) -> str:
         return _num(values[0])
     lo, hi = min(values), max(values)
     return _num(lo) if lo == hi else f"{_num(lo)}..{_num(hi)} (median {_num(statistics.median(values))})"
-
-
-def _many(n: int, thing: str) -> str:
-    return f"{n} {thing}{'s' if n != 1 else ''}"
 
 
 def _pct(x: float) -> str:
@@ -100,9 +97,9 @@ def conclude(rows: list[dict]) -> list[str]:
         return [f"No run finished ({len(failed)} failed): nothing to conclude."]
     seeds = sorted({r["seed"] for g in groups.values() for r in g}, key=str)
     lines = [
-        f"From {_many(sum(len(g) for g in groups.values()), 'finished run')}: {_many(len(order), 'setting')} x "
-        f"{_many(len(seeds), 'seed')} ({', '.join(str(s) for s in seeds)})"
-        + (f"; {_many(len(failed), 'run')} failed, left out." if failed else ".")
+        f"From {counted(sum(len(g) for g in groups.values()), 'finished run')}: {counted(len(order), 'setting')} x "
+        f"{counted(len(seeds), 'seed')} ({', '.join(str(s) for s in seeds)})"
+        + (f"; {counted(len(failed), 'run')} failed, left out." if failed else ".")
     ]
     if len(seeds) == 1:
         lines.append("One seed per setting: no spread, so nothing here tells a setting's effect from one seed's luck.")

@@ -470,6 +470,7 @@ const TinycalcLab = (() => {
   }
 
   const pct = (x, d = 1) => `${(100 * x).toFixed(d)}%`;
+  const counted = (n, thing) => `${n} ${thing}${n === 1 ? "" : "s"}`;  // "1 head", "4 heads"
   const points = (x) => `${(100 * Math.abs(x)).toFixed(1)} points`;
 
   // Places, as data/positions.py names them: r0 is the result's units, r1 its tens, ...; a2 is a's hundreds.
@@ -880,7 +881,7 @@ const TinycalcLab = (() => {
     async function open(files) {
       try {
         const next = await openExport(files, m.fmt.vocab);
-        const f = next.fmt, c = next.cfg, what = `${f.digits}-digit ${f.operators}, ${c.n_layers} layers x ${c.n_heads} heads`;
+        const f = next.fmt, c = next.cfg, what = `${f.digits}-digit ${f.operators}, ${counted(c.n_layers, "layer")} x ${counted(c.n_heads, "head")}`;
         const body = labBody(container, next, `Opened config.json + model.safetensors: ${what}.`);  // built whole ...
         container.replaceChildren(body);  // ... before it replaces the lab that runs now
         shown.set(container, next);
@@ -897,5 +898,5 @@ const TinycalcLab = (() => {
   }
 
   return { LIMITS, load, forward, encodeProblem, decode, answerOf, softmax, render, readSafetensors, fromExport,
-    openExport, modelIn, positionsOf, placeName, patching, viridis };
+    openExport, modelIn, positionsOf, placeName, patching, viridis, counted };
 })();

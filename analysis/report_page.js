@@ -37,6 +37,7 @@
   const pct = (x, d = 2) => (isNum(x) ? (100 * x).toFixed(d) + "%" : "—");
   const points = (x, d = 1) => (isNum(x) ? (x >= 0 ? "+" : "−") + Math.abs(100 * x).toFixed(d) : "—");
   const num = (x) => (isNum(x) ? x.toLocaleString("en-US") : "—");
+  const counted = TinycalcLab.counted;  // "1 head", "4 heads"
   const fixed = (x, d) => (isNum(x) ? x.toFixed(d) : "—");
 
   // white at 0, deep red at -1 (an ablation that costs every answer); gains are pale green
@@ -161,7 +162,7 @@
       card(pct(r.test_exact_match), `test exact-match (${num(r.n_test)} held-out problems)`),
       card(pct(r.test_digit_accuracy), "test per-digit accuracy"),
       card(m ? num(m.n_mistakes) : "—", m ? "test mistakes" : "test mistakes: not recorded"),
-      card(num(r.n_params), `parameters (${r.n_layers} layers × ${r.n_heads} heads of ${r.head_dim} dims)`),
+      card(num(r.n_params), `parameters (${counted(r.n_layers, "layer")} × ${counted(r.n_heads, "head")} of ${r.head_dim} dims)`),
       card(`${num(r.steps)} steps`, `training, ${fixed(r.train_seconds, 1)} s (${num(r.tokens_per_second)} tokens/s)`),
       r.learned === false ? card("not learned", `below ${pct(r.learned_threshold, 0)} test exact-match: no pruning or role claims`)
         : card(isNum(r.prunable_fraction) ? pct(r.prunable_fraction, 0) : "—", `of heads prunable losing ≤ ${d.tolerance_text}`));
@@ -172,7 +173,7 @@
     const r = d.results, s = section("config", "Task and configuration");
     const rows = [
       ["task", taskText(r)],
-      ["model", `${r.n_layers} layers × ${r.n_heads} heads of ${r.head_dim} dims (d_model ${r.d_model}` +
+      ["model", `${counted(r.n_layers, "layer")} × ${counted(r.n_heads, "head")} of ${r.head_dim} dims (d_model ${r.d_model}` +
                 (r.n_kv_heads && r.n_kv_heads !== r.n_heads ? `, ${r.n_kv_heads} key/value heads` : "") + `), ${num(r.n_params)} parameters`],
       ["training", `${num(r.steps)} steps, ${fixed(r.train_seconds, 1)} s, seed ${r.seed}` + (r.processes > 1 ? `, ${r.processes} processes` : "")],
       ["best val exact-match", pct(r.val_exact_match)],

@@ -21,6 +21,7 @@ from rich.text import Text
 from analysis.metric import points
 from analysis.metrics.roles import SPREAD
 from data.build import problem_format
+from storage.messages import counted
 
 WIDTH = 100  # the summary's widest line, also when the terminal is wider (and the width assumed when piped)
 LABEL = 10  # the labels' column: "training  "
@@ -60,7 +61,8 @@ def summary_lines(results: dict, width: int = WIDTH) -> list[str]:
         ("task", f"{task}, answer written {order}{work}"),
         (
             "model",
-            f"{results['n_layers']} layers × {results['n_heads']} heads × head_dim {results['head_dim']} "
+            f"{counted(results['n_layers'], 'layer')} × {counted(results['n_heads'], 'head')} × "
+            f"head_dim {results['head_dim']} "
             f"(d_model {d_model}, {results['n_params']:,} parameters)"
             + (f", your block {results['attention_block']['spec']}" if "attention_block" in results else ""),
         ),
@@ -156,7 +158,7 @@ def role_keys(text: str) -> list[str]:
     marks = []
     if "~" in text:
         marks.append(f"~ = spread out (no key gets {SPREAD:.0%} of its weight)")
-    if re.search(r"\^(?!\d)", text):  # the start token, not a power of ten (a·10^1)
+    if re.search(r"(?<!\w)\^", text):  # the start token (r0<-^), not a power of ten (10^k, a·10^1)
         marks.append("^ = the start token ([BOS])")
     return keys + (["; ".join(marks)] if marks else [])
 
@@ -187,7 +189,8 @@ def researchers_table(results: dict, console: Console | None = None) -> None:
     )
     table.add_row(
         "model",
-        f"{results['n_layers']} layers x {results['n_heads']} heads of {results['head_dim']} dims "
+        f"{counted(results['n_layers'], 'layer')} x {counted(results['n_heads'], 'head')} of "
+        f"{results['head_dim']} dims "
         f"({results['n_params']:,} parameters)",
     )
     table.add_row(

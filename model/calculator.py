@@ -28,6 +28,7 @@ from data.text import allow_digits, answer_text, encode_problems, parse_answer, 
 from data.tokenizer import CharTokenizer
 from model.device import resolve_device
 from model.transformer import Transformer
+from storage.messages import counted
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ class Calculator:
         task = f"{fmt.digits}-digit {' '.join(fmt.operators)} problems"
         if isinstance(fmt, SumFormat):
             task = f"sums of {fmt.terms} operands of up to {fmt.digits} digits"
-        return f"{task}, {layout}, {cfg.n_layers} layers x {cfg.n_heads} heads"
+        return f"{task}, {layout}, {counted(cfg.n_layers, 'layer')} x {counted(cfg.n_heads, 'head')}"
 
     # ---- problems -> tokens -> answers ---------------------------------------------------------------
     def encode(self, problems: list[Problem], fmt: ProblemFormat | None = None) -> torch.Tensor:

@@ -42,6 +42,7 @@ from data.working import work_lines
 from model.calculator import Calculator
 from model.optional import MissingExtraError, require
 from model.positions import position_table, trained_len
+from storage.messages import counted
 from storage.rundir import RunDir
 
 N_CHECK = 1000  # problems the export is checked on
@@ -300,9 +301,9 @@ tags: [tinycalc, arithmetic, gpt2, interpretability]
 
 # tinycalc: {fmt.digits}-digit {task}
 
-A {n_params:,}-parameter decoder-only transformer ({cfg.n_layers} layers x {cfg.n_heads} heads of \
-{cfg.head_dim} dims, d_model {cfg.d_model}) trained from scratch with tinycalc to do {fmt.digits}-digit \
-{task}, exported as a `GPT2LMHeadModel`: pre-LN, learned absolute positions, \
+A {n_params:,}-parameter decoder-only transformer ({counted(cfg.n_layers, "layer")} x \
+{counted(cfg.n_heads, "head")} of {cfg.head_dim} dims, d_model {cfg.d_model}) trained from scratch with tinycalc \
+to do {fmt.digits}-digit {task}, exported as a `GPT2LMHeadModel`: pre-LN, learned absolute positions, \
 {"tied" if cfg.tie_weights else "untied"} embeddings, exact GELU (`activation_function="gelu"`). A model to \
 take apart, not a language model: its vocabulary is `[PAD] [BOS] [EOS] 0-9 + - * =`, one token per character.
 

@@ -225,3 +225,18 @@ def test_a_sweep_logged_to_wandb_prints_no_wandb_lines(tmp_path):
     assert "wandb:" not in done.stdout + done.stderr, done.stdout + done.stderr
     kept = list(tmp_path.glob("*/wandb/offline-run-*/files/attention/*.json"))  # maps every 3rd validation
     assert kept, "the attention maps' JSON did not reach the job's wandb run"
+
+
+def test_the_summary_counts_in_words_and_says_what_its_symbols_mean():
+    """The model row says "1 layer × 1 head", not "1 heads"; where a head's role holds ~ or ^ (the start token), a
+    line says what each means, as the report's roles do; a role without them gets no such line."""
+    from analysis.summary import summary_lines
+
+    results = many_heads_results(1, 1)
+    assert "1 layer × 1 head × head_dim 64" in "\n".join(summary_lines(results))
+    assert "4 heads" in "\n".join(summary_lines(many_heads_results(2, 4)))
+    results["head_roles"] = {"L0h0": "by place: r0<-^ r1<-a0+b0 r2<-~"}
+    lines = summary_lines(results)
+    assert any("~ = spread out" in line and "^ = the start token ([BOS])" in line for line in lines), lines
+    results["head_roles"] = {"L0h0": "answer digit 10^k reads a and b digit 10^k"}  # a power of ten: no key
+    assert not any("~ =" in line or "^ =" in line for line in summary_lines(results))

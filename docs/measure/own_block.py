@@ -11,6 +11,7 @@ from .common import ROOT, RUN, hide_scratch, not_measured, results, run, train
 SPEC = "examples/my_attention.py:MultiHeadAttention"
 COMMAND = f"python -m model.check {SPEC}; python train.py model.attention={SPEC}"
 COST = "~30 s"
+OWN_RUN = "runs/own_block"  # beside the default section's run (shown as RUN) in the same scratch directory
 SUMMARY_ROWS = re.compile(r"(model|training|test|not run|seconds) {2,}")  # the summary's rows this section shows
 
 
@@ -22,9 +23,9 @@ def measure(scratch: Path) -> dict:
     mistake = run(["-m", "model.check", "mine.py:MultiHeadAttention"], scratch, ok=(1,))
     (scratch / "examples").mkdir(exist_ok=True)
     (scratch / "examples/my_attention.py").write_text((ROOT / "examples/my_attention.py").read_text())
-    trained = train(scratch, f"model.attention={SPEC}", f"hydra.run.dir='{RUN}'")
-    r = results(scratch / RUN)
-    asked = run([str(ROOT / "calc.py"), "--ckpt", RUN, "123+456"], scratch)
+    trained = train(scratch, f"model.attention={SPEC}", f"hydra.run.dir='{OWN_RUN}'")
+    r = results(scratch / OWN_RUN)
+    asked = run([str(ROOT / "calc.py"), "--ckpt", OWN_RUN, "123+456"], scratch)
     summary = hide_scratch(trained.stdout[trained.stdout.index("tinycalc run") :], scratch).splitlines()
     shown, keep = [], False
     for line in summary:  # a row and its wrapped continuation lines
