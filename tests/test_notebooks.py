@@ -95,6 +95,24 @@ def test_notebook_code_is_python_that_uses_the_projects_real_code(stem):
     assert imported, f"{stem} imports nothing from {sorted(PROJECT_PACKAGES)}"
 
 
+def run_in_process(stem: str, namespace: dict, capsys, until: str | None = None) -> dict[str, str]:
+    """The notebook's code cells run in this process, in ``namespace``, up to the cell ``until`` (else all): each
+    cell's output by id. An exercise as it ships must stop with lessons.Unanswered; no other cell may raise."""
+    printed = {}
+    for cell in read(stem)["cells"]:
+        if cell["id"] == until:
+            break
+        if cell["cell_type"] == "code":
+            code = compile(source(cell), f"{stem}#{cell['id']}", "exec")
+            if "raises-exception" in tags(cell):
+                with pytest.raises(namespace["lessons"].Unanswered):
+                    exec(code, namespace)
+            else:
+                exec(code, namespace)
+            printed[cell["id"]] = capsys.readouterr().out
+    return printed
+
+
 def test_the_attention_block_notebook_runs_and_its_exercises_are_right(monkeypatch, capsys):
     """Notebook 01 (no training) run in this process, cell by cell from its folder, without the notebooks
     extra: every exercise, as it ships, stops with lessons.Unanswered; no other cell raises; every worked
@@ -102,19 +120,9 @@ def test_the_attention_block_notebook_runs_and_its_exercises_are_right(monkeypat
     fact, measured on our MultiHeadAttention."""
     monkeypatch.chdir(NOTEBOOKS)
     monkeypatch.syspath_prepend(str(NOTEBOOKS))
-    namespace = {"__name__": "__main__"}
-    printed = {}
     nb = read("01_attention_block")
     with torch.random.fork_rng(), torch.enable_grad():  # the notebook turns autograd off: not for the next test
-        for cell in nb["cells"]:
-            if cell["cell_type"] == "code":
-                code = compile(source(cell), f"01_attention_block#{cell['id']}", "exec")
-                if "raises-exception" in tags(cell):
-                    with pytest.raises(namespace["lessons"].Unanswered):
-                        exec(code, namespace)
-                else:
-                    exec(code, namespace)
-                printed[cell["id"]] = capsys.readouterr().out
+        printed = run_in_process("01_attention_block", {"__name__": "__main__"}, capsys)
     for exercise, solution in exercises_and_solutions(nb):
         assert printed[exercise["id"]] == "", exercise["id"]  # stopped before any check ran
         assert printed[solution["id"]].startswith("right"), (solution["id"], printed[solution["id"]])
@@ -126,30 +134,13 @@ def test_the_attention_block_notebook_runs_and_its_exercises_are_right(monkeypat
     assert [int(h) for h, _, _ in counts] == [1, 2, 4, 8, 16] and {p for _, _, p in counts} == {"16,640"}
 
 
-def run_block_exercises(namespace: dict, capsys, until: str = AFTER_EXERCISES) -> dict[str, str]:
-    """Notebook 05 in this process up to the cell ``until`` (by default up to its training): each cell's output."""
-    printed = {}
-    for cell in read("05_write_your_block")["cells"]:
-        if cell["id"] == until:
-            break
-        if cell["cell_type"] == "code":
-            code = compile(source(cell), f"05_write_your_block#{cell['id']}", "exec")
-            if "raises-exception" in tags(cell):
-                with pytest.raises(namespace["lessons"].Unanswered):
-                    exec(code, namespace)
-            else:
-                exec(code, namespace)
-            printed[cell["id"]] = capsys.readouterr().out
-    return printed
-
-
 def test_the_write_your_block_notebook_checks_each_step_and_the_block_with_model_check(monkeypatch, capsys):
     """Notebook 05 without its training cell: every exercise stops for its answer, every worked solution passes
     and prints "right", and the block they assemble passes model/check.py's check line by line."""
     monkeypatch.chdir(NOTEBOOKS)
     monkeypatch.syspath_prepend(str(NOTEBOOKS))
     with torch.random.fork_rng():
-        printed = run_block_exercises({"__name__": "__main__"}, capsys)
+        printed = run_in_process("05_write_your_block", {"__name__": "__main__"}, capsys, until=AFTER_EXERCISES)
     for exercise, solution in exercises_and_solutions(read("05_write_your_block")):
         assert printed[exercise["id"]] == "", exercise["id"]
         assert printed[solution["id"]].startswith("right") or "\nright" in printed[solution["id"]], solution["id"]
@@ -166,7 +157,7 @@ def test_a_wrong_step_makes_the_block_cell_fail_with_the_checks_line(monkeypatch
     monkeypatch.syspath_prepend(str(NOTEBOOKS))
     namespace = {"__name__": "__main__"}
     with torch.random.fork_rng():
-        run_block_exercises(namespace, capsys, until="exercise-5")
+        run_in_process("05_write_your_block", namespace, capsys, until="exercise-5")
         namespace["answer_merge"] = lambda z: z.reshape(z.shape[0], z.shape[2], -1)  # (B, h, T, hd) read as (B, T, d)
         solution = next(c for c in read("05_write_your_block")["cells"] if c["id"] == "exercise-5-solution-1")
         with pytest.raises(AssertionError) as failed:
