@@ -17,6 +17,9 @@ converge  -- time to 99.9% test exact-match (benchmarks/converge.py), per seed, 
              cosine) and the nanoGPT-style reference in a bare loop given the default recipe: steps, training
              seconds, whole-command seconds, test exact-match, and the default's exact-match on 10,000 problems
              no run or search has looked at (minutes: only when named, on a CPU).
+calc      -- one answer as a whole command (benchmarks/calc_start.py): ``python calc.py --ckpt RUN 123+456`` from a
+             fresh interpreter to its exit, as it is and with Lightning imported first (what it cost before calc.py
+             stopped importing it), taking turns, --repeat rounds (needs --ckpt).
 lab       -- the lab in its page (benchmarks/lab_speed.py): milliseconds from typing a problem to its answer and
              every head's map, in headless Chromium, over min(N, 200) problems; and the page's size.
 analysis  -- what looking inside costs: the default ``python train.py`` timed with and without attention
@@ -232,6 +235,7 @@ SECTIONS = {  # name -> (calculator, command-line args, device) -> figures
     "threads_runs": lambda calc, args, device: bench_threads_runs(args),
     "collector": lambda calc, args, device: bench_collector(args.repeat),
     "phases": lambda calc, args, device: bench_run_phases(args.repeat, args.override),
+    "calc": lambda calc, args, device: bench_calc_command(calc, args.repeat),
 }
 # where a section's figures go in the results, when not under its own name ("threads" is the count the run used)
 RESULT_KEYS = {"threads": "step_time_by_threads"}
@@ -247,6 +251,29 @@ def bench_run_phases(repeat: int, overrides: list[str]) -> dict:
     from benchmarks.phases import bench_phases
 
     return bench_phases(repeat, overrides, say=progress)
+
+
+def bench_calc_command(calc: Calculator, repeat: int) -> dict:
+    from benchmarks.calc_start import bench_calc
+
+    if calc.path is None:
+        return {"errors": ["calc: time it on a trained run: python bench.py calc --ckpt runs/<run>"]}
+    return bench_calc(str(calc.path), repeat, say=progress)
+
+
+def print_calc(r: dict, console) -> None:
+    from rich.table import Table
+
+    if r.get("errors"):
+        console.print(r["errors"][0])
+        return
+    table = Table(title=f"calc: python calc.py --ckpt RUN {r['problem']}, the whole command", title_justify="left")
+    for name in ("command", "median s", "runs"):
+        table.add_column(name, justify="left" if name == "command" else "right")
+    for kind, median in r["median_s"].items():
+        table.add_row(kind, f"{median:.2f}", str(len(r["seconds"][kind])))
+    console.print(table)
+    console.print(f"calc.py is {r['speedup']:.1f}x faster than with Lightning imported first; answers: {r['answers']}")
 
 
 def bench_lab(calc: Calculator, n: int) -> dict:
@@ -698,7 +725,7 @@ def main(argv: list[str] | None = None) -> int:
         headline = ("lightning_over_bare", "model_over_nanogpt", "mfu", "tokens_per_second")
         headline += ("lightning_over_reference_eager", "lightning_over_reference_compiled")
         results |= {k: results["train"][k] for k in headline}
-    failed = any(results.get(name, {}).get("errors") for name in ("train", "converge", "phases"))
+    failed = any(results.get(name, {}).get("errors") for name in ("train", "converge", "phases", "calc"))
     if args.json:
         print(json.dumps(results, indent=2))
         return 1 if failed else 0
@@ -718,6 +745,8 @@ def main(argv: list[str] | None = None) -> int:
         print_analysis(results["analysis"], console)
     if "lab" in results:
         print_lab(results["lab"], console)
+    if "calc" in results:
+        print_calc(results["calc"], console)
     if "step_time_by_threads" in results:
         print_threads(results["step_time_by_threads"], console)
     if "threads_runs" in results:

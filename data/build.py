@@ -28,9 +28,9 @@ research settings (:class:`ResearchSettings`), all off by default:
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 from data.arithmetic import ArithmeticData, DataConfig
-from data.datamodule import ArithmeticDataModule
 from data.difficulty import HardCases
 from data.epochs import FixedSet
 from data.mixing import MixedDraws
@@ -42,6 +42,9 @@ from data.short_operand import ShortOperand, b_digits
 from data.short_working import ShortWorking
 from data.sums import SumEncoder, SumFormat, SumSampler
 from data.working import Working
+
+if TYPE_CHECKING:
+    from data.datamodule import ArithmeticDataModule
 
 
 def problem_format(*args, **settings) -> ProblemFormat | SumFormat:
@@ -195,4 +198,6 @@ def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> Arithm
 
 def data_module(settings: DataSettings | DataConfig | None = None) -> ArithmeticDataModule:
     """The LightningDataModule of :func:`arithmetic_data`'s data."""
+    from data.datamodule import ArithmeticDataModule  # Lightning: training's alone, so calc.py never imports it
+
     return ArithmeticDataModule(arithmetic_data(settings))

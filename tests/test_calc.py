@@ -587,3 +587,23 @@ def test_a_default_checkpoint_answers_1000_additions(tmp_path):
     evaluated = cli("--ckpt", str(tmp_path), "--eval", str(tmp_path / "problems.txt"), "--json")
     report = json.loads(evaluated.stdout)
     assert report["n_problems"] == 1000 and report["right"] == right
+
+
+@pytest.mark.parametrize("command", ["answer", "export", "verify"])
+def test_answering_exporting_and_verifying_import_neither_lightning_nor_torch_dynamo(run_add, tmp_path, command):
+    """``python calc.py --ckpt RUN 12+34``, ``calc.py --export hf`` and ``verify.py`` as whole commands: every module
+    they import (python -X importtime lists them on stderr), none of Lightning's and not torch._dynamo, which make an
+    answer seconds slower (python bench.py calc)."""
+    if command == "export":
+        pytest.importorskip("transformers", reason='the interop extra: pip install -e ".[interop]"')
+    args = {
+        "answer": ["calc.py", "--ckpt", str(run_add), "12+34"],
+        "export": ["calc.py", "--ckpt", str(run_add), "--export", "hf", str(tmp_path / "hf")],
+        "verify": ["verify.py", str(run_add), "--digits", "2"],  # run_add: 2-digit addition
+    }[command]
+    done = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: verify.py's verdict on a small model
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "model.checkpoint" in imported and "torch" in imported  # it did load the run
+    assert not {m for m in imported if m.split(".")[0] in ("lightning", "pytorch_lightning")}
+    assert "torch._dynamo" not in imported

@@ -6,20 +6,9 @@ from collections.abc import Callable
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 
-from data.problems import ProblemFormat
+from data.problems import ProblemFormat, answer_scores
 from model.transformer import Transformer
-
-
-def answer_scores(logits: torch.Tensor, seq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """How a teacher-forced pass is scored, in training (the loss) and in every analysis: logits (B, answer_len + 1,
-    vocab) predicting seq's answer and [EOS] tokens -> (the cross-entropy on them, (B,) every answer token is the
-    argmax). A greedy decoder writes the whole answer right exactly when every answer token is the argmax given
-    the true tokens before it, so the second value is greedy exact-match at the cost of one pass."""
-    target = seq[:, -logits.shape[1] :]  # (B, answer_len + 1): the answer and [EOS], a sequence's last tokens
-    loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())  # mean over every answer and [EOS] token
-    return loss, (logits[:, :-1].argmax(-1) == target[:, :-1]).all(dim=1)  # [EOS] aside: the answer's tokens
 
 
 class CalculatorModule(L.LightningModule):

@@ -6,7 +6,7 @@ A head is switched off by replacing its output before ``W_o`` (the ``hook_z`` po
   * mean-ablation -- the head's output is replaced by its average over the evaluation set
                      (per position, since every position of a problem has a fixed role).
 Scores are teacher-forced: one forward pass gives the loss and greedy exact-match (see
-``training.module.answer_scores``), and each starts at the first layer an ablation touches, from the
+``data.problems.answer_scores``), and each starts at the first layer an ablation touches, from the
 residual stream the activation cache holds.
 """
 
@@ -18,9 +18,9 @@ from functools import cached_property
 import torch
 
 from analysis.engine.cache import ActivationCache, run_with_cache
+from data.problems import answer_scores
 from model.calculator import TrainedModel
 from model.hooks import ablated, hook_name
-from training.module import answer_scores
 
 Heads = dict[tuple[int, int], torch.Tensor | float]  # (layer, head) -> what its output is replaced by
 
