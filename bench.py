@@ -258,7 +258,7 @@ def bench_calc_command(calc: Calculator, repeat: int) -> dict:
 
     if calc.path is None:
         return {"errors": ["calc: time it on a trained run: python bench.py calc --ckpt runs/<run>"]}
-    return bench_calc(str(calc.path), repeat, say=progress)
+    return bench_calc(str(calc.path), calc.fmt.digits, repeat, say=progress)
 
 
 def print_calc(r: dict, console) -> None:

@@ -476,3 +476,17 @@ def test_collector_section_measures_a_full_collection_and_the_exit_frozen_and_no
     assert row["exit_ms"] > 0 and row["exit_ms_frozen"] > 0
     text = render(bench.print_collector, r)
     assert "torch alone" in text and f"{row['scanned']:,}" in text
+
+
+def test_calc_times_the_whole_answer_against_it_with_lightning_first_and_says_its_answer(run_add, capsys):
+    """bench.py calc: fresh interpreters taking turns, each answering the same problem (one answer between them),
+    the medians and their ratio in the JSON; without --ckpt, one line saying what to give it."""
+    from benchmarks import calc_start
+
+    r = calc_start.bench_calc(str(run_add), 2, repeat=1, say=lambda *_: None)
+    assert r["problem"] == "12+45"
+    assert set(r["median_s"]) == set(calc_start.KINDS) and all(len(t) == 1 for t in r["seconds"].values())
+    assert len(r["answers"]) == 1 and r["answers"][0].isdigit()  # both kinds answer, and alike
+    assert r["speedup"] == r["median_s"]["with Lightning imported first"] / r["median_s"]["calc.py"]
+    assert bench.main(["calc"]) == 1
+    assert "python bench.py calc --ckpt runs/<run>" in capsys.readouterr().out
