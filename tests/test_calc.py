@@ -592,8 +592,8 @@ def test_a_default_checkpoint_answers_1000_additions(tmp_path):
 @pytest.mark.parametrize("command", ["answer", "export", "verify"])
 def test_answering_exporting_and_verifying_import_neither_lightning_nor_torch_dynamo(run_add, tmp_path, command):
     """``python calc.py --ckpt RUN 12+34``, ``calc.py --export hf`` and ``verify.py`` as whole commands: every module
-    they import (python -X importtime lists them on stderr), none of Lightning's and not torch._dynamo, which make an
-    answer seconds slower (python bench.py calc)."""
+    they import (python -X importtime lists them on stderr), none of Lightning's and (transformers aside) not
+    torch._dynamo, which make an answer seconds slower (python bench.py calc)."""
     if command == "export":
         pytest.importorskip("transformers", reason='the interop extra: pip install -e ".[interop]"')
     args = {
@@ -606,4 +606,4 @@ def test_answering_exporting_and_verifying_import_neither_lightning_nor_torch_dy
     imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "model.checkpoint" in imported and "torch" in imported  # it did load the run
     assert not {m for m in imported if m.split(".")[0] in ("lightning", "pytorch_lightning")}
-    assert "torch._dynamo" not in imported
+    assert "torch._dynamo" not in imported or command == "export"  # transformers' masking_utils imports it itself
