@@ -10,6 +10,7 @@ SECTIONS = [
     "default",
     "bad_configs",
     "calc_eval",
+    "calc_start",
     "own_block",
     "decode",
     "lab",
