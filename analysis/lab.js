@@ -529,7 +529,7 @@ const TinycalcLab = (() => {
   // `readout`, and a head that is off or at its mean marked.
   function headMaps(label, how, names, shown, readout) {
     const T = names.length, cell = Math.max(6, Math.min(16, Math.floor((shown.length > 1 ? 150 : 220) / T)));
-    const maps = shown.map(([caption, pattern, tokens]) => {
+    const maps = shown.map(([caption, pattern, tokens], k) => {
       const canvas = el("canvas", { width: T * cell, height: T * cell, class: "lab-map", "data-head": label });
       const ctx = canvas.getContext("2d");
       for (let i = 0; i < T; i++) {
@@ -538,7 +538,7 @@ const TinycalcLab = (() => {
           ctx.fillRect(j * cell, i * cell, cell, cell);
         }
       }
-      if (how !== "on" && caption !== "every head on") {  // hatched: this head's output does not reach the model
+      if (how !== "on" && k === shown.length - 1) {  // hatched, as switched: its output does not reach the model
         ctx.strokeStyle = how === "off" ? "rgba(179, 38, 30, 0.55)" : "rgba(176, 120, 0, 0.55)";
         for (let x = -T * cell; x < T * cell; x += 8) {
           ctx.beginPath(); ctx.moveTo(x, T * cell); ctx.lineTo(x + T * cell, 0); ctx.stroke();
