@@ -415,11 +415,7 @@ def counted(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
-CARRY_WORDS = {
-    "carries": ("carry", "carries"),
-    "borrows": ("borrow", "borrows"),
-    "carries/borrows": ("carry/borrow", "carries/borrows"),
-}
+CARRY_WORDS = {"carries": "carry", "borrows": "borrow", "steps": "step", "division steps": "division step"}
 
 
 def print_report(r: dict) -> None:
@@ -453,11 +449,13 @@ def print_report(r: dict) -> None:
     )
     row("all", {**r, "n": r["n_problems"]})
     ops = set(r["by_operator"])
-    carried = "borrows" if ops == {"-"} else "carries/borrows" if "-" in ops else "carries"
+    kinds = ["carries"] * bool(ops - {"-", "/"}) + ["borrows"] * ("-" in ops) + ["steps"] * ("/" in ops)
+    carried = "division steps" if ops == {"/"} else "/".join(kinds)  # data/difficulty.py: what each counts
+    one = "/".join(CARRY_WORDS[k] for k in carried.split("/"))
     labels = {
         "by_operator": lambda v: f"operator {v}",
         "by_operand_digits": lambda v: f"{v}-digit operands",
-        "by_carries": lambda v: counted(int(v), *CARRY_WORDS[carried]) if str(v).isdigit() else f"{v} {carried}",
+        "by_carries": lambda v: counted(int(v), one, carried) if str(v).isdigit() else f"{v} {carried}",
     }
     for key, label in labels.items():
         table.add_section()

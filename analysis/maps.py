@@ -13,7 +13,7 @@ from data.positions import positions, token_labels
 from data.problems import ProblemEncoder, ProblemFormat
 from data.short_operand import b_digits
 from data.text import encode_problems
-from data.tokenizer import CharTokenizer
+from data.tokenizer import tokenizer_for
 from model.hooks import hook_name
 
 
@@ -25,7 +25,7 @@ def probe_sequences(module, probes: list[str]) -> torch.Tensor:
             problems.append(parse_expression(str(text), module.fmt))
         except ExpressionError as e:
             raise ValueError(f"probe {text!r}: {e}") from None
-    return encode_problems(ProblemEncoder(module.fmt, CharTokenizer().vocab), problems)
+    return encode_problems(ProblemEncoder(module.fmt, tokenizer_for(module.fmt).vocab), problems)
 
 
 def checked_probes(module, probes: list[str] | None) -> list[str]:
@@ -42,7 +42,7 @@ def checked_probes(module, probes: list[str] | None) -> list[str]:
 def attention_maps(fmt: ProblemFormat, probes: list[str], seqs: torch.Tensor, cache: ActivationCache) -> dict:
     """The probes' attention as plain data: {"probes", "tokens" (row labels), "key_labels",
     "weights": [layer][probe][head][query][key]}; ``cache`` holds the probes' pass over seqs[:, :-1]."""
-    tokenizer = CharTokenizer()
+    tokenizer = tokenizer_for(fmt)
     weights = cache.stack("attn.hook_pattern").float().cpu()  # (n_layers, n_probes, n_heads, T, T)
     return {
         "probes": list(probes),
@@ -67,7 +67,8 @@ def probe_maps(module, probes: list[str]) -> dict:
 
 
 def default_probes(fmt) -> list[str]:
-    """Problems that make carries (or borrows) ripple through every place, for any digit count."""
+    """Problems that make carries (or borrows) ripple through every place, for any digit count; a division's, a
+    quotient digit at every place."""
     d, probes, short = fmt.digits, [], b_digits(fmt)  # short: a b drawn short (data/short_operand.py), or 0
     run = lambda start: "".join(str((start + i) % 10) for i in range(d))  # noqa: E731  e.g. 456 for d=3
     for op in fmt.operators:
@@ -75,6 +76,8 @@ def default_probes(fmt) -> list[str]:
             probes += [f"{'9' * d}+1", f"{run(4)}+{run(7)}"]
         elif op == "-":
             probes += [f"1{'0' * (d - 1)}-1" if d > 1 else "1-1", f"{run(1)}-{run(4)}"]
-        else:
+        elif op == "*":
             probes += [f"{'9' * d}*{'9' * (short or d)}", f"{run(1)}*{run(4)[: short or d]}"]
+        else:  # '/': every place of a quotient, a remainder left
+            probes += [f"{'9' * d}/7", f"{run(1)}/{run(4)[: short or d].lstrip('0') or '7'}"]
     return probes[:4]

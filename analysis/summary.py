@@ -21,12 +21,12 @@ from rich.text import Text
 from analysis.metric import points
 from analysis.metrics.roles import SPREAD
 from data.build import problem_format
+from data.problems import OPERATIONS
 from storage.messages import counted
 
 WIDTH = 100  # the summary's widest line, also when the terminal is wider (and the width assumed when piped)
 LABEL = 10  # the labels' column: "training  "
 MAX_HEADS = 12  # more heads than this: the costliest ones, then one line for the rest
-OPERATIONS = {"+": "addition", "-": "subtraction", "*": "multiplication"}
 OPERANDS = {"a and b": "both operands' digits", "a": "the first operand's digit", "b": "the second operand's digit"}
 ALIGNED = re.compile(r"answer digit 10\^k reads (a and b|a|b) digit 10\^k([+-]\d+)? \((.*)\)")
 LOCAL = {"current token": "its own token", "previous token": "the token before it"}
@@ -52,6 +52,10 @@ def summary_lines(results: dict, width: int = WIDTH) -> list[str]:
     fmt = results["data"]
     operation = " / ".join(OPERATIONS.get(op, f"'{op}'") for op in fmt["operators"])
     order = "units digit first (reversed)" if fmt["reverse_answer"] else "most significant digit first"
+    if fmt["operators"] == "/":  # data/problems.py: whatever reverse_answer says
+        order = "as quotient then remainder, most significant digit first"
+    elif "/" in fmt["operators"] and fmt["reverse_answer"]:
+        order += ", a division's most significant first"
     work = ", with its working" if problem_format(**fmt).work_len else ""
     d_model = results.get("d_model", results["n_heads"] * results["head_dim"])
     task = f"{fmt['digits']}-digit {operation}"

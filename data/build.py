@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from data.arithmetic import ArithmeticData, DataConfig
 from data.difficulty import HardCases
 from data.epochs import FixedSet
+from data.long_division import LongDivision
 from data.mixing import MixedDraws
 from data.operands import OperandDraws
 from data.problems import ProblemFormat
@@ -70,7 +71,9 @@ def problem_format(*args, **settings) -> ProblemFormat | SumFormat:
     OperandDraws.shares(settings)
     varied = settings["mixed_lengths"] or settings["round_numbers"] or settings.get("larger_first")
     working = None
-    if settings.get("show_work"):  # long multiplication's partial products, or the lines of a short b, or Horner's
+    if settings.get("show_work") and "".join(map(str, settings.get("operators", "+"))) == "/":  # long division's steps
+        working = LongDivision(short_b)
+    elif settings.get("show_work"):  # long multiplication's partial products, or the lines of a short b, or Horner's
         working = RunningProduct(sees_next) if running else ShortWorking(short_b) if short_b else Working()
     draws = OperandDraws() if varied else None
     fmt = ProblemFormat(**settings, working=working, draws=ShortOperand(short_b, draws) if short_b else draws)

@@ -1,5 +1,5 @@
-"""What makes a problem hard, vectorised over (N,) int64 tensors: carries, borrows and the
-carries of long multiplication. ``calc.py --eval`` splits its scores by these; hard-case sampling
+"""What makes a problem hard, vectorised over (N,) int64 tensors: carries, borrows, the carries of long
+multiplication and the steps of long division. ``calc.py --eval`` splits its scores by these; hard-case sampling
 (:class:`HardCases`, experiment=add10's recipe) draws by them.
 
 ``columns``: how many digit columns to walk. A caller that knows it (hard-case sampling: the format's digits)
@@ -64,16 +64,30 @@ def product_carries(a: torch.Tensor, b: torch.Tensor, columns: int | None = None
     return count
 
 
-RULES = {"+": carries, "-": borrows, "*": product_carries}
+def division_steps(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> torch.Tensor:
+    """How many steps of the long division a / b write a quotient digit other than 0: a's digits brought down
+    one by one, most significant first, each step dividing the running remainder (b > 0; b = 0 counts none)."""
+    divisor, left = b.clamp(min=1), torch.zeros_like(a)
+    count = torch.zeros_like(a)
+    width = _columns(a, columns)
+    for k in range(width - 1, -1, -1):
+        left = left * 10 + (a // 10**k) % 10
+        count += (left >= divisor).long()
+        left = left % divisor
+    return torch.where(b > 0, count, 0)
+
+
+RULES = {"+": carries, "-": borrows, "*": product_carries, "/": division_steps}
 
 
 def difficulty(
     fmt: ProblemFormat, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor, columns: int | None = None
 ) -> torch.Tensor:
-    """Per problem: the carries ('+'), borrows ('-') or long-multiplication carries ('*') it needs;
+    """Per problem: the carries ('+'), borrows ('-'), long-multiplication carries ('*') or long-division steps
+    ('/') it needs;
     op_idx indexes ``fmt.operators``. Each of the format's rules scores every problem, and each problem keeps its
     own operator's score (no boolean indexing: its size would be read back from a GPU)."""
-    code = fmt.operator_codes(op_idx)  # 0 '+', 1 '-', 2 '*'
+    code = fmt.operator_codes(op_idx)  # 0 '+', 1 '-', 2 '*', 3 '/'
     count = torch.zeros_like(a)
     for op in fmt.operators:
         count = torch.where(code == OPERATORS.index(op), RULES[op](a, b, columns), count)
@@ -86,6 +100,12 @@ def long_difficulty(op: str, a: int, b: int) -> int:
     int64 (no model multiplies longer numbers)."""
     if op == "*":
         return int(product_carries(torch.tensor([a]), torch.tensor([b]))[0])
+    if op == "/":  # as division_steps walks it
+        left = count = 0
+        for digit in str(a):
+            left = left * 10 + int(digit)
+            count, left = count + (left >= b), left % b
+        return count
     x, y = (max(a, b), min(a, b)) if op == "-" else (a, b)
     count = handed = 0  # handed: the carry (or borrow) into the next column
     while x or y:

@@ -9,7 +9,8 @@ module only reads what a user typed and says clearly what is wrong with it:
 Accepted: ``a op b``, optionally followed by ``=``; whole numbers written with ASCII digits, at most as many
 digits as the model was trained on; ``op`` one of the model's operators; spaces around the operator and
 ``=`` are fine. ``a op b = answer`` only where an answer is expected (``allow_answer=True``), and the
-answer must be the right one (it is a label, checked against the arithmetic).
+answer must be the right one (it is a label, checked against the arithmetic); a division's is ``q r R``
+(``17/5 = 3 r 2``).
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from data.problems import OPERATORS, ProblemFormat
+from data.short_operand import b_digits
 from data.short_working import b_limit
 from data.sums import MOST_OPERANDS, SumFormat, SumProblem
-from data.text import allow_digits, evaluate
+from data.text import Quotient, allow_digits, evaluate
 
 _DIGIT = "0123456789"
-_EXPRESSION = re.compile(r"([0-9]+)\s*([+\-*])\s*([0-9]+)")
+_EXPRESSION = re.compile(r"([0-9]+)\s*([+\-*/])\s*([0-9]+)")
 _SUM = re.compile(r"[0-9]+(\s*\+\s*[0-9]+)+")  # a sum of many operands (a model with data.operands > 2)
 _INTEGER = re.compile(r"-?[0-9]+")
+_QUOTIENT = re.compile(r"([0-9]+)\s*r\s*([0-9]+)")  # a division's answer: 3 r 2
 _TIMES_X = re.compile(r"[0-9]\s*[xX]\s*[0-9]")  # 3x4, 3 X 4
 _HINTS = {  # characters people type for our operators, or for operations we do not have
     "×": "write '*' for multiplication",
@@ -34,9 +37,8 @@ _HINTS = {  # characters people type for our operators, or for operations we do 
     "−": "write the ASCII '-'",
     "–": "write the ASCII '-'",
     "＋": "write the ASCII '+'",
-    "/": "division is not supported",
-    "÷": "division is not supported",
-    ":": "division is not supported",
+    "÷": "write '/' for division",
+    ":": "write '/' for division",
     "%": "'%' is not supported",
     "^": "powers are not supported",
     ".": "only whole numbers",
@@ -55,14 +57,14 @@ class Problem:
     a: int
     op: str
     b: int
-    given: int | None = None  # the answer written after '=', when the input carried one
+    given: int | Quotient | None = None  # the answer written after '=', when the input carried one
 
     @property
     def text(self) -> str:
         return f"{self.a}{self.op}{self.b}"
 
     @property
-    def truth(self) -> int:
+    def truth(self) -> int | Quotient:
         return evaluate(self.a, self.op, self.b)
 
     @property
@@ -81,15 +83,15 @@ def accepted(fmt: ProblemFormat, longest: int | None = None) -> str:
     ops = fmt.operators
     shape = f"a{ops}b" if len(ops) == 1 else f"a op b (op one of {' '.join(ops)})"
     a, b = 7, 45 if fmt.digits > 1 else 5
-    if fmt.larger_first and ops[0] == "-":
-        a, b = b, a  # the order the model was trained on
+    if (fmt.larger_first and ops[0] == "-") or ops[0] == "/":
+        a, b = b, a  # the order the model was trained on; a division by a short number
     example = f"{a}{ops[0]}{b}"
     if longest and longest > fmt.digits:
         numbers = f"whole numbers of up to {longest} digits (trained on up to {fmt.digits})"
     else:
         numbers = f"whole numbers 0-{10**fmt.digits - 1}"
-    if b_limit(fmt):
-        numbers += f", b of at most {b_limit(fmt)} digits"
+    if b_limit(fmt) or ("/" in ops and b_digits(fmt)):
+        numbers += f", b of at most {b_limit(fmt) or b_digits(fmt)} digits"
     return f"accepted: {shape} with {numbers} (e.g. {example})"
 
 
@@ -120,7 +122,7 @@ def _shape_problem(lhs: str) -> str:
         return f"missing number before {compact[0]!r}"
     if compact[-1] in OPERATORS:
         return f"missing number after {compact[-1]!r}"
-    run = re.search(r"[+\-*]{2,}", compact)
+    run = re.search(r"[+\-*/]{2,}", compact)
     if run:
         if len(run.group()) == 2 and run.group()[1] == "-":
             return "negative numbers are not supported"
@@ -154,7 +156,8 @@ def parse_expression(
     fail = lambda why: ExpressionError(f"{why}; {accepted(fmt, longest)}")  # noqa: E731
     if not s:
         raise fail("empty expression")
-    bad = _character_problem(s)
+    head, _, tail = s.partition("=")
+    bad = _character_problem(head) or _character_problem(tail.replace("r", "") if "/" in head else tail)
     if bad:
         raise fail(bad)
     if s.count("=") > 1:
@@ -172,15 +175,21 @@ def parse_expression(
         known = " ".join(repr(o) for o in fmt.operators)
         raise fail(f"this model was not trained on {op!r} (only on {known})")
     a, b = _number(a_text, fmt, longest), _number(b_text, fmt, longest)
+    if op == "/" and b == 0:
+        raise fail("division by zero: divide by a whole number of at least 1")
+    if op == "/" and b_digits(fmt) and b >= 10 ** b_digits(fmt):  # trained on short divisors (data/short_operand.py)
+        raise fail(f"{b} has {len(str(b))} digits; this model divides by numbers of at most {b_digits(fmt)}")
     if b_limit(fmt) and b >= 10 ** b_limit(fmt):  # the working has a line per digit of b (data/short_working.py)
         raise fail(f"{b} has {len(str(b))} digits; this model multiplies by numbers of at most {b_limit(fmt)}")
     given = None
     if rhs:
         if not allow_answer:
             raise fail(f"an answer after '=' ({rhs!r}) is only accepted when checking answers; ask with {a}{op}{b}")
-        if not _INTEGER.fullmatch(rhs) or len(rhs) > 2 * max(longest or 0, fmt.digits, 20):
-            raise fail(f"the answer after '=' must be a whole number, got {rhs!r}")
-        given = int(rhs)
+        written = _QUOTIENT.fullmatch(rhs) if op == "/" else _INTEGER.fullmatch(rhs)
+        if not written or len(rhs) > 2 * max(longest or 0, fmt.digits, 20) + 3:
+            shape = "a quotient and remainder (q r R, e.g. 3 r 2)" if op == "/" else "a whole number"
+            raise fail(f"the answer after '=' must be {shape}, got {rhs!r}")
+        given = Quotient(*map(int, written.groups())) if op == "/" else int(rhs)
         truth = evaluate(a, op, b)
         if given != truth:
             raise ExpressionError(f"the given answer {given} is wrong: {a}{op}{b} = {truth}")

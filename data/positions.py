@@ -16,23 +16,24 @@ from data.working import layout_of, work_lines
 @dataclass(frozen=True)
 class Position:
     kind: str  # "bos", "a", "op", "b", "term" (a sum's operand), "=", "work", "then" (a separator in the working),
-    # "answer", "sign", "eos"
+    # "answer", "quotient" and "remainder" (a division's answer: RESULT_DIGITS), "sign", "eos"
     place: int | None = None  # decimal place of a digit: 0 = units, 1 = tens, ...
     line: int | None = None  # which line of the working (show_work), from 0; a sum's operand: which, from 1
 
     @property
     def short(self) -> str:
-        """A few characters, for plot axes: a2 (a's hundreds), b0, r1 (the result's tens), =, op."""
-        if self.kind in ("a", "b", "answer"):
-            return f"{'r' if self.kind == 'answer' else self.kind}{self.place}"
+        """A few characters, for plot axes: a2 (a's hundreds), b0, r1 (the result's tens), q1 and R0 (a division's
+        quotient and remainder), =, op."""
+        if self.kind in ("a", "b", *RESULT_DIGITS):
+            return f"{SHORT.get(self.kind, self.kind)}{self.place}"
         if self.kind in ("work", "term"):
             return f"{self.kind[0]}{self.line}.{self.place}"
         return {"bos": "^", "eos": "$", "op": "op", "=": "=", "sign": "±", "then": "|"}[self.kind]
 
     @property
     def label(self) -> str:
-        if self.kind in ("a", "b", "answer"):
-            name = "ans" if self.kind == "answer" else self.kind
+        if self.kind in ("a", "b", *RESULT_DIGITS):
+            name = {"answer": "ans", "quotient": "quot", "remainder": "rem"}.get(self.kind, self.kind)
             return f"{name}·10^{self.place}"
         if self.kind in ("work", "term"):
             return f"{'work line' if self.kind == 'work' else 'operand'} {self.line}·10^{self.place}"
@@ -41,18 +42,27 @@ class Position:
         ]
 
 
+RESULT_DIGITS = ("answer", "quotient", "remainder")  # the kinds of a result's digits
+SHORT = {"answer": "r", "quotient": "q", "remainder": "R"}
+
+
 def positions(fmt: ProblemFormat | SumFormat) -> list[Position]:
-    """The role of every position of ``fmt``'s sequences, [BOS] to [EOS]."""
+    """The role of every position of ``fmt``'s sequences, [BOS] to [EOS]; a format that only divides writes a
+    quotient and a remainder, most significant digit first (with other operators, the layout is theirs)."""
     if isinstance(fmt, SumFormat):
         return sum_positions(fmt)
     operand = lambda kind: [Position(kind, fmt.digits - 1 - i) for i in range(fmt.digits)]  # noqa: E731
     places = list(range(fmt.answer_digits))[:: 1 if fmt.reverse_answer else -1]  # in the order they are written
     answer = [Position("answer", k) for k in places]
+    if fmt.operators == "/":
+        answer = [Position(part, k) for part in ("quotient", "remainder") for k in range(fmt.digits - 1, -1, -1)]
     if fmt.signed:
         answer = answer + [Position("sign")] if fmt.reverse_answer else [Position("sign")] + answer
     work = [
         p for line in range(work_lines(fmt)) for p in [*(Position("work", k, line) for k in places), Position("then")]
     ]
+    if hasattr(fmt.working, "positions"):  # a working laid out in steps of its own (data/long_division.py)
+        work = fmt.working.positions(fmt, Position)
     return [
         Position("bos"),
         *operand("a"),

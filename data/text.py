@@ -8,6 +8,7 @@ A run never writes a problem as text -- the encoder makes its tokens from tensor
 from __future__ import annotations
 
 import sys
+from typing import NamedTuple
 
 import torch
 
@@ -22,8 +23,25 @@ def encode_problems(encoder: ProblemEncoder, problems) -> torch.Tensor:
     return encoder.encode(a, op_idx, b)
 
 
-def evaluate(a: int, op: str, b: int) -> int:
-    """The true result of ``a op b``, in Python's unbounded ints."""
+class Quotient(NamedTuple):
+    """A division's result: its quotient and remainder, written ``3 r 2`` (17/5) wherever a result is shown."""
+
+    quotient: int
+    remainder: int
+
+    def __str__(self) -> str:
+        return f"{self.quotient} r {self.remainder}"
+
+
+def as_json(value: int | Quotient | None) -> int | str | None:
+    """A result as a JSON record holds it: a number, or a division's ``3 r 2`` as it is shown."""
+    return str(value) if isinstance(value, Quotient) else value
+
+
+def evaluate(a: int, op: str, b: int) -> int | Quotient:
+    """The true result of ``a op b``, in Python's unbounded ints (b > 0 for '/')."""
+    if op == "/":
+        return Quotient(*divmod(a, b))
     return a + b if op == "+" else a - b if op == "-" else a * b
 
 
@@ -46,8 +64,12 @@ def ordered(fmt: ProblemFormat, plain: str) -> str:
     return plain[::-1] if fmt.reverse_answer else plain
 
 
-def answer_text(fmt: ProblemFormat, value: int) -> str:
-    """The result ``value`` as the model writes it: zero-padded, signed when '-' is an operator, in digit order."""
+def answer_text(fmt: ProblemFormat, value: int | Quotient) -> str:
+    """The result ``value`` as the model writes it: zero-padded, signed when '-' is an operator, in digit order; a
+    division's quotient and remainder each ``fmt.digits`` wide, most significant digit first (data/problems.py)."""
+    if isinstance(value, Quotient):
+        plain = f"{value.quotient:0{fmt.digits}d}{value.remainder:0{fmt.digits}d}".zfill(fmt.answer_digits)
+        return ("+" if fmt.signed else "") + plain
     plain = f"{abs(value):0{fmt.answer_digits}d}"
     if fmt.signed:
         plain = ("-" if value < 0 else "+") + plain
@@ -65,9 +87,15 @@ def result_text(fmt: ProblemFormat, written: str) -> str:
     return written if fmt.working is None else fmt.working.result_text(fmt, written)
 
 
-def parse_answer(fmt: ProblemFormat, text: str) -> int:
-    """Inverse of :func:`answer_text`; given all the model wrote, reads the result at its end (raises ValueError on
-    a string that is not an answer)."""
+def parse_answer(fmt: ProblemFormat, text: str, op: str | None = None) -> int | Quotient:
+    """Inverse of :func:`answer_text`; given all the model wrote for a problem of ``op`` (None: the format's only
+    operator, or one that is not '/'), reads the result at its end (raises ValueError on a string that is not an
+    answer)."""
+    if (op or fmt.operators[0] if len(fmt.operators) == 1 else op) == "/":
+        plain = result_text(fmt, text)[int(fmt.signed) :]
+        if not plain.isdigit() or (fmt.signed and result_text(fmt, text)[0] != "+"):
+            raise ValueError(f"not a quotient and remainder: {text!r}")
+        return Quotient(int(plain[: -fmt.digits]), int(plain[-fmt.digits :]))
     plain = ordered(fmt, result_text(fmt, text))  # reversing twice restores the order
     sign = 1
     if fmt.signed:

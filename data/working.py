@@ -39,8 +39,8 @@ class Working:
         """ValueError for show_work without '*' among the operators."""
         if fmt.show_work and "*" not in fmt.operators:
             raise ValueError(
-                f"show_work=true: only '*' problems have working to show, and operators={fmt.operators!r}; "
-                "add '*' or set show_work=false"
+                f"show_work=true: only '*' problems (or a format that only divides, operators='/') have working to "
+                f"show, and operators={fmt.operators!r}; add '*' or set show_work=false"
             )
 
     @staticmethod

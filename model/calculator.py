@@ -24,7 +24,16 @@ from data.expressions import Problem
 from data.positions import place_tensor
 from data.problems import ProblemEncoder, ProblemFormat
 from data.sums import SumFormat, SumProblem, sum_text
-from data.text import allow_digits, answer_text, encode_problems, parse_answer, prompt_text, result_text, written_text
+from data.text import (
+    allow_digits,
+    answer_text,
+    as_json,
+    encode_problems,
+    parse_answer,
+    prompt_text,
+    result_text,
+    written_text,
+)
 from data.tokenizer import CharTokenizer
 from model.device import resolve_device
 from model.transformer import Transformer
@@ -135,7 +144,9 @@ class Calculator:
     def describe(self) -> str:
         """e.g. '3-digit + problems, reversed answers, 2 layers x 4 heads'."""
         cfg, fmt = self.net.cfg, self.fmt
-        layout = f"{'reversed' if fmt.reverse_answer else 'plain'} answers{' with working' if fmt.work_len else ''}"
+        order = "reversed" if fmt.reverse_answer else "plain"
+        order = "quotient and remainder" if fmt.operators == "/" else order  # written most significant digit first
+        layout = f"{order} answers{' with working' if fmt.work_len else ''}"
         task = f"{fmt.digits}-digit {' '.join(fmt.operators)} problems"
         if isinstance(fmt, SumFormat):
             task = f"sums of {fmt.terms} operands of up to {fmt.digits} digits"
@@ -180,13 +191,14 @@ class Calculator:
         rows = max(1, min(self.batch_size, SCORES_BUDGET // (4 * T * 2 * cfg.n_layers * cfg.d_model)))
         return rows, max(1, SCORES_BUDGET // (4 * rows * T * cfg.n_layers * cfg.n_heads))
 
-    def read(self, ids: list[int], fmt: ProblemFormat | None = None) -> Answer:
-        """Answer tokens -> :class:`Answer`; special tokens are kept in the text, so a stray [EOS] shows. The
-        value is the result at the end of the text (after any working), when it is in the exact layout."""
+    def read(self, ids: list[int], fmt: ProblemFormat | None = None, op: str | None = None) -> Answer:
+        """Answer tokens of a problem of ``op`` (None: the format's only one) -> :class:`Answer`; special tokens are
+        kept in the text, so a stray [EOS] shows. The value is the result at the end of the text (after any
+        working), when it is in the exact layout."""
         fmt = fmt or self.fmt
         text = "".join(self.tokenizer.id_to_token[i] for i in ids)
         try:
-            value = parse_answer(fmt, text)
+            value = parse_answer(fmt, text, op)
         except (ValueError, IndexError):
             return Answer(text, None)
         exact = answer_text(fmt, value) == result_text(fmt, text) and len(text) == fmt.answer_len
@@ -205,7 +217,7 @@ class Calculator:
         for fmt, indices in self.by_layout(problems).items():
             prompts = fmt.prompt_of(self.encode([problems[i] for i in indices], fmt))
             for i, row in zip(indices, self.generate(prompts, fmt=fmt).tolist(), strict=True):
-                answers[i] = self.read(row, fmt)
+                answers[i] = self.read(row, fmt, problems[i].op)
         return answers
 
     # ---- scoring ----------------------------------------------------------------------------------------
@@ -265,14 +277,14 @@ class Calculator:
         report["n_mistakes"] = len(wrong)
         report["mistakes"] = []
         for i in wrong[:show_mistakes]:
-            answer = self.read(*written[i])
+            answer = self.read(*written[i], problems[i].op)
             report["mistakes"].append(
                 {
                     "line": None if lines is None else lines[i],
                     "problem": problems[i].text,
-                    "model": answer.value,  # None: not a number in the model's layout (see model_text)
+                    "model": as_json(answer.value),  # None: not a number in the model's layout (see model_text)
                     "model_text": answer.text,  # as the model wrote it (padded, reversed, signed)
-                    "truth": problems[i].truth,
+                    "truth": as_json(problems[i].truth),
                 }
             )
         return report

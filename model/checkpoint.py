@@ -17,7 +17,7 @@ import torch
 from tokenizers import Tokenizer
 
 from data.build import problem_format
-from data.tokenizer import CHARACTERS, CharTokenizer
+from data.tokenizer import CHARACTERS, CharTokenizer, tokenizer_for
 from model.build import network_for
 from model.calculator import Calculator
 from model.device import resolve_device
@@ -90,7 +90,7 @@ def tokenizer_from_json(text: str) -> CharTokenizer:
     builds: the vocabulary is fixed, so a file that differs (two digits' ids swapped, ...) is damaged, and
     a model would read and write the wrong digits through it without a word."""
     tokenizer = CharTokenizer(Tokenizer.from_str(text))
-    built = CharTokenizer()
+    built = CharTokenizer(divides=tokenizer.divides)  # a model that divides has '/' after the rest
     if tokenizer.vocab != built.vocab:
         differ = sorted(
             t for t in set(built.vocab) | set(tokenizer.vocab) if tokenizer.vocab.get(t) != built.vocab.get(t)
@@ -102,16 +102,17 @@ def tokenizer_from_json(text: str) -> CharTokenizer:
     return tokenizer
 
 
-def load_tokenizer(ckpt: Path) -> CharTokenizer:
+def load_tokenizer(ckpt: Path, fmt=None) -> CharTokenizer:
     """The run's tokenizer.json (read as the run directory's reader reads a file), checked to be the vocabulary
-    the project builds; the built one for a checkpoint outside a run or a run without the file."""
+    the project builds; the built one for a checkpoint outside a run or a run without the file (that of ``fmt``,
+    the checkpoint's format, when given: '/' where it divides)."""
     run = RunDir.of_checkpoint(ckpt)
     try:
         text = run.read_text(run.tokenizer) if run else None
     except RunFileError as e:
         raise CheckpointError(str(e)) from None
     if text is None:
-        return CharTokenizer()  # the vocabulary is fixed: every run's tokenizer.json holds this one
+        return CharTokenizer() if fmt is None else tokenizer_for(fmt)  # the vocabulary is fixed
     try:
         return tokenizer_from_json(text)
     except Exception as e:  # tokenizers raises plain Exceptions on bad JSON; a vocabulary not ours is a ValueError
@@ -128,7 +129,7 @@ def load_calculator(path: str | Path, device: str | torch.device = "cpu") -> Cal
     target = resolve_device(device)
     ckpt, saved = read_checkpoint(path)
     net, fmt = build_network(saved, ckpt), problem_format(**saved["hyper_parameters"]["fmt"])
-    tokenizer = load_tokenizer(ckpt)
+    tokenizer = load_tokenizer(ckpt, fmt)
     if tokenizer.vocab_size != net.cfg.vocab_size:
         raise CheckpointError(
             f"{ckpt}: the tokenizer has {tokenizer.vocab_size} tokens but the model {net.cfg.vocab_size}"

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from data.expressions import Problem
+from data.problems import OPERATIONS
 from data.short_working import b_limit
 from data.text import prompt_text, written_text
 from data.working import work_lines
@@ -240,8 +241,9 @@ def compare(calc: Calculator, model, tokenizer, problems: list[Problem]) -> Expo
     generated = model.generate(
         prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=fmt.answer_len, do_sample=False
     )[:, fmt.prompt_len :]  # (N, <= answer_len)
-    theirs_read = [calc.read(row).value for row in generated.tolist()]  # None: not a well-formed answer
-    ours_read = [calc.read(row).value for row in calc.generate(prompts).tolist()]
+    ops = [p.op for p in problems]
+    theirs_read = [calc.read(row, op=op).value for row, op in zip(generated.tolist(), ops, strict=True)]  # None: unread
+    ours_read = [calc.read(row, op=op).value for row, op in zip(calc.generate(prompts).tolist(), ops, strict=True)]
     right = sum(t == p.truth for t, p in zip(theirs_read, problems, strict=True))
     return ExportCheck(
         n=len(problems),
@@ -260,7 +262,7 @@ def run_results(calc: Calculator) -> dict:
 def model_card(calc: Calculator, check: ExportCheck, out_dir: Path) -> str:
     """README.md of the export: the task, the answer format, how well it does and how to ask it."""
     cfg, fmt = calc.net.cfg, calc.fmt
-    task = " and ".join({"+": "addition", "-": "subtraction", "*": "multiplication"}[op] for op in fmt.operators)
+    task = " and ".join(OPERATIONS[op] for op in fmt.operators)
     op = "*" if fmt.work_len else fmt.operators[0]  # show the working when there is some
     example = Problem(10**fmt.digits // 3, op, 10**fmt.digits // 7)  # e.g. 333+142
     short = Problem(7, op, 10 ** min(fmt.digits, 2) // 3)  # e.g. 7+33: operands need zero padding

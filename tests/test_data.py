@@ -105,7 +105,8 @@ def test_the_working_is_long_multiplication_and_ends_in_the_product(digits, reve
 @pytest.mark.parametrize(
     "kwargs,needle",
     [
-        (dict(operators="/"), "operators"),
+        (dict(operators="%"), "operators"),
+        (dict(operators="//"), "operators"),
         (dict(operators=""), "operators"),
         (dict(digits=0), "digits"),
     ],

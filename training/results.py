@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from data.build import format_dict
-from data.text import answer_text, parse_answer
+from data.text import answer_text, as_json, parse_answer
 from model.device import device_name
 from storage.rundir import RunDir
 from training.module import CalculatorModule
@@ -68,9 +68,9 @@ def test_mistakes(
     found: (problems, answers written) batches holding every problem of ``test_set`` that the test got wrong, in
     order (``module.test_wrong`` after a one-process test); None: find them here.
     """
-    from data.tokenizer import CharTokenizer
+    from data.tokenizer import tokenizer_for
 
-    fmt, id_to_token = module.fmt, CharTokenizer().id_to_token
+    fmt, id_to_token = module.fmt, tokenizer_for(module.fmt).id_to_token
     if found is None:
         module.eval()
         found = []
@@ -86,17 +86,18 @@ def test_mistakes(
             prompt = "".join(id_to_token[t] for t in prompt_ids)
             written = "".join(id_to_token[t] for t in answer)
             truth_text = "".join(id_to_token[t] for t in truth_ids)
-            truth = parse_answer(fmt, truth_text)
+            op = next((c for c in prompt if c in "-*/"), "+")  # the problem's operator (a sum's: '+')
+            truth = parse_answer(fmt, truth_text, op)
             try:
-                model = parse_answer(fmt, written)
+                model = parse_answer(fmt, written, op)
             except (ValueError, IndexError):
                 model = None
             wrong.append(
                 {
                     "problem": _natural(prompt),
-                    "model": model,
+                    "model": as_json(model),
                     "model_text": written,
-                    "truth": truth,
+                    "truth": as_json(truth),
                     "truth_text": truth_text,  # as the model should have written it (working included)
                 }
             )
@@ -117,7 +118,7 @@ def wrong_digits_by_place(fmt, mistakes: list[dict]) -> list[int]:
 
 def _natural(padded: str) -> str:
     """'007+045' -> '7+45' (and '01+20+03' -> '1+20+3', a sum of many operands)."""
-    for op in "+-*":
+    for op in "+-*/":
         if op in padded:
             return op.join(str(int(x)) for x in padded.split(op))
     return padded

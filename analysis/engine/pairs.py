@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from data.positions import Position, positions
+from data.positions import RESULT_DIGITS, Position, positions
 from data.problems import ProblemEncoder, ProblemFormat
-from data.tokenizer import CharTokenizer
+from data.tokenizer import tokenizer_for
 
 # what changing a digit j places below the studied one does, per operator (j = 0, 1, 2+)
 KINDS = {"+": ("base add", "carry", "sum-9 cascade"), "-": ("base subtract", "borrow", "borrow cascade")}
@@ -75,7 +75,7 @@ class Pairs:
 
 def studied_digits(fmt: ProblemFormat) -> list[int]:
     """Positions of every written digit (working and result; not signs or separators), in writing order."""
-    return [i for i, p in enumerate(positions(fmt)) if p.kind in ("answer", "work")]
+    return [i for i, p in enumerate(positions(fmt)) if p.kind in ("work", *RESULT_DIGITS)]
 
 
 def kind_of(op: str, place: int, studied: Position) -> str:
@@ -94,7 +94,7 @@ def contrast_pairs(fmt: ProblemFormat, at: int, n: int = 256, seed: int = 0, tri
     changed place's own answer digit (the digits between are the 9s the carry ripples through). None kept
     (an empty Pairs) when no such change exists, e.g. for a result written after working."""
     g = torch.Generator().manual_seed(seed * 1_000_003 + at)
-    encoder = ProblemEncoder(fmt, CharTokenizer().vocab)
+    encoder = ProblemEncoder(fmt, tokenizer_for(fmt).vocab)
     where = positions(fmt)
     m = n * tries
     a, op_idx, b = fmt.random_problems(m, g)
@@ -108,7 +108,7 @@ def contrast_pairs(fmt: ProblemFormat, at: int, n: int = 256, seed: int = 0, tri
     first_change = torch.where(written.any(dim=1), written.int().argmax(dim=1), written.shape[1]) + fmt.prompt_len
     kinds = [kind_of(fmt.operators[o], p, where[at]) for o, p in zip(op_idx.tolist(), place.tolist(), strict=True)]
     # where a cascade's changed place writes its own answer digit (it must stay; the 9s after it may not)
-    own_digit = {q.place: i for i, q in enumerate(where) if q.kind == "answer"}
+    own_digit = {q.place: i for i, q in enumerate(where) if q.kind in RESULT_DIGITS}
     kept_until = torch.tensor(
         [own_digit[p] + 1 if k.endswith("cascade") else at for k, p in zip(kinds, place.tolist(), strict=True)]
     )

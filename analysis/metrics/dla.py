@@ -14,7 +14,7 @@ import torch
 
 from analysis.metric import Column, Context, HeadMetric
 from analysis.plots import head_grids, head_heatmaps
-from data.positions import positions
+from data.positions import RESULT_DIGITS, positions
 from model.hooks import head_label
 
 ALL = "all answer digits"
@@ -67,7 +67,9 @@ class DirectLogitAttribution(HeadMetric):
 
     def compute(self, ctx: Context) -> list[DirectLogitRow]:
         fmt, where = ctx.fmt, positions(ctx.fmt)
-        queries = [p - 1 for p in range(fmt.prompt_len, fmt.prompt_len + fmt.answer_len) if where[p].kind == "answer"]
+        queries = [
+            p - 1 for p in range(fmt.prompt_len, fmt.prompt_len + fmt.answer_len) if where[p].kind in RESULT_DIGITS
+        ]
         effect = head_logit_contributions(ctx.module.net, ctx.cache, ctx.problems, queries).mean(dim=2)  # (L, H, Q)
         places = [(ALL, effect.mean(dim=-1))] + [(where[q + 1].short, effect[..., i]) for i, q in enumerate(queries)]
         return [

@@ -19,7 +19,7 @@ from analysis.metrics.circuit_roles import MIN_SHARE, CircuitRoles
 from analysis.metrics.dla import ALL, DirectLogitAttribution
 from analysis.metrics.patching import Patching
 from analysis.metrics.roles import Roles
-from data.positions import positions
+from data.positions import RESULT_DIGITS, positions
 from model.hooks import head_label
 
 DIRECT = 0.1  # a head "writes the answer itself" when it adds this share of the right token's logit (above average)
@@ -220,7 +220,7 @@ def right_token_logit(ctx: Context) -> float:
     """The right answer digit's logit above the average logit, averaged over the problems and answer digits: what
     every component's direct logit attribution (heads, MLPs, embeddings, biases) adds up to."""
     fmt, where = ctx.fmt, positions(ctx.fmt)
-    queries = [p - 1 for p in range(fmt.prompt_len, fmt.prompt_len + fmt.answer_len) if where[p].kind == "answer"]
+    queries = [p - 1 for p in range(fmt.prompt_len, fmt.prompt_len + fmt.answer_len) if where[p].kind in RESULT_DIGITS]
     logits = ctx.cache.logits[:, queries].float()  # (N, Q, vocab)
     right = ctx.problems[:, [q + 1 for q in queries]].to(logits.device)  # (N, Q)
     return float((logits.gather(-1, right.unsqueeze(-1)).squeeze(-1) - logits.mean(dim=-1)).mean())

@@ -19,7 +19,7 @@ from analysis.progress import track
 from data.expressions import Problem
 from data.problems import MASTERED
 from data.short_operand import b_digits
-from data.tokenizer import CharTokenizer
+from data.tokenizer import tokenizer_for
 from model.calculator import Calculator
 
 
@@ -124,7 +124,7 @@ class Length(Analysis):
     figure_key = "curve"
 
     def compute(self, ctx: Context) -> list[LengthRow]:
-        calc = Calculator(ctx.module.net, ctx.fmt, CharTokenizer())
+        calc = Calculator(ctx.module.net, ctx.fmt, tokenizer_for(ctx.fmt))
         if calc.longest <= calc.trained_digits or not ctx.length_problems:
             return []
         tokens = lambda width: calc.fmt.at_width(width).seq_len  # noqa: E731

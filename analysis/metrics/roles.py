@@ -15,7 +15,7 @@ import torch
 
 from analysis.engine.cache import ActivationCache
 from analysis.metric import Column, Context, HeadMetric
-from data.positions import Position, positions
+from data.positions import RESULT_DIGITS, Position, positions
 from data.problems import ProblemFormat
 from data.working import work_lines
 from model.hooks import head_label
@@ -39,7 +39,7 @@ def describe_head(fmt: ProblemFormat, pattern: torch.Tensor) -> str:
     """One line for one head's mean pattern (T, T)."""
     roles = positions(fmt)
     queries = _answer_queries(fmt)
-    digit_queries = [(q, target) for q, target in queries if target.kind == "answer"]
+    digit_queries = [(q, target) for q, target in queries if target.kind in RESULT_DIGITS]
 
     # 1. With the working of long multiplication shown: a head that fetches the digits of a partial product.
     if work_lines(fmt) and (work := _working(fmt, pattern, roles, queries)):
@@ -49,6 +49,8 @@ def describe_head(fmt: ProblemFormat, pattern: torch.Tensor) -> str:
     #    (for '*': a_i and b_j with i + j = k + offset, one partial product of long multiplication).
     if fmt.operators == "*":
         return _partial_products(pattern, roles, digit_queries) or _fixed_or_previous(pattern, roles, queries, "·")
+    if fmt.operators == "/":
+        return _division(pattern, roles, digit_queries) or _fixed_or_previous(pattern, roles, queries, "/")
     offsets = Counter()
     for q, target in digit_queries:
         top = pattern[q].topk(2)
@@ -81,6 +83,39 @@ def _partial_products(pattern: torch.Tensor, roles: list[Position], digit_querie
             place = "k" if offset == 0 else f"k{offset:+d}"
             what = {0: " (a partial product)", -1: " (the partial product that carries in)"}.get(offset, "")
             return f"answer digit 10^k reads a_i and b_j with i+j={place}{what}"
+    return None
+
+
+DIVISION_HABITS = {  # what a query writing a division's digit may read most, and what it is in long division
+    "brought down": "quotient digit 10^k reads a digit 10^k (the digit long division brings down)",
+    "higher": "quotient digit 10^k reads a's digits above 10^k (the remainder so far)",
+    "divisor": "the quotient's digits read the divisor b",
+    "quotient": "the remainder's digits read the quotient written (a - q*b)",
+    "dividend": "the remainder's digits read a's low digits (a - q*b)",
+    "remainder divisor": "the remainder's digits read the divisor b (a - q*b)",
+}
+
+
+def _division(pattern: torch.Tensor, roles: list[Position], digit_queries) -> str | None:
+    """'/': the habit most of the quotient's (or the remainder's) digit queries share, by their heaviest key
+    (DIVISION_HABITS); None where no habit holds 60% of a part's queries."""
+    habits: dict[str, Counter] = {"quotient": Counter(), "remainder": Counter()}
+    for q, target in digit_queries:
+        key = roles[int(pattern[q].argmax())]
+        if pattern[q].max() < SPREAD:
+            continue
+        if target.kind == "quotient":
+            habit = "divisor" if key.kind == "b" else None
+            if key.kind == "a":
+                habit = "brought down" if key.place == target.place else "higher" if key.place > target.place else None
+        else:
+            habit = {"b": "remainder divisor", "quotient": "quotient", "a": "dividend"}.get(key.kind)
+        if habit:
+            habits[target.kind][habit] += 1
+    for part, counts in habits.items():
+        n = sum(t.kind == part for _, t in digit_queries)
+        if counts and counts.most_common(1)[0][1] >= 0.6 * n:
+            return DIVISION_HABITS[counts.most_common(1)[0][0]]
     return None
 
 
