@@ -8,12 +8,12 @@ from __future__ import annotations
 import torch
 
 from analysis.engine.cache import ActivationCache, run_with_cache
+from data.division import tokenizer_for
 from data.expressions import ExpressionError, parse_expression
 from data.positions import positions, token_labels
 from data.problems import ProblemEncoder, ProblemFormat
 from data.short_operand import b_digits
 from data.text import encode_problems
-from data.tokenizer import tokenizer_for
 from model.hooks import hook_name
 
 

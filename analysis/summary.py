@@ -21,7 +21,7 @@ from rich.text import Text
 from analysis.metric import points
 from analysis.metrics.roles import SPREAD
 from data.build import problem_format
-from data.problems import OPERATIONS
+from data.division import OPERATIONS
 from storage.messages import counted
 
 WIDTH = 100  # the summary's widest line, also when the terminal is wider (and the width assumed when piped)
@@ -52,10 +52,8 @@ def summary_lines(results: dict, width: int = WIDTH) -> list[str]:
     fmt = results["data"]
     operation = " / ".join(OPERATIONS.get(op, f"'{op}'") for op in fmt["operators"])
     order = "units digit first (reversed)" if fmt["reverse_answer"] else "most significant digit first"
-    if fmt["operators"] == "/":  # data/problems.py: whatever reverse_answer says
-        order = "as quotient then remainder, most significant digit first"
-    elif "/" in fmt["operators"] and fmt["reverse_answer"]:
-        order += ", a division's most significant first"
+    if fmt["operators"] == "/":  # the pair written as one number (data/division.py)
+        order = "remainder then quotient, " + order if fmt["reverse_answer"] else "quotient then remainder, " + order
     work = ", with its working" if problem_format(**fmt).work_len else ""
     d_model = results.get("d_model", results["n_heads"] * results["head_dim"])
     task = f"{fmt['digits']}-digit {operation}"

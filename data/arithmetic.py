@@ -14,7 +14,7 @@ from data.checks import check_whole
 from data.problems import ProblemEncoder, ProblemFormat
 from data.sampler import ProblemSampler
 from data.stream import ACCELERATOR_DRAW_STEPS, FreshBatches
-from data.tokenizer import tokenizer_for
+from data.tokenizer import CharTokenizer
 
 SEED_MAX = 2**32 - 1  # the run's seed= range (training/config.py); far larger overflowed torch's int64 in the stream
 
@@ -71,7 +71,7 @@ class ArithmeticData:
         config = DataConfig() if config is None else config
         self.config, self.fmt, self.mix, self.fixed = config, fmt or ProblemFormat(**config.format_settings), mix, fixed
         self.sampler = ProblemSampler(self.fmt, config.val_fraction, config.test_fraction)
-        self.tokenizer = tokenizer_for(self.fmt)
+        self.tokenizer = CharTokenizer()
         self.encoder = ProblemEncoder(self.fmt, self.tokenizer.vocab)
         self.batch_size, self.eval_batch_size = config.batch_size, config.eval_batch_size
         self.draw_steps = config.draw_steps

@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING
 
 from data.arithmetic import ArithmeticData, DataConfig
 from data.difficulty import HardCases
+from data.division import DividingFormat, divides, tokenizer_for
 from data.epochs import FixedSet
-from data.long_division import LongDivision
+from data.long_division import BesideWorking, LongDivision
 from data.mixing import MixedDraws
 from data.operands import OperandDraws
-from data.problems import ProblemFormat
+from data.problems import ProblemEncoder, ProblemFormat
 from data.running_product import RunningProduct, lines_end_on_next
 from data.sampler import ENUMERATE_LIMIT, ProblemSampler
 from data.short_operand import ShortOperand, b_digits
@@ -71,12 +72,15 @@ def problem_format(*args, **settings) -> ProblemFormat | SumFormat:
     OperandDraws.shares(settings)
     varied = settings["mixed_lengths"] or settings["round_numbers"] or settings.get("larger_first")
     working = None
-    if settings.get("show_work") and "".join(map(str, settings.get("operators", "+"))) == "/":  # long division's steps
+    dividing = divides(settings.get("operators"))  # '/': data/division.py's format
+    if settings.get("show_work") and dividing and len(settings["operators"]) == 1:  # long division's steps
         working = LongDivision(short_b)
     elif settings.get("show_work"):  # long multiplication's partial products, or the lines of a short b, or Horner's
         working = RunningProduct(sees_next) if running else ShortWorking(short_b) if short_b else Working()
+        working = BesideWorking(working, LongDivision(short_b)) if dividing else working  # '/' among others
     draws = OperandDraws() if varied else None
-    fmt = ProblemFormat(**settings, working=working, draws=ShortOperand(short_b, draws) if short_b else draws)
+    written = DividingFormat if dividing else ProblemFormat
+    fmt = written(**settings, working=working, draws=ShortOperand(short_b, draws) if short_b else draws)
     if working is not None:
         working.check(fmt)
     return fmt
@@ -139,6 +143,7 @@ class ResearchSettings:
     what each does), checked with the key named as :func:`arithmetic_data` builds their pieces."""
 
     show_work: bool = False
+    operators: str | None = None  # with '/', the run's operators: the lesson's DataConfig is given the rest
     mixed_lengths: bool | float = False
     round_numbers: float = 0.0
     larger_first: bool = False
@@ -154,8 +159,10 @@ class ResearchSettings:
 
     @property
     def format_settings(self) -> dict:
-        """The :class:`ProblemFormat`'s settings among these: its working and operand draws (b_digits too)."""
-        return {name: getattr(self, name) for name in FORMAT_KEYS if hasattr(self, name)}
+        """The :class:`ProblemFormat`'s settings among these: its working and operand draws (b_digits too), and the
+        operators where they divide."""
+        settings = {name: getattr(self, name) for name in FORMAT_KEYS if hasattr(self, name)}
+        return settings if self.operators else {k: v for k, v in settings.items() if k != "operators"}
 
 
 @dataclass(frozen=True)
@@ -170,6 +177,9 @@ def data_settings(**keys) -> DataSettings:
     """configs/data's ``_target_``: its keys parted into the lesson's :class:`DataConfig` and the
     :class:`ResearchSettings` (a key neither has: DataConfig's TypeError, which names it)."""
     research = {f.name: keys.pop(f.name) for f in fields(ResearchSettings) if f.name in keys}
+    if divides(keys.get("operators")):  # the lesson checks the other operators; data/division.py writes '/'
+        research["operators"] = "".join(map(str, keys["operators"]))
+        keys["operators"] = research["operators"].replace("/", "") or "+"
     return DataSettings(DataConfig(**keys), ResearchSettings(**research))
 
 
@@ -183,7 +193,7 @@ def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> Arithm
     HardCases.check(research.hard_share, research.hard_fade_steps)
     one_layout = research.show_work and not (research.b_digits or research.running_product or research.operands > 2)
     MixedDraws.check(research.mixed_widths, research.streaming, one_layout)
-    fmt = problem_format(**config.format_settings, **research.format_settings)
+    fmt = problem_format(**(config.format_settings | research.format_settings))
     sums = isinstance(fmt, SumFormat)  # a sum of many operands: its own sampler and encoder (data/sums.py)
     if sums and (research.hard_share or not research.streaming):
         raise ValueError(f"operands={fmt.terms}: sums are streamed uniformly; set hard_share=0 and streaming=true")
@@ -193,9 +203,14 @@ def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> Arithm
     streamed_hard = research.hard_share and research.streaming  # a fixed set is drawn once, uniformly
     hard = HardCases(sampler, research.hard_share, research.hard_fade_steps) if streamed_hard else None
     mix = MixedDraws(hard, research.mixed_widths) if hard or research.mixed_widths else None
-    data = ArithmeticData(config, fmt, mix, None if research.streaming else FixedSet(research.n_train))
+    dividing = isinstance(fmt, DividingFormat)  # built with the lesson's format of its other operators, then handed it
+    fixed = None if research.streaming else FixedSet(research.n_train)
+    data = ArithmeticData(config, None if dividing else fmt, mix, fixed)
     if sums:  # the lesson's data, handed the pieces that draw and write sums in place of a op b's
         data.sampler, data.encoder = sampler, SumEncoder(fmt, data.tokenizer.vocab)
+    elif dividing:  # the lesson's data, handed the format that divides and its token '/'
+        data.fmt, data.tokenizer = fmt, tokenizer_for(fmt)
+        data.sampler, data.encoder = sampler, ProblemEncoder(fmt, data.tokenizer.vocab)
     return data
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from data.checks import check_whole
-from data.problems import OPERATORS, ProblemFormat
+from data.problems import ProblemFormat
 from data.sampler import ProblemSampler
 
 HARD_TRIES = 8  # a hard case is the most difficult of this many training draws
@@ -87,10 +87,9 @@ def difficulty(
     ('/') it needs;
     op_idx indexes ``fmt.operators``. Each of the format's rules scores every problem, and each problem keeps its
     own operator's score (no boolean indexing: its size would be read back from a GPU)."""
-    code = fmt.operator_codes(op_idx)  # 0 '+', 1 '-', 2 '*', 3 '/'
     count = torch.zeros_like(a)
-    for op in fmt.operators:
-        count = torch.where(code == OPERATORS.index(op), RULES[op](a, b, columns), count)
+    for i, op in enumerate(fmt.operators):
+        count = torch.where(op_idx == i, RULES[op](a, b, columns), count)
     return count
 
 

@@ -19,7 +19,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from data.problems import OPERATORS, ProblemFormat
+from data.division import OPERATORS
+from data.problems import ProblemFormat
 from data.short_operand import b_digits
 from data.short_working import b_limit
 from data.sums import MOST_OPERANDS, SumFormat, SumProblem

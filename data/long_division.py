@@ -14,6 +14,7 @@ for it; it has :class:`data.working.Working`'s methods, with steps of its own.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from data.problems import digits_of, lookup
 from data.working import result_after
@@ -86,3 +87,45 @@ class LongDivision:
         work line k, at the place of a's digit the step brings down."""
         width = self.remainder_digits(fmt)
         return [position("work", fmt.digits - 1 - k, k) for k in range(fmt.digits) for _ in range(1 + width)]
+
+
+class BesideWorking:
+    """Long division's steps for a format's '/' problems beside another working for its other operators (``inner``:
+    long multiplication's, in experiment=mixed): each problem writes its own, the shorter padded with zeros to the
+    longer, so every problem has one length."""
+
+    def __init__(self, inner, division: LongDivision):
+        self.inner, self.division = inner, division
+
+    def check(self, fmt) -> None:
+        self.inner.check(fmt)
+
+    def lines(self, fmt) -> int:
+        return self.inner.lines(fmt)
+
+    def length(self, fmt) -> int:
+        return max(self.inner.length(fmt), self.division.length(fmt))
+
+    def line(self, i: int) -> tuple[str, int]:
+        return self.inner.line(i)
+
+    def separators(self, fmt) -> str:
+        return self.inner.separators(fmt)
+
+    def values(self, fmt, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return self.inner.values(fmt, a, op_idx, b)
+
+    def tokens(self, fmt, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor, vocab: dict) -> torch.Tensor:
+        """(N,) problems -> (N, length): the inner working's tokens, a division's steps where the problem divides."""
+        zero = lambda t: F.pad(t, (0, self.length(fmt) - t.shape[1]), value=vocab["0"])  # noqa: E731
+        steps = self.division.tokens(fmt, a, op_idx, b, vocab)
+        return torch.where(
+            fmt.divisions(op_idx).unsqueeze(1), zero(steps), zero(self.inner.tokens(fmt, a, op_idx, b, vocab))
+        )
+
+    def text(self, fmt, a: int, op: str, b: int) -> str:
+        written = self.division.text(fmt, a, op, b) if op == "/" else self.inner.text(fmt, a, op, b)
+        return written.ljust(self.length(fmt), "0")
+
+    def result_text(self, fmt, written: str) -> str:
+        return result_after(self, fmt, written)

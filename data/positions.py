@@ -54,8 +54,9 @@ def positions(fmt: ProblemFormat | SumFormat) -> list[Position]:
     operand = lambda kind: [Position(kind, fmt.digits - 1 - i) for i in range(fmt.digits)]  # noqa: E731
     places = list(range(fmt.answer_digits))[:: 1 if fmt.reverse_answer else -1]  # in the order they are written
     answer = [Position("answer", k) for k in places]
-    if fmt.operators == "/":
+    if fmt.operators == "/":  # q then r, or with reverse_answer r then q, units first (data/division.py)
         answer = [Position(part, k) for part in ("quotient", "remainder") for k in range(fmt.digits - 1, -1, -1)]
+        answer = answer[::-1] if fmt.reverse_answer else answer
     if fmt.signed:
         answer = answer + [Position("sign")] if fmt.reverse_answer else [Position("sign")] + answer
     work = [

@@ -8,11 +8,7 @@ A problem ``a <op> b`` is written as one fixed-length string, so a batch needs n
 Operands are zero-padded to ``digits``; the answer is zero-padded to a fixed width and, with ``reverse_answer``,
 written least-significant digit first -- the order in which carries are computed, so every answer digit depends
 only on what is already written (see the README for the measurement). When subtraction is among the operators every
-answer also carries a sign ('+' or '-'). A division ``a/b`` (b > 0) is answered with its quotient then its
-remainder, each ``digits`` wide and most significant digit first whatever ``reverse_answer`` says -- the order in
-which long division finds them:
-
-    [BOS] 017/005=003002 [EOS]           17 / 5 = 3 r 2
+answer also carries a sign ('+' or '-').
 
 Splits are a pure function of the problem (a hash of a, op, b), so no test problem can ever be drawn for training,
 whatever the seed or batch size; data/sampler.py draws the problems of a split. A problem as text (what calc.py,
@@ -30,16 +26,13 @@ import torch.nn.functional as F
 
 from data.checks import check_whole
 
-OPERATORS = "+-*/"
-OPERATIONS = {"+": "addition", "-": "subtraction", "*": "multiplication", "/": "division"}  # their names
+OPERATORS = "+-*"
 SPLITS = ("train", "val", "test")
 # The exact-match share at which a task counts as done: the step learning curves mark and sweeps compare
 # (steps_to_99), verify.py's pass mark, the longest length a model is said to answer.
 MASTERED = 0.99
-# The widest operands int64 arithmetic can hold: a*b must stay below 2**63 for '*', a+b for '+'/'-', and a
-# quotient and remainder side by side (q * 10**digits + r, :meth:`ProblemFormat.values`) for '/'.
-MAX_DIGITS = {"+": 17, "-": 17, "*": 9, "/": 9}
-DIVIDE = OPERATORS.index("/")  # the operator code of '/' (:meth:`ProblemFormat.operator_codes`)
+# The widest operands int64 arithmetic can hold: a*b must stay below 2**63 for '*', a+b for '+'/'-'.
+MAX_DIGITS = {"+": 17, "-": 17, "*": 9}
 
 
 def mix(x: torch.Tensor) -> torch.Tensor:
@@ -84,7 +77,7 @@ class ProblemFormat:
         ops = given if isinstance(given, str) else "".join(map(str, given)) if isinstance(given, Iterable) else ""
         object.__setattr__(self, "operators", ops)  # accept [+, -] as well as "+-"
         if not ops or any(op not in OPERATORS for op in ops) or len(set(ops)) != len(ops):
-            raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', '/', each once (e.g. '+-')")
+            raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', each once (e.g. '+-')")
         check_whole("digits", self.digits)
         if not isinstance(self.reverse_answer, bool):
             raise ValueError(f"reverse_answer={self.reverse_answer!r}: must be true or false")
@@ -107,7 +100,7 @@ class ProblemFormat:
 
     @property
     def answer_digits(self) -> int:
-        widths = {"+": self.digits + 1, "-": self.digits, "*": 2 * self.digits, "/": 2 * self.digits}  # '/': q, r
+        widths = {"+": self.digits + 1, "-": self.digits, "*": 2 * self.digits}
         return max(widths[op] for op in self.operators)
 
     @property
@@ -160,21 +153,13 @@ class ProblemFormat:
 
     # ---- problems as tensors: (a, op_idx, b), each (N,) int64; op_idx indexes ``operators`` ----------
     def operator_codes(self, op_idx: torch.Tensor) -> torch.Tensor:
-        """op_idx -> the operator's place in OPERATORS: 0 '+', 1 '-', 2 '*', 3 '/'."""
+        """op_idx -> the operator's place in OPERATORS: 0 '+', 1 '-', 2 '*'."""
         return lookup(tuple(OPERATORS.index(op) for op in self.operators), op_idx.device)[op_idx]
 
     def values(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """The true results, vectorised; a division's quotient and remainder side by side, q * 10**digits + r."""
+        """The true results, vectorised."""
         codes = self.operator_codes(op_idx)
-        values = torch.where(codes == 0, a + b, torch.where(codes == 1, a - b, a * b))
-        if "/" not in self.operators:
-            return values
-        divisor = b.clamp(min=1)  # b > 0 wherever codes == DIVIDE (:meth:`random_problems`)
-        return torch.where(codes == DIVIDE, a // divisor * 10**self.digits + a % divisor, values)
-
-    def divides(self, op_idx: torch.Tensor) -> torch.Tensor:
-        """(N,) True where the problem is a division: its answer is written most significant digit first."""
-        return self.operator_codes(op_idx) == DIVIDE
+        return torch.where(codes == 0, a + b, torch.where(codes == 1, a - b, a * b))
 
     def split_of(
         self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor, val_fraction: float, test_fraction: float
@@ -202,26 +187,17 @@ class ProblemFormat:
         if self.draws is not None:
             a, b = self.draws.varied(self, a, b, generator)  # mixed lengths, round numbers
         op_idx = torch.randint(len(self.operators), (n,), generator=generator, device=device)
-        if "/" in self.operators:  # no division by zero: a zero divisor drawn again, uniform in [1, b's bound)
-            bound = self.draws.bound(self) if hasattr(self.draws, "bound") else high
-            again = torch.randint(1, bound, (n,), generator=generator, device=device)
-            b = torch.where(self.divides(op_idx) & (b == 0), again, b)
         return (a, op_idx, b) if self.draws is None else self.draws.ordered(self, a, op_idx, b)  # larger first
 
     @property
     def n_problems(self) -> int:
-        """How many problems the layout holds (a division by zero is none)."""
-        return len(self.operators) * 10 ** (2 * self.digits) - ("/" in self.operators) * 10**self.digits
+        return len(self.operators) * 10 ** (2 * self.digits)
 
     def all_problems(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
         """Every problem of this format (only sensible for small digit counts)."""
         high = 10**self.digits
-        grid = torch.arange(len(self.operators) * high * high, dtype=torch.int64, device=device)
+        grid = torch.arange(self.n_problems, dtype=torch.int64, device=device)
         problems = (grid // high) % high, grid // (high * high), grid % high
-        if "/" in self.operators:  # no division by zero
-            a, op_idx, b = problems
-            keep = ~(self.divides(op_idx) & (b == 0))
-            problems = a[keep], op_idx[keep], b[keep]
         return problems if self.draws is None else self.draws.only_written(self, *problems)  # larger first
 
 
@@ -246,8 +222,8 @@ class ProblemEncoder:
         answer = digit[digits_of(value.abs(), fmt.answer_digits)]  # (N, answer_digits)
         if fmt.signed:
             answer = torch.cat([lookup(self.sign_ids, device)[(value < 0).long()].unsqueeze(1), answer], dim=1)
-        if fmt.reverse_answer:  # a division's quotient and remainder stay most significant digit first
-            answer = torch.where(fmt.divides(op_idx).unsqueeze(1), answer, answer.flip(1))
+        if fmt.reverse_answer:
+            answer = answer.flip(1)
         if fmt.working is not None:  # the working's (N, work_len) tokens before the result (data/working.py)
             answer = torch.cat([fmt.working.tokens(fmt, a, op_idx, b, self.vocab), answer], dim=1)
         prompt = [column(self.bos), digit[digits_of(a, fmt.digits)], lookup(self.op_ids, device)[op_idx].unsqueeze(1)]

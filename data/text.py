@@ -66,10 +66,9 @@ def ordered(fmt: ProblemFormat, plain: str) -> str:
 
 def answer_text(fmt: ProblemFormat, value: int | Quotient) -> str:
     """The result ``value`` as the model writes it: zero-padded, signed when '-' is an operator, in digit order; a
-    division's quotient and remainder each ``fmt.digits`` wide, most significant digit first (data/problems.py)."""
+    division's quotient and remainder each ``fmt.digits`` wide, side by side as one number (data/division.py)."""
     if isinstance(value, Quotient):
-        plain = f"{value.quotient:0{fmt.digits}d}{value.remainder:0{fmt.digits}d}".zfill(fmt.answer_digits)
-        return ("+" if fmt.signed else "") + plain
+        value = value.quotient * 10**fmt.digits + value.remainder
     plain = f"{abs(value):0{fmt.answer_digits}d}"
     if fmt.signed:
         plain = ("-" if value < 0 else "+") + plain
@@ -91,12 +90,12 @@ def parse_answer(fmt: ProblemFormat, text: str, op: str | None = None) -> int | 
     """Inverse of :func:`answer_text`; given all the model wrote for a problem of ``op`` (None: the format's only
     operator, or one that is not '/'), reads the result at its end (raises ValueError on a string that is not an
     answer)."""
-    if (op or fmt.operators[0] if len(fmt.operators) == 1 else op) == "/":
-        plain = result_text(fmt, text)[int(fmt.signed) :]
-        if not plain.isdigit() or (fmt.signed and result_text(fmt, text)[0] != "+"):
-            raise ValueError(f"not a quotient and remainder: {text!r}")
-        return Quotient(int(plain[: -fmt.digits]), int(plain[-fmt.digits :]))
     plain = ordered(fmt, result_text(fmt, text))  # reversing twice restores the order
+    if (op or fmt.operators[0] if len(fmt.operators) == 1 else op) == "/":
+        digits = plain[1:] if fmt.signed and plain[:1] == "+" else plain if not fmt.signed else ""
+        if not digits.isdigit():
+            raise ValueError(f"not a quotient and remainder: {text!r}")
+        return Quotient(int(digits[: -fmt.digits] or 0), int(digits[-fmt.digits :]))
     sign = 1
     if fmt.signed:
         sign, plain = (-1 if plain[0] == "-" else 1), plain[1:]

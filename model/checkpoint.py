@@ -17,7 +17,8 @@ import torch
 from tokenizers import Tokenizer
 
 from data.build import problem_format
-from data.tokenizer import CHARACTERS, CharTokenizer, tokenizer_for
+from data.division import DividingFormat, tokenizer_for
+from data.tokenizer import CHARACTERS, CharTokenizer
 from model.build import network_for
 from model.calculator import Calculator
 from model.device import resolve_device
@@ -90,7 +91,7 @@ def tokenizer_from_json(text: str) -> CharTokenizer:
     builds: the vocabulary is fixed, so a file that differs (two digits' ids swapped, ...) is damaged, and
     a model would read and write the wrong digits through it without a word."""
     tokenizer = CharTokenizer(Tokenizer.from_str(text))
-    built = CharTokenizer(divides=tokenizer.divides)  # a model that divides has '/' after the rest
+    built = tokenizer_for(DividingFormat(operators="/")) if "/" in tokenizer.vocab else CharTokenizer()  # '/' last
     if tokenizer.vocab != built.vocab:
         differ = sorted(
             t for t in set(built.vocab) | set(tokenizer.vocab) if tokenizer.vocab.get(t) != built.vocab.get(t)

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import torch
 
+from data.division import OPERATIONS
 from data.expressions import Problem
-from data.problems import OPERATIONS
 from data.short_working import b_limit
 from data.text import prompt_text, written_text
 from data.working import work_lines

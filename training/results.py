@@ -68,7 +68,7 @@ def test_mistakes(
     found: (problems, answers written) batches holding every problem of ``test_set`` that the test got wrong, in
     order (``module.test_wrong`` after a one-process test); None: find them here.
     """
-    from data.tokenizer import tokenizer_for
+    from data.division import tokenizer_for
 
     fmt, id_to_token = module.fmt, tokenizer_for(module.fmt).id_to_token
     if found is None:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
+from data.division import tokenizer_for
 from data.positions import RESULT_DIGITS, Position, positions
 from data.problems import ProblemEncoder, ProblemFormat
-from data.tokenizer import tokenizer_for
 
 # what changing a digit j places below the studied one does, per operator (j = 0, 1, 2+)
 KINDS = {"+": ("base add", "carry", "sum-9 cascade"), "-": ("base subtract", "borrow", "borrow cascade")}

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from analysis.length_figure import length_curves
 from analysis.metric import Analysis, Column, Context
 from analysis.progress import track
+from data.division import tokenizer_for
 from data.expressions import Problem
 from data.problems import MASTERED
 from data.short_operand import b_digits
-from data.tokenizer import tokenizer_for
 from model.calculator import Calculator
 
 
