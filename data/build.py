@@ -172,6 +172,11 @@ class DataSettings:
     config: DataConfig
     research: ResearchSettings
 
+    @property
+    def operators(self) -> str:
+        """The run's operators: the research settings hold them where they divide (:func:`data_settings`)."""
+        return self.research.operators or self.config.operators
+
 
 def data_settings(**keys) -> DataSettings:
     """configs/data's ``_target_``: its keys parted into the lesson's :class:`DataConfig` and the
