@@ -188,6 +188,9 @@ def lab_for_run(run_dir) -> dict:
         if isinstance(fmt, SumFormat):  # the page's problems are a op b
             return {"error": f"the lab asks a op b problems; ask this model's sums of {fmt.terms} operands with "
                              "calc.py (python calc.py 12+345+6789), and score them with calc.py --eval"}  # fmt: skip
+        if "/" in fmt.operators:  # the page writes and scores + - * (lab.js)
+            return {"error": "the lab asks + - * problems; ask this model's divisions with calc.py (python calc.py "
+                             "17/5 prints 3 r 2), and score them with calc.py --eval"}  # fmt: skip
         return lab_payload(net, fmt, tokenizer.vocab)
     except (CheckpointError, OSError, KeyError, TypeError, ValueError) as e:
         return {"error": f"the lab cannot run this model: {one_line(e, sentence=True)}"}

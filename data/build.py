@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from data.arithmetic import ArithmeticData, DataConfig
 from data.difficulty import HardCases
-from data.division import DividingFormat, divides, tokenizer_for
+from data.division import DividingFormat, beyond_lesson, tokenizer_for
 from data.epochs import FixedSet
 from data.long_division import BesideWorking, LongDivision
 from data.mixing import MixedDraws
@@ -72,7 +72,7 @@ def problem_format(*args, **settings) -> ProblemFormat | SumFormat:
     OperandDraws.shares(settings)
     varied = settings["mixed_lengths"] or settings["round_numbers"] or settings.get("larger_first")
     working = None
-    dividing = divides(settings.get("operators"))  # '/': data/division.py's format
+    dividing = beyond_lesson(settings.get("operators"))  # '/': data/division.py's format
     if settings.get("show_work") and dividing and len(settings["operators"]) == 1:  # long division's steps
         working = LongDivision(short_b)
     elif settings.get("show_work"):  # long multiplication's partial products, or the lines of a short b, or Horner's
@@ -182,9 +182,9 @@ def data_settings(**keys) -> DataSettings:
     """configs/data's ``_target_``: its keys parted into the lesson's :class:`DataConfig` and the
     :class:`ResearchSettings` (a key neither has: DataConfig's TypeError, which names it)."""
     research = {f.name: keys.pop(f.name) for f in fields(ResearchSettings) if f.name in keys}
-    if divides(keys.get("operators")):  # the lesson checks the other operators; data/division.py writes '/'
+    if beyond_lesson(keys.get("operators")):  # the lesson checks the rest; data/division.py writes '/'
         research["operators"] = "".join(map(str, keys["operators"]))
-        keys["operators"] = research["operators"].replace("/", "") or "+"
+        keys["operators"] = "".join(c for c in research["operators"] if c in "+-*") or "+"
     return DataSettings(DataConfig(**keys), ResearchSettings(**research))
 
 

@@ -33,6 +33,13 @@ def divides(operators) -> bool:
     return "/" in (operators if isinstance(operators, str) else "".join(map(str, operators or "")))
 
 
+def beyond_lesson(operators) -> bool:
+    """Whether ``operators`` hold one the lesson's format does not write: '/', or one no format writes (whose error
+    :class:`DividingFormat` then gives, naming every operator there is)."""
+    ops = operators if isinstance(operators, str) else "".join(map(str, operators or ""))
+    return bool(ops) and not set(ops) <= set("+-*")
+
+
 @dataclasses.dataclass(frozen=True)
 class DividingFormat:
     """A :class:`ProblemFormat` whose operators may hold '/': the same settings, the lesson's layout and scoring read

@@ -48,7 +48,7 @@ BAD_CONFIGS = [  # (overrides, what the one line must contain)
     ("data.digits=0", "data.digits=0"),
     ("data.digits=18", "data.digits=18"),
     ("data.digits=10 data.operators=*", "data.digits=10"),
-    ("data.operators=/", "data.operators='/'"),
+    ("data.operators=%", "data.operators='%'"),
     ("data.operators=++", "data.operators='++'"),
     ("data.operators=[1,2]", "data.operators="),
     ("data.batch_size=0", "data.batch_size=0"),
