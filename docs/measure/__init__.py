@@ -34,6 +34,7 @@ SECTIONS = [
     "add10_recipe",
     "add10_speedrun",
     "mul_working",
+    "division",
     "circuits_tasks",
     "recipe_search",
     "arithmetic",
