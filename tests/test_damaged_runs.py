@@ -378,7 +378,7 @@ def test_analyse_on_a_damaged_config_is_one_line(trained, tmp_path, capsys):
 
 
 BAD_SETTINGS = {  # a run's config.yaml edited to a value analyse.py cannot use -> what its one line must say
-    "analysis.probes=[12/4]": "probes: probe '12/4': this model was not trained on '/'",  # was a traceback once the analysis began
+    "analysis.probes=[12/4]": "probes: probe '12/4': this model was not trained on '/'",  # once a traceback
     "analysis.probes=[999+1]": "probe '999+1'",  # wider than the run's 2 digits
     "analysis.probes=[]": "probes=[]",
     "analysis.n_problems=0": "n_problems=0",

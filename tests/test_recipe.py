@@ -295,13 +295,25 @@ def test_lightning_resumes_a_checkpoint_holding_an_old_optimizer_state(tmp_path)
 def test_the_stop_at_the_target_waits_for_the_loss_margin():
     """configs/callbacks/default.yaml's stop: every validation problem right (target_accuracy) and a validation loss
     under target_loss; either alone does not stop a run, and target_loss=null is the exact-match stop alone."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.trainer.states import TrainerFn
+
     from training.callbacks import TargetStop
 
     def stops(exact_match: float, loss: float, loss_below: float | None = 0.01) -> bool:
+        """One validation's end, through the callback's public hook, as a fitting trainer calls it."""
         stop = TargetStop(monitor="val/exact_match", mode="max", stopping_threshold=0.9999, loss_below=loss_below,
                           patience=1_000_000)  # fmt: skip
-        stop.loss = loss
-        return stop._evaluate_stopping_criteria(torch.tensor(exact_match))[0]
+        trainer = SimpleNamespace(
+            state=SimpleNamespace(fn=TrainerFn.FITTING), sanity_checking=False, fast_dev_run=False, should_stop=False,
+            callback_metrics={"val/exact_match": torch.tensor(exact_match), "val/loss": torch.tensor(loss)},
+            strategy=SimpleNamespace(reduce_boolean_decision=lambda decision, all: decision),
+            global_rank=0, current_epoch=0,
+        )  # fmt: skip
+        stop.on_validation_end(trainer, None)
+        assert stop.stopping_threshold == 0.9999  # the threshold is the run's again after each check
+        return trainer.should_stop
 
     assert stops(1.0, 0.005) and not stops(1.0, 0.02) and not stops(0.999, 0.005)
     assert stops(1.0, 0.02, loss_below=None)  # target_loss=null: the first perfect validation stops it
@@ -311,3 +323,16 @@ def test_the_stop_at_the_target_waits_for_the_loss_margin():
     assert stop.stopping_threshold == cfg.target_accuracy
     off = hydra.utils.instantiate(compose_config(["target_accuracy=null"]).callbacks.early_stopping)
     assert off.stopping_threshold is None  # no stop at all: all of trainer.max_steps
+
+
+def test_the_progress_bar_has_a_theme_of_its_own():
+    """StepProgressBar's look is its own theme's: Lightning's default theme, one object shared by every
+    RichProgressBar of the process, is left as it was."""
+    from lightning.pytorch.callbacks import RichProgressBar
+
+    from training.callbacks import StepProgressBar
+
+    before = RichProgressBar().theme.metrics_text_delimiter
+    ours = StepProgressBar()
+    assert ours.theme.metrics_text_delimiter == "  " and ours.theme is not RichProgressBar().theme
+    assert RichProgressBar().theme.metrics_text_delimiter == before

@@ -11,13 +11,14 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, RichProgressBar
-from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
-from lightning.pytorch.callbacks.progress.rich_progress import CustomBarColumn
+from lightning.pytorch.callbacks.progress.rich_progress import CustomBarColumn, RichProgressBarTheme
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from rich.progress import ProgressColumn, TextColumn
 from rich.text import Text
@@ -252,22 +253,27 @@ class TargetStop(EarlyStopping):
     def __init__(self, *args, loss_below: float | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.loss_below = loss_below
-        self.loss: float | None = None  # the validation loss of the check under way
 
-    # Lightning has no public hook for a second stop condition: these are EarlyStopping's own check and criteria
-    # (lightning 2.6), each extended and handed back to it; tests/test_recipe.py pins what they decide
-    def _run_early_stopping_check(self, trainer: L.Trainer) -> None:
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        with self._threshold_after_margin(trainer):
+            super().on_validation_end(trainer, pl_module)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        with self._threshold_after_margin(trainer):
+            super().on_train_epoch_end(trainer, pl_module)
+
+    @contextmanager
+    def _threshold_after_margin(self, trainer: L.Trainer) -> Iterator[None]:
+        """EarlyStopping's own check (its public hooks, its public ``stopping_threshold``), the threshold held back
+        while the validation loss is not yet under ``loss_below``: right, but not yet by the margin asked."""
         loss = trainer.callback_metrics.get("val/loss")
-        self.loss = None if loss is None else float(loss)
-        super()._run_early_stopping_check(trainer)
-
-    def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
-        stop, reason = super()._evaluate_stopping_criteria(current)
-        at_threshold = stop and self.stopping_reason == EarlyStoppingReason.STOPPING_THRESHOLD
-        if at_threshold and self.loss_below is not None and not (self.loss is not None and self.loss < self.loss_below):
-            self.stopping_reason = EarlyStoppingReason.NOT_STOPPED  # right, but not yet by the margin asked
-            return False, None
-        return stop, reason
+        threshold = self.stopping_threshold
+        if self.loss_below is not None and not (loss is not None and float(loss) < self.loss_below):
+            self.stopping_threshold = None
+        try:
+            yield
+        finally:
+            self.stopping_threshold = threshold
 
 
 class StepsColumn(ProgressColumn):
@@ -313,12 +319,12 @@ class StepProgressBar(RichProgressBar):
     steps: reading it back is a host sync on a GPU.
     """
 
-    def __init__(self, *args, updates_per_second: float = 10.0, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args, updates_per_second: float = 10.0, theme: RichProgressBarTheme | None = None, **kwargs):
+        # a theme of its own: RichProgressBar's default is one object shared by every bar of the process
+        super().__init__(*args, theme=theme or RichProgressBarTheme(metrics_text_delimiter="  "), **kwargs)
         self.min_interval = 1.0 / updates_per_second
         self._loss, self._loss_step = None, -(10**9)  # the loss shown, and the step it was read at
         self._moved = 0.0  # when the bar last moved (time.perf_counter)
-        self.theme.metrics_text_delimiter = "  "
 
     def _get_train_description(self, current_epoch: int) -> str:
         return "training"
