@@ -71,7 +71,7 @@ def train(cfg: DictConfig, run: Run, name: str, group: str | None) -> dict:
     with run.phase("report"):  # each phase from the analysis on ends with the record: the page reads it
         run.finished()
         page = write_run_report(run.dir.path)  # report.html: the run on one page, its model in the lab
-        Recorder(run.dir, run.loggers).page(page)  # and in the wandb run, as an HTML panel
+        Recorder(run.dir, run.loggers).the_run(page, run.record())  # to wandb: the page, the summary, the files
     return run.results
 
 

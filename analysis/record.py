@@ -16,6 +16,9 @@ from storage.rundir import RunDir, SweepDir, write_atomically
 from training.loggers import quiet_wandb, wandb_loggers
 
 DPI = 90
+# results.json's headline numbers, in a wandb run's summary too (Recorder.the_run)
+HEADLINE = ("test_exact_match", "test_digit_accuracy", "n_params", "steps", "train_seconds", "total_seconds",
+            "tokens_per_second")  # fmt: skip
 
 
 def save_figure(figure, path: Path) -> Path:
@@ -75,6 +78,22 @@ class Recorder:
             for logger in self.wandb:
                 logger.experiment.log({"report": html})
 
+    def the_run(self, page: Path, results: dict) -> None:
+        """The finished run in each wandb run: its page (:meth:`page`), its headline numbers in the summary, and its
+        files (checkpoints, record, report, figures: RunDir.own_files) as one artifact, ``run-<wandb id>``."""
+        if not self.wandb:
+            return
+        import wandb
+
+        self.page(page)
+        self.summary({key: results[key] for key in HEADLINE if isinstance(results.get(key), (int, float))})
+        for logger in self.wandb:
+            run = logger.experiment
+            artifact = wandb.Artifact(f"run-{run.id}", type="run", metadata={"run_dir": str(self.run_dir.path)})
+            for path in self.run_dir.own_files():
+                artifact.add_file(str(path), name=path.relative_to(self.run_dir.path).as_posix())
+            run.log_artifact(artifact)
+
     def summary(self, values: dict) -> None:
         """Headline numbers in each wandb run's summary."""
         for logger in self.wandb:
@@ -82,23 +101,28 @@ class Recorder:
                 logger.experiment.summary[key] = value
 
 
-def record_sweep(sweep: SweepDir, columns: list[str], rows: list[dict], markdown: str, figure, wandb: bool) -> None:
-    """A sweep's summary: CSV, Markdown and figure in the sweep directory; with ``wandb``, the same table and
-    figure as a wandb run of its own in the sweep's group (offline unless WANDB_MODE says otherwise)."""
+def record_sweep(
+    sweep: SweepDir, columns: list[str], rows: list[dict], markdown: str, figure, wandb: dict | None
+) -> None:
+    """A sweep's summary: CSV, Markdown and figure in the sweep directory; with ``wandb`` (its jobs' logger.wandb
+    settings), the same table and figure as a wandb run of its own, job_type summary, in the sweep's group, with the
+    jobs' project, entity and mode."""
     write_csv(sweep.summary_csv, columns, rows)
     RunDir.write_text(sweep.summary_md, markdown)
     save_figure(figure, sweep.summary_figure)
-    if not wandb:
+    if wandb is None:
         return
     import wandb as wb
 
     run = wb.init(
-        project="tinycalc",
+        project=wandb.get("project") or "tinycalc",
+        entity=wandb.get("entity"),
         group=sweep.path.name,
         name="sweep-summary",
         job_type="summary",
+        tags=list(wandb.get("tags") or []),
         dir=str(sweep.path),
-        mode=os.environ.get("WANDB_MODE", "offline"),
+        mode=wandb.get("mode") or os.environ.get("WANDB_MODE", "offline"),
         **quiet_wandb("wandb"),  # its banner lines too, as the runs' own (training/loggers.py)
     )
     run.log(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from analysis import conclusion
 from analysis.metric import learned
@@ -111,7 +111,7 @@ def read_job(job: RunDir, damaged: list[str] | None = None) -> dict:
     results = results or {}
     n_heads, d_model = _get(cfg, "model.n_heads"), _get(cfg, "model.d_model")
     number = lambda key: results.get(key) if isinstance(results.get(key), (int, float)) else None  # noqa: E731
-    logger = _get(cfg, "logger")
+    wandb = _get(cfg, "logger.wandb")
     return {
         "overrides": overrides,
         "n_heads": n_heads,
@@ -129,7 +129,7 @@ def read_job(job: RunDir, damaged: list[str] | None = None) -> dict:
         "status": status,
         "seed": _get(cfg, "seed"),
         "history": history,
-        "wandb": bool(logger) and "wandb" in logger,
+        "wandb": OmegaConf.to_container(wandb) if isinstance(wandb, DictConfig) else None,  # its logger.wandb
     }
 
 
@@ -206,7 +206,9 @@ def markdown(rows: list[dict]) -> str:
 
 
 def record_summary(sweep: SweepDir, rows: list[dict]) -> None:
-    """sweep_summary.csv/.md/.png, and the same table and figure to wandb when the sweep used it."""
+    """sweep_summary.csv/.md/.png, and the same table and figure to wandb when the sweep used it, with its jobs'
+    logger settings."""
     from analysis.plots import sweep_figure  # matplotlib only when a sweep ends
 
-    record_sweep(sweep, COLUMNS, rows, markdown(rows), sweep_figure(rows), wandb=any(row["wandb"] for row in rows))
+    wandb = next((row["wandb"] for row in rows if row["wandb"] is not None), None)  # the jobs' logger.wandb
+    record_sweep(sweep, COLUMNS, rows, markdown(rows), sweep_figure(rows), wandb)

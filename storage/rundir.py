@@ -427,6 +427,17 @@ class RunDir:
         return sorted(self.attention.glob("step*.json"))
 
     # ---- reading its files: bounded in size, depth and kind (regular files inside the directory) -------------
+    def own_files(self) -> list[Path]:
+        """The run's files, its checkpoints and Hydra's among them; not its lock, nor wandb's folder (which holds the
+        wandb run they are kept in: analysis/record.py)."""
+        return [
+            path
+            for path in sorted(self.path.rglob("*"))
+            if path.is_file()
+            and path.relative_to(self.path).parts[0] != "wandb"
+            and not path.name.startswith(self.lock.name)
+        ]
+
     def read_bytes(self, path: Path) -> bytes | None:
         """A file of this run (None: there is none), or :class:`RunFileError`: see :func:`read_bytes`."""
         return read_bytes(path, self.path)

@@ -167,13 +167,13 @@ def test_a_further_signal_while_the_run_ends_on_one_keeps_the_first_ones_line(tm
 
 @pytest.mark.parametrize("owned", [True, False])
 def test_the_runs_handlers_are_the_only_ones_through_fit_and_test(tmp_path, owned):
-    """own_the_signals: while Lightning fits and tests, SIGTERM and SIGINT reach the run's handler and nothing else
+    """TheRunsSignals: while Lightning fits and tests, SIGTERM and SIGINT reach the run's handler and nothing else
     (Lightning's own, composed with it, raised SystemExit -- exit 0 -- at the step's end); its teardown leaves them.
     The other row shows the check sees Lightning's handler where the run does not take them."""
     import lightning as L
     from lightning.pytorch.demos.boring_classes import BoringModel
 
-    from training.signals import own_the_signals
+    from training.callbacks import TheRunsSignals
 
     took: list[int] = []
     seen: list[object] = []
@@ -194,10 +194,9 @@ def test_the_runs_handlers_are_the_only_ones_through_fit_and_test(tmp_path, owne
     try:
         trainer = L.Trainer(
             accelerator="cpu", max_steps=2, limit_test_batches=1, logger=False, enable_checkpointing=False,
-            enable_progress_bar=False, enable_model_summary=False, callbacks=[Look()], default_root_dir=tmp_path,
+            enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+            callbacks=[Look(), TheRunsSignals()] if owned else [Look()],
         )  # fmt: skip
-        if owned:
-            own_the_signals(trainer)
         try:
             trainer.fit(BoringModel())
             trainer.test(BoringModel(), verbose=False)

@@ -204,9 +204,10 @@ def test_wandb_says_nothing_in_the_terminal_and_leaves_the_environment_as_it_was
 
 
 def test_a_sweep_logged_to_wandb_prints_no_wandb_lines(tmp_path):
-    """Each job's wandb run and the sweep's own summary run are built silent alike, and what the runs log (the
-    attention maps' JSON among it) warns of nothing: a sweep's terminal holds the project's lines only (the summary
-    run's banner once reached the docs' measured blocks; wandb.save's "Symlinked 1 file" the default run's terminal)."""
+    """Each job's wandb run and the sweep's own summary run (with the jobs' logger settings) are built silent alike,
+    and what the runs log (the attention maps' JSON among it) warns of nothing: a sweep's terminal holds the project's
+    lines only (the summary run's banner once reached the docs' measured blocks; wandb.save's "Symlinked 1 file" the
+    default run's terminal)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -217,11 +218,17 @@ def test_a_sweep_logged_to_wandb_prints_no_wandb_lines(tmp_path):
     done = subprocess.run(
         [sys.executable, str(root / "train.py"), "-m", *SMALL_TASK, "model.n_heads=1,2", "trainer.max_steps=75",
          "trainer.val_check_interval=25",
-         "logger=wandb", "logger.wandb.mode=offline", f"hydra.sweep.dir={tmp_path}"],
+         "logger=wandb", "logger.wandb.mode=offline", "logger.wandb.project=tinycalc-tests",
+         f"hydra.sweep.dir={tmp_path}"],
         cwd=root, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "wandb").is_dir(), "the sweep's summary run was not logged"
+    from tests import wandb_record
+
+    (summary_run,) = (tmp_path / "wandb").glob("offline-run-*")  # in the jobs' project, as their logger says
+    (begun,) = wandb_record.of_kind(summary_run, "run")
+    assert (begun.project, begun.job_type, begun.run_group) == ("tinycalc-tests", "summary", tmp_path.name)
     assert "wandb:" not in done.stdout + done.stderr, done.stdout + done.stderr
     kept = list(tmp_path.glob("*/wandb/offline-run-*/files/attention/*.json"))  # maps every 3rd validation
     assert kept, "the attention maps' JSON did not reach the job's wandb run"

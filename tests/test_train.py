@@ -112,6 +112,21 @@ def test_a_short_run_really_learns_two_digit_addition_and_looks_inside(tmp_path,
     } <= media
     (page,) = (run / "files" / "media" / "html").glob("report_*.html")  # the run's page, its lab included
     assert "TinycalcLab" in page.read_text() and '"lab":{"config"' in page.read_text()
+    # what wandb recorded (its own file, as `wandb sync` uploads it) is what the run directory says: config.yaml
+    # once (not the module's hyperparameters over it), results.json's headline numbers, the run's files as one artifact
+    from tests import wandb_record
+
+    assert wandb_record.config(run) == OmegaConf.to_container(OmegaConf.load(tmp_path / "config.yaml"))
+    (begun,) = wandb_record.of_kind(run, "run")
+    assert begun.job_type == "train" and begun.project == "tinycalc"
+    summary = wandb_record.summary(run)
+    for key in ("test_exact_match", "n_params", "steps", "train_seconds", "total_seconds", "tokens_per_second"):
+        assert summary[key] == results[key], key
+    (artifact,) = [a for a in wandb_record.of_kind(run, "artifact") if a.type == "run"]  # the tables are artifacts too
+    assert artifact.name == f"run-{begun.run_id}"
+    kept = {entry.path for entry in artifact.manifest.contents}
+    assert {"checkpoints/best.ckpt", "results.json", "config.yaml", "report.html", "tokenizer.json"} <= kept
+    assert not any(path.startswith("wandb/") or path.startswith("run.lock") for path in kept)
 
 
 @pytest.mark.slow

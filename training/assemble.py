@@ -64,14 +64,14 @@ def build_trainer(cfg: DictConfig, callbacks: list, loggers: list):
     """The run's Trainer, refusing its own settings (a ConfigError). Built once more, with no logger, by train.py's
     command-line check before Hydra starts (training/cli.py), so a value only Lightning refuses writes nothing
     either: building it writes nothing (its callbacks make their folders when they first save)."""
-    from training.callbacks import AtomicCheckpointIO
+    from training.callbacks import AtomicCheckpointIO, TheRunsSignals
     from training.optim import OldOptimizerStates
 
     # a run shorter than the validation interval still validates (and checkpoints) once, at its end
     cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
     return build(
-        cfg.trainer, "trainer", callbacks=[*callbacks, OldOptimizerStates()], logger=loggers or False,
-        plugins=[AtomicCheckpointIO()],
+        cfg.trainer, "trainer", callbacks=[*callbacks, OldOptimizerStates(), TheRunsSignals()],  # that one last
+        logger=loggers or False, plugins=[AtomicCheckpointIO()],
         **distributed(cfg.trainer),  # trainer=ddp: a dead peer ends the run within DDP_TIMEOUT (training/config.py)
     )  # fmt: skip
 

@@ -10,6 +10,7 @@ import io
 import math
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from rich.text import Text
 
 from storage.rundir import RunDir, write_atomically
 from training.failures import NonFiniteLossError
-from training.signals import received, stop_at_once
+from training.signals import SIGNALS, know_the_peers, received, stop_at_once
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -107,7 +108,7 @@ class GracefulStop(L.Callback):
 
     def on_fit_start(self, trainer, pl_module) -> None:
         # every process: a Ctrl-C reaches them all, a SIGTERM maybe one (_agree, at each step's end, makes them
-        # agree); Lightning's own SIGTERM handler, installed after this, is kept off (signals.py: own_the_signals)
+        # agree); Lightning's own SIGTERM handler, installed after this, is kept off (TheRunsSignals)
         self._previous = {s: signal.signal(s, self._request) for s in (signal.SIGINT, signal.SIGTERM)}
         self._training, self._speaks = True, trainer.is_global_zero
 
@@ -136,6 +137,43 @@ class GracefulStop(L.Callback):
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self.on_fit_end(trainer, pl_module)  # restore the handlers however fit ends
+
+
+class TheRunsSignals(L.Callback):
+    """The run's handlers stay the only ones for SIGINT and SIGTERM while the trainer fits, validates and tests.
+
+    Why: in every ``trainer.fit`` / ``trainer.test`` Lightning 2.x installs its own SIGTERM handler after
+    ``on_fit_start``, composed with the run's. It sets ``trainer.received_sigterm``, on which the loops raise
+    ``SIGTERMException`` -- a SystemExit: the process ends with 0 at the step's end, nothing saved, nothing recorded
+    -- and under DDP it signals the other processes and calls a collective from inside the handler, which stalls a
+    process waiting in another one. The run's own handlers do that job already (the step finished and saved, every
+    process stopping at the same step: :class:`GracefulStop`; a true record: training/run.py). Lightning has no
+    switch for it; this callback puts the run's handlers back in the first hooks after Lightning's (a sanity check,
+    the training, a validation, the test), which its teardown then restores too. Between the two lie only the
+    processes' barrier and the loop's first dataloader: a SIGTERM there still reaches the run's handler, after
+    Lightning's. ``build_trainer`` lists it last, so the handlers it keeps are the ones :class:`GracefulStop` set."""
+
+    def __init__(self):
+        self.handlers: dict[int, object] = {}
+
+    def _keep(self) -> None:
+        self.handlers = {signum: signal.getsignal(signum) for signum in SIGNALS}
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        know_the_peers(trainer)  # the launcher has started the other processes by now
+        self._keep()  # the test's: train.py's StopOnSignal
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self._keep()  # the training's: GracefulStop's, set in its own on_fit_start
+
+    def _take_back(self, trainer, pl_module) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, handler in self.handlers.items():
+            if handler is not None and signal.getsignal(signum) is not handler:  # None: set outside Python
+                signal.signal(signum, handler)
+
+    on_sanity_check_start = on_train_start = on_validation_start = on_test_start = _take_back
 
 
 class FiniteLossGuard(L.Callback):

@@ -27,7 +27,7 @@ class CalculatorModule(L.LightningModule):
         hparams: dict | None = None,
     ):
         super().__init__()
-        self.save_hyperparameters(hparams or {})
+        self.save_hyperparameters(hparams or {}, logger=False)  # the loggers get config.yaml (training/run.py)
         self.net, self.fmt, self.optimizer = net, fmt, optimizer
         self.val_history: list[dict] = []  # one entry per validation: step, exact_match, loss
         self.training_loss = self.teacher_forced_loss  # what compile= replaces (training/compiling.py)

@@ -57,9 +57,9 @@ class Run:
         """Built: claim the directory, say "running", keep the tokenizer and the config, and a learner's block's
         source (``own_block``: model/own_block.py's OwnBlock) as text (phase ``build`` ends)."""
         from training.callbacks import GracefulStop
-        from training.signals import own_the_signals
+        from training.signals import mark_the_first_process
 
-        own_the_signals(trainer)  # the run's handlers, not Lightning's, answer SIGINT and SIGTERM in fit and test
+        mark_the_first_process()  # for the processes Lightning's launcher starts (TheRunsSignals keeps the signals)
         self.trainer, self.loggers = trainer, loggers
         self.stopper = next((c for c in callbacks if isinstance(c, GracefulStop)), None)
         self.main_process = trainer.is_global_zero
@@ -132,10 +132,11 @@ class Run:
     def seconds(self) -> float:
         return round(time.perf_counter() - self.started, 2)
 
-    def record(self) -> None:
-        """Write results.json: the run's record, with the phases' seconds so far."""
+    def record(self) -> dict:
+        """Write results.json: the run's record, with the phases' seconds so far (returned)."""
         self.results["phases"] = self.phases.seconds
         self.dir.write_results(self.results)
+        return self.results
 
     def finished(self) -> None:
         """The run is recorded: the interrupted state a resumed run continued from is used up (running the resume

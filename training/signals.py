@@ -13,9 +13,10 @@ module was loading. It raises SystemExit, so ``finally`` blocks still run (a hal
 :class:`Signalled` is a BaseException that is not a KeyboardInterrupt: Lightning answers a KeyboardInterrupt with
 ``sys.exit(1)`` (no line, no status), but re-raises anything else once its callbacks have seen it.
 
-These handlers are the run's only ones: :func:`own_the_signals` keeps Lightning's SIGTERM handler off. In a
-multi-process run every process stops at the same step whichever one a signal reached (GracefulStop), a stop at once
-is passed to the others (:func:`stop_at_once`), and only the first process prints, records and sets the exit code.
+These handlers are the run's only ones: :class:`training.callbacks.TheRunsSignals` keeps Lightning's SIGTERM handler
+off. In a multi-process run every process stops at the same step whichever one a signal reached (GracefulStop), a stop
+at once is passed to the others (:func:`stop_at_once`), and only the first process prints, records and sets the exit
+code.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def signal_name(signum: int) -> str:
 
 _stopping: list[int] = []  # the signal this process is stopping on, once one has stopped it at once
 _received: list[int] = []  # every signal the run's handlers took in this process
-_children: list = []  # the run's processes this one started (Lightning's launcher, subprocess.Popen): own_the_signals
+_children: list = []  # the run's processes this one started (Lightning's launcher): know_the_peers
 _parent: list[int] = []  # the run's first process, where this one is its child
 FIRST_PROCESS = "TINYCALC_FIRST_PROCESS"  # the first process's pid, for the processes Lightning starts from it
 
@@ -126,40 +127,19 @@ def a_peer_ended(wait: float = 1.0) -> str | None:
         time.sleep(0.05)
 
 
-def own_the_signals(trainer) -> None:
-    """The run's handlers stay the only ones for SIGINT and SIGTERM while ``trainer`` fits and tests.
-
-    Why: in every ``trainer.fit`` / ``trainer.test`` Lightning (2.x, ``trainer/connectors/signal_connector.py``)
-    installs its own SIGTERM handler after ``on_fit_start``, composed with ours. It sets ``trainer.received_sigterm``,
-    on which the loops raise ``SIGTERMException`` -- a SystemExit: the process ends with 0 at the step's end, nothing
-    saved, nothing recorded -- and under DDP it signals the other processes and calls a collective from inside the
-    handler, which stalls a process waiting in another one. The run's own handlers do that job already (the step
-    finished and saved, every process stopping at the same step: :class:`training.callbacks.GracefulStop`; a true
-    record: training/run.py). Lightning has no public switch for it, so this trainer's signal connector is one that
-    registers what Lightning registers (SLURM's requeue signal) and then gives SIGINT and SIGTERM back to the handlers
-    that held them. ``trainer.received_sigterm`` stays False.
-    """
-    from lightning.pytorch.trainer.connectors.signal_connector import _SignalConnector
-
+def mark_the_first_process() -> None:
+    """Before the trainer fits: the processes Lightning's launcher starts inherit this one's pid (FIRST_PROCESS)."""
     if not a_worker_process():
-        os.environ[FIRST_PROCESS] = str(os.getpid())  # inherited by the processes Lightning's launcher starts
+        os.environ[FIRST_PROCESS] = str(os.getpid())
 
-    class RunOwnsTheSignals(_SignalConnector):
-        def register_signal_handlers(self) -> None:
-            # the peers a signal that stops this process at once is passed to: the first process's children, or
-            # the first process itself, where it is this one's parent (Lightning's launcher; torchrun's agent
-            # passes a SIGTERM to every process itself)
-            _children[:] = getattr(self.trainer.strategy.launcher, "procs", None) or []
-            first = os.environ.get(FIRST_PROCESS, "")
-            _parent[:] = [int(first)] if a_worker_process() and first.isdigit() and int(first) == os.getppid() else []
-            ours = {signum: signal.getsignal(signum) for signum in SIGNALS}
-            super().register_signal_handlers()
-            for signum, handler in ours.items():
-                self._original_handlers.pop(signum, None)  # nor does its teardown set them: they stay the run's
-                if handler is not None and threading.current_thread() is threading.main_thread():
-                    signal.signal(signum, handler)  # (None: set outside Python, which Python cannot set back)
 
-    trainer._signal_connector = RunOwnsTheSignals(trainer)
+def know_the_peers(trainer) -> None:
+    """The peers a signal that stops this process at once is passed to: the first process's children (Lightning's
+    launcher, once it has started them), or the first process itself, where it is this one's parent (torchrun's agent
+    passes a SIGTERM to every process itself)."""
+    _children[:] = getattr(trainer.strategy.launcher, "procs", None) or []
+    first = os.environ.get(FIRST_PROCESS, "")
+    _parent[:] = [int(first)] if a_worker_process() and first.isdigit() and int(first) == os.getppid() else []
 
 
 def guard_command(said: str = "") -> None:
