@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from analysis import conclusion
 from analysis.metric import learned
@@ -74,11 +74,19 @@ def _status(job: RunDir, results: dict | None, broken: list[str]) -> str:
     return f"failed: {results.get('error') or status or 'unknown error'}"
 
 
+WANDB_KEYS = ("project", "entity", "mode", "tags")  # the jobs' logger.wandb settings the summary run takes
+
+
 def _get(cfg, key: str):
     try:
         return OmegaConf.select(cfg, key, default=None) if cfg is not None else None
     except Exception:  # an interpolation that does not resolve
         return None
+
+
+def _plain(value):
+    """A config's value as plain Python (a list, not a ListConfig): rows are written as JSON."""
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
 
 
 def read_job(job: RunDir, damaged: list[str] | None = None) -> dict:
@@ -111,7 +119,7 @@ def read_job(job: RunDir, damaged: list[str] | None = None) -> dict:
     results = results or {}
     n_heads, d_model = _get(cfg, "model.n_heads"), _get(cfg, "model.d_model")
     number = lambda key: results.get(key) if isinstance(results.get(key), (int, float)) else None  # noqa: E731
-    wandb = _get(cfg, "logger.wandb")
+    wandb = {key: _plain(_get(cfg, f"logger.wandb.{key}")) for key in WANDB_KEYS} if _get(cfg, "logger.wandb") else None
     return {
         "overrides": overrides,
         "n_heads": n_heads,
@@ -129,7 +137,7 @@ def read_job(job: RunDir, damaged: list[str] | None = None) -> dict:
         "status": status,
         "seed": _get(cfg, "seed"),
         "history": history,
-        "wandb": OmegaConf.to_container(wandb) if isinstance(wandb, DictConfig) else None,  # its logger.wandb
+        "wandb": wandb,
     }
 
 

@@ -3,8 +3,8 @@
     runs/<date>_<time>/
         results.json        {"status": "running" | "ok" | "failed" | "interrupted", ...}; "running" from the
                             first write, so a run killed with no chance to say so is seen as unfinished
-        run.lock            '<pid> <start time>' of the process writing here (one run at a time; a lock
-                            whose process is gone, or whose pid another process has now, is stale)
+        run.lock            the OS lock (filelock) of the process writing here, its pid inside (one run at a
+                            time; the OS frees it when that process ends, however it ends)
         config.yaml  tokenizer.json  history.json  test_mistakes.json  error.log
         attention_block.py  a learner's own block (model.attention=), copied as text: data, never imported
         checkpoints/best.ckpt  interrupted.ckpt  last-good.ckpt
@@ -29,12 +29,17 @@ import re
 import shlex
 import shutil
 import stat
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from storage.messages import one_line
 from storage.results import SCHEMA, Results
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 HYDRA_FILES = (".hydra", ".hydra-resume")  # what Hydra writes before the run starts
 RUN_PATTERNS = ("runs/*", "multirun/*/*")  # where runs are: single runs, and the jobs of sweeps
@@ -93,24 +98,69 @@ def override(key: str, value: str | Path) -> str:
     return shlex.quote(hydra_override(key, value))
 
 
-def _take_lock(lock: Path) -> bool:
-    """Create ``lock`` holding our pid and start time, atomically (a hard link fails if the lock exists): no
-    other process ever sees a lock file without its owner in it.
+# The locks this process holds, by the lock file's real path. A lock is the OS's (filelock: flock), held while its
+# file is open: kept here from the claim before Hydra starts through every job of a sweep, and freed by the OS when
+# the process ends however it ends (kill -9, a power cut): no lock is ever stale. A lock held elsewhere on the same
+# host names its process (the pid, written into the file once it is held), so a refusal says who holds the run.
+_HELD: dict[str, FileLock] = {}
+CLAIM_WAIT = 0.5  # seconds a claim waits out another command that only looks (owner(): a lock held for a moment)
 
-    Why a file naming pid and start time rather than an OS lock (fcntl.flock): the lock must say *who* holds the
-    directory (the refusal names the pid), work where flock does not (some network filesystems), and be taken
-    before Hydra starts and kept across the jobs of a sweep without an open file to carry around; the start time
-    makes a reused pid harmless (:func:`_pid_alive`)."""
-    mine = lock.with_name(f"{lock.name}.{os.getpid()}")
-    mine.unlink(missing_ok=True)  # never written through a link left there
-    mine.write_text(_lock_text(os.getpid()))
-    try:
-        os.link(mine, lock)
+
+def _take_lock(lock: Path) -> bool:
+    """Hold ``lock`` for this process (True), or False when another process holds it."""
+    from filelock import FileLock, Timeout  # here: its import (asyncio's) is 0.1 s that calc.py need not pay
+
+    key = os.path.realpath(lock)
+    if key in _HELD:
         return True
-    except FileExistsError:
+    held = FileLock(lock, timeout=CLAIM_WAIT, on_acquired=lambda fd: os.write(fd, str(os.getpid()).encode()))
+    try:
+        held.acquire()
+    except Timeout:
         return False
-    finally:
-        mine.unlink(missing_ok=True)
+    _HELD[key] = held
+    return True
+
+
+def _release_lock(lock: Path) -> None:
+    """Let go of ``lock`` if this process holds it; the file goes first, while still held (a process that opened it
+    meanwhile finds it unlinked once it gets the lock, and tries again on a new one: filelock)."""
+    held = _HELD.pop(os.path.realpath(lock), None)
+    if held is not None:
+        lock.unlink(missing_ok=True)
+        held.release()
+
+
+def _holder(lock: Path) -> int | None:
+    """The pid of the other process holding ``lock`` (-1 where it never wrote it), or None: no lock file, one no
+    process holds (left by a killed run), one that is no regular file, or this process's own."""
+    try:
+        if os.path.realpath(lock) in _HELD or not stat.S_ISREG(os.lstat(lock).st_mode):
+            return None
+    except OSError:
+        return None
+    from filelock import FileLock, Timeout
+
+    probe = FileLock(lock, timeout=0, fallback_to_soft=False)
+    try:
+        probe.acquire()
+    except Timeout:  # held: the pid is in the file a moment after the lock is taken
+        deadline = time.monotonic() + CLAIM_WAIT
+        while not (pid := _read_pid(lock)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return pid or -1
+    except OSError:  # cannot be opened for writing (a read-only directory), or no flock: no run holds it
+        return None
+    probe.release()
+    return None
+
+
+def _read_pid(lock: Path) -> int | None:
+    try:
+        text = (read_text(lock, lock.parent) or "").strip()
+    except RunFileError:
+        return None
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -310,48 +360,6 @@ def _real_dirs(folder: Path, depth: int) -> Iterator[Path]:
         yield from _real_dirs(Path(entry.path), depth - 1)
 
 
-def _start_time(pid: int) -> str | None:
-    """When process ``pid`` started (Linux: field 22 of /proc/<pid>/stat, in clock ticks since boot), or None where
-    that cannot be read (another OS, no such process). With the pid it names one process: a pid reused later by
-    another process has another start time."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()  # the command name, in (...), may hold spaces
-    return fields[19] if len(fields) > 19 else None  # field 22 overall; fields[0] is field 3
-
-
-def _pid_alive(pid: int, start_time: str | None = None) -> bool:
-    """Is process ``pid`` alive -- and, when ``start_time`` is given and this OS reports one, the same process
-    that took the lock (not another that was given the pid later)?"""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        pass
-    if start_time is None:
-        return True
-    now = _start_time(pid)
-    return now is None or now == start_time
-
-
-def _lock_text(pid: int) -> str:
-    """What run.lock holds: ``<pid>`` or ``<pid> <start time>`` where the OS tells the start time."""
-    start = _start_time(pid)
-    return f"{pid} {start}" if start else str(pid)
-
-
-def _read_lock(path: Path) -> tuple[int, str | None] | None:
-    try:
-        parts = (read_text(path, path.parent) or "").split()
-        pid = int(parts[0])
-    except (RunFileError, ValueError, IndexError):
-        return None
-    return pid, (parts[1] if len(parts) > 1 else None)
-
-
 def _refuse_if_no_lock_file(lock: Path) -> None:
     """RunDirError when ``lock`` is there but is no file a run writes (a directory, a FIFO, a link): it cannot be
     taken, and it is not ours to remove."""
@@ -529,19 +537,9 @@ class RunDir:
         return self.read_results().get("status")
 
     def owner(self) -> int | None:
-        """The pid of another live process holding this directory's lock, else None. A lock names its process by
-        pid and start time: a lock whose pid now belongs to another process (the pid was reused) is stale."""
-        held = _read_lock(self.lock)
-        if held is None or held[0] <= 0 or self._mine(held):
-            return None
-        pid, start = held
-        return pid if _pid_alive(pid, start) else None
-
-    @staticmethod
-    def _mine(held: tuple[int, str | None]) -> bool:
-        """Does a lock (pid, start time) name this very process?"""
-        pid, start = held
-        return pid == os.getpid() and (start is None or start == _start_time(pid))
+        """The pid of another process holding this directory's lock (an OS lock: held exactly while that process
+        lives), else None."""
+        return _holder(self.lock)
 
     @property
     def unfinished(self) -> bool:
@@ -588,15 +586,9 @@ class RunDir:
         if not resuming:
             self.refuse_if_used()
         _refuse_if_no_lock_file(self.lock)
-        held = _read_lock(self.lock)
-        if held is not None and self._mine(held):  # claimed already, before Hydra started (training/cli.py)
-            self._locked = True
-            return
-        if not self._take_lock():
-            self._refuse_if_owned()  # the lock is live ...
-            self.lock.unlink(missing_ok=True)  # ... or stale, left by a killed run
-            if not self._take_lock():
-                self._refuse_if_owned()  # another run won the race
+        if not _take_lock(self.lock):  # held already by this process (claimed before Hydra started) is taken
+            self._refuse_if_owned()
+            raise RunDirError(f"{self.path} is in use by another run; give this run its own directory")
         self._locked = True
 
     def refuse_if_used(self) -> None:
@@ -615,18 +607,13 @@ class RunDir:
                 "directory (leave hydra.run.dir unset for a fresh one)"
             )
 
-    def _take_lock(self) -> bool:
-        return _take_lock(self.lock)
-
     @property
     def owns_lock(self) -> bool:
         return self._locked
 
     def release(self) -> None:
-        """Remove run.lock if it is this process's (never another's that took it since)."""
-        held = _read_lock(self.lock)
-        if held is not None and self._mine(held):
-            self.lock.unlink(missing_ok=True)
+        """Let go of run.lock if this process holds it (never another's)."""
+        _release_lock(self.lock)
         self._locked = False
 
     def discard_if_unused(self) -> None:
@@ -646,7 +633,7 @@ class RunDir:
                 except OSError:
                     break
         else:
-            for name in set(HYDRA_FILES) - names:
+            for name in {*HYDRA_FILES, self.lock.name} - names:
                 written = self.path / name
                 if written.is_symlink() or written.is_file():
                     written.unlink(missing_ok=True)
@@ -837,10 +824,10 @@ class SweepDir:
     def claim(self) -> None:
         """Make this process the sweep directory's only sweep, before Hydra writes multirun.yaml or any job's
         .hydra/ there; RunDirError when another sweep is running there or has run there."""
-        held = _read_lock(self.lock)
-        if held is not None and not RunDir._mine(held) and _pid_alive(*held):
+        holder = _holder(self.lock)
+        if holder:
             raise RunDirError(
-                f"{self.path} is in use by another sweep (pid {held[0]}); give this sweep its own hydra.sweep.dir"
+                f"{self.path} is in use by another sweep (pid {holder}); give this sweep its own hydra.sweep.dir"
             )
         used = [job.path.name for job in self.jobs() if job.used() or job.owner()]
         if used:
@@ -851,25 +838,16 @@ class SweepDir:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             _refuse_if_no_lock_file(self.lock)
-            self._take_lock()
+            if not _take_lock(self.lock):  # another sweep won the race
+                raise RunDirError(f"{self.path} is in use by another sweep; give this sweep its own hydra.sweep.dir")
         except OSError as e:  # /proc/..., a path under a file, a read-only filesystem, no permission
             raise RunDirError(
                 f"cannot write the sweep in {self.path} ({e.strerror or e}); give hydra.sweep.dir a directory you "
                 "can write (leave it unset for a fresh one under multirun/)"
             ) from None
 
-    def _take_lock(self) -> None:
-        if not _take_lock(self.lock):
-            held = _read_lock(self.lock)
-            if held is None or not _pid_alive(*held):  # stale: left by a killed sweep
-                self.lock.unlink(missing_ok=True)
-            if not _take_lock(self.lock):  # another sweep won the race
-                raise RunDirError(f"{self.path} is in use by another sweep; give this sweep its own hydra.sweep.dir")
-
     def release(self) -> None:
-        held = _read_lock(self.lock)
-        if held is not None and RunDir._mine(held):
-            self.lock.unlink(missing_ok=True)
+        _release_lock(self.lock)
 
     def jobs(self) -> list[RunDir]:
         """Job directories, in job order -- nested ones too (a swept value with '/' in it makes

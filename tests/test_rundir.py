@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -45,9 +46,9 @@ def finished_run(path) -> RunDir:
 def test_a_new_run_claims_an_empty_directory_and_releases_it(tmp_path):
     run = RunDir(tmp_path / "run")
     run.claim(resuming=False)
-    assert run.lock.read_text().split()[0] == str(os.getpid()) and run.owns_lock
+    assert run.lock.read_text() == str(os.getpid()) and run.owns_lock and run.owner() is None  # ours, not another's
     run.release()
-    assert not run.lock.exists()
+    assert not run.lock.exists() and not run.owns_lock
 
 
 def test_a_used_directory_is_refused_and_kept_as_it_was(tmp_path):
@@ -58,55 +59,58 @@ def test_a_used_directory_is_refused_and_kept_as_it_was(tmp_path):
     assert run.results.read_text() == before
 
 
-def test_a_directory_in_use_by_a_live_process_is_refused_even_when_resuming(tmp_path):
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+@contextmanager
+def held_by_another_process(kind: str, path):
+    """A process holding the lock of ``kind(path)`` (RunDir or SweepDir, claimed) until the block ends."""
+    claim = "claim(resuming=True)" if kind == "RunDir" else "claim()"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"from storage.rundir import {kind}; {kind}({str(path)!r}).{claim}; print('held', "
+         "flush=True); input()"],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
     try:
-        run = RunDir(tmp_path / "run")
-        run.path.mkdir()
-        run.lock.write_text(str(sleeper.pid))
-        with pytest.raises(RunDirError, match=f"in use by another run \\(pid {sleeper.pid}\\)"):
-            run.claim(resuming=True)
+        assert holder.stdout.readline().strip() == "held"
+        yield holder
     finally:
-        sleeper.kill()
-        sleeper.wait()
-    run.claim(resuming=True)  # the owner is gone: its lock is stale
-    assert run.owns_lock
+        holder.kill()
+        holder.wait()
 
 
-def start_time(pid: int) -> str:
-    stat = open(f"/proc/{pid}/stat").read()
-    return stat[stat.rindex(")") + 2 :].split()[19]
+def test_a_directory_in_use_by_a_live_process_is_refused_even_when_resuming(tmp_path):
+    run = RunDir(tmp_path / "run")
+    with held_by_another_process("RunDir", run.path) as holder:
+        assert run.owner() == holder.pid
+        with pytest.raises(RunDirError, match=f"in use by another run \\(pid {holder.pid}\\)"):
+            run.claim(resuming=True)
+    # killed (SIGKILL: no chance to clean up): the OS freed its lock; its file, naming it, is left and blocks nothing
+    assert run.lock.read_text() == str(holder.pid) and run.owner() is None
+    run.claim(resuming=True)
+    assert run.owns_lock and run.lock.read_text() == str(os.getpid())
+    run.release()
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="start times are read from Linux's /proc")
-def test_a_lock_names_its_process_by_pid_and_start_time(tmp_path):
+def test_a_sweep_directory_in_use_by_a_live_sweep_is_refused_until_it_ends(tmp_path):
+    from storage.rundir import SweepDir
+
+    sweep = SweepDir(tmp_path / "sweep")
+    with held_by_another_process("SweepDir", sweep.path) as holder:
+        with pytest.raises(RunDirError, match=f"in use by another sweep \\(pid {holder.pid}\\)"):
+            sweep.claim()
+    sweep.claim()  # its process is gone: the OS freed the lock
+    sweep.release()
+    assert not sweep.lock.exists()
+
+
+def test_a_lock_file_no_process_holds_blocks_nothing_whatever_it_says(tmp_path):
+    """A killed run's lock file, or one copied with the run, names a pid -- maybe a live process's, maybe this one's:
+    only the OS lock counts."""
     run = RunDir(tmp_path / "run")
     run.path.mkdir()
-    # our own pid with another start time: the process that took this lock is gone and its pid was reused
-    run.lock.write_text(f"{os.getpid()} 1")
-    assert run.owner() is None
-    run.claim(resuming=True)  # the stale lock does not block
-    assert run.owns_lock and run.lock.read_text() == f"{os.getpid()} {start_time(os.getpid())}"
-    run.release()
-    sleeper = subprocess.Popen(["sleep", "60"])
-    try:
-        run.lock.write_text(f"{sleeper.pid} {start_time(sleeper.pid)}")  # a live process, truly the lock's
-        assert run.owner() == sleeper.pid
-        with pytest.raises(RunDirError, match=f"pid {sleeper.pid}"):
-            run.claim(resuming=True)
-        run.lock.write_text(f"{sleeper.pid} {int(start_time(sleeper.pid)) + 1}")  # that pid, another process
+    for text in (str(os.getpid()), "1", "garbage"):
+        run.lock.write_text(text)
         assert run.owner() is None
-    finally:
-        sleeper.kill()
-        sleeper.wait()
-
-
-def test_releasing_never_removes_a_lock_another_process_took_since(tmp_path):
-    run = RunDir(tmp_path / "run")
-    run.claim(resuming=False)
-    run.lock.write_text("1 1")  # taken over (after a stale-lock cleanup, say) by another process
-    run.release()
-    assert run.lock.read_text() == "1 1"
+        run.claim(resuming=True)
+        run.release()
 
 
 @pytest.mark.parametrize(
@@ -301,11 +305,10 @@ def test_a_killed_run_is_marked_unfinished_and_calc_warns(tmp_path):
     assert json.loads(run.results.read_text())["status"] == "running"
 
 
-def held_run(path, pid: int) -> RunDir:
-    """A run directory in the middle of training, held by process ``pid``."""
+def running_run(path) -> RunDir:
+    """A run directory in the middle of training (its lock: held_by_another_process)."""
     run = finished_run(path)
     run.write_results({"status": "running"})
-    run.lock.write_text(f"{pid} {start_time(pid)}")
     return run
 
 
@@ -313,31 +316,27 @@ def snapshot(path) -> dict:
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="start times are read from Linux's /proc")
 @pytest.mark.parametrize("sweep", [False, True])
 def test_a_command_refused_by_a_live_run_touches_nothing_of_it(tmp_path, sweep):
     """The refused command writes neither results.json (no 'failed' over a live run) nor Hydra's files."""
-    sleeper = subprocess.Popen(["sleep", "120"])
-    try:
-        if sweep:
-            root = tmp_path / "sweep"
-            held_run(root / "0_seed=1", sleeper.pid)
-            (root / "multirun.yaml").write_text("the first sweep's\n")
-            argv = ["-m", *SMALL, "trainer.max_steps=5", "seed=1,2", f"hydra.sweep.dir={root}"]
-        else:
-            root = held_run(tmp_path / "run", sleeper.pid).path
-            argv = [f"hydra.run.dir={root}", *SMALL, "trainer.max_steps=5"]
+    if sweep:
+        root = tmp_path / "sweep"
+        run = running_run(root / "0_seed=1")
+        (root / "multirun.yaml").write_text("the first sweep's\n")
+        argv = ["-m", *SMALL, "trainer.max_steps=5", "seed=1,2", f"hydra.sweep.dir={root}"]
+    else:
+        run = running_run(tmp_path / "run")
+        root = run.path
+        argv = [f"hydra.run.dir={root}", *SMALL, "trainer.max_steps=5"]
+    with held_by_another_process("RunDir", run.path) as holder:
         before = snapshot(root)
         done = subprocess.run(
             [sys.executable, str(ROOT / "train.py"), *argv], cwd=ROOT, capture_output=True, text=True, timeout=300
         )
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), done.stderr
-        assert str(sleeper.pid) in lines[0] or "holds" in lines[0]
+        assert str(holder.pid) in lines[0] or "holds" in lines[0]
         assert snapshot(root) == before
-    finally:
-        sleeper.kill()
-        sleeper.wait()
 
 
 def test_a_refused_sweep_job_writes_no_failure_into_the_run_that_holds_its_directory(tmp_path):
