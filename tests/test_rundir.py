@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -20,7 +21,6 @@ import torch
 from storage.results import SCHEMA
 from storage.rundir import RunDir, RunDirError
 from tests.conftest import ROOT, SMALL_TASK, kill_once_checkpointed, run_train
-from training.loggers import wandb_problem
 
 SMALL = [
     *SMALL_TASK,
@@ -198,14 +198,24 @@ def silent_server() -> tuple[socket.socket, int]:
     return server, server.getsockname()[1]
 
 
-def test_wandb_check_gives_up_on_a_server_that_never_answers(monkeypatch):
+def wandb_problem_of_a_command(env: dict, timeout: float = 2.0) -> str:
+    """wandb_problem as a command meets it: once, in a fresh process (wandb reads its settings once per process)."""
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_") and k not in ("HOME", "NETRC")}
+    done = subprocess.run(
+        [sys.executable, "-c", f"from training.loggers import wandb_problem; print(wandb_problem({timeout}))"],
+        cwd=ROOT, env={**keep, **env}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def test_wandb_check_gives_up_on_a_server_that_never_answers(tmp_path):
     server, port = silent_server()
     try:
-        monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
-        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+        env = {"HOME": str(tmp_path), "WANDB_API_KEY": "x" * 40, "WANDB_BASE_URL": f"http://127.0.0.1:{port}"}
         started = time.monotonic()
-        problem = wandb_problem(timeout=2.0)
-        assert time.monotonic() - started < 6 and "no answer" in problem
+        problem = wandb_problem_of_a_command(env)
+        assert time.monotonic() - started < 10 and problem.startswith("no answer within 2s"), problem
     finally:
         server.close()
 
@@ -219,21 +229,41 @@ class NotFound(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_wandb_check_names_a_gateway_that_answers_404(monkeypatch):
+@contextmanager
+def refusing_server() -> Iterator[str]:
+    """A local server that answers every request with 404: where a wandb key is sent and refused."""
     server = http.server.HTTPServer(("127.0.0.1", 0), NotFound)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
-        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.server_port}")
-        assert "HTTP 404" in wandb_problem(timeout=2.0)
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
 
 
-def test_wandb_check_without_a_key(monkeypatch, tmp_path):
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
-    assert "no wandb API key" in wandb_problem()
+def test_wandb_check_names_a_server_that_refuses_the_key(tmp_path):
+    with refusing_server() as url:
+        problem = wandb_problem_of_a_command({"HOME": str(tmp_path), "WANDB_API_KEY": "x" * 40, "WANDB_BASE_URL": url})
+    assert url in problem and "refused the key" in problem and "\n" not in problem, problem
+
+
+@pytest.mark.parametrize("where", ["none", "HOME", "NETRC"])
+def test_wandb_check_finds_the_key_where_wandb_does(tmp_path, where):
+    """wandb's own lookup of the key: none (one line), or one in the netrc -- ~/.netrc, or where $NETRC says -- that
+    it then sends to the server (here a local one that refuses it)."""
+    with refusing_server() as url:
+        env = {"HOME": str(tmp_path), "WANDB_BASE_URL": url}  # no ~/.netrc, no wandb settings unless written here
+        netrc = tmp_path / (".netrc" if where == "HOME" else "elsewhere")
+        if where != "none":
+            host = url.removeprefix("http://")  # wandb's netrc entry is its server's host:port
+            netrc.write_text(f"machine {host}\n  login user\n  password {'k' * 40}\n")
+            netrc.chmod(0o600)
+        if where == "NETRC":
+            env["NETRC"] = str(netrc)
+        problem = wandb_problem_of_a_command(env)
+    if where == "none":
+        assert problem == "no wandb API key (run `wandb login` or set WANDB_API_KEY)"
+    else:
+        assert "refused the key" in problem, problem  # found, sent, refused: not "no wandb API key"
 
 
 @pytest.mark.slow
