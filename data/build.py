@@ -27,6 +27,7 @@ research settings (:class:`ResearchSettings`), all off by default:
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
@@ -186,6 +187,16 @@ def data_settings(**keys) -> DataSettings:
         research["operators"] = "".join(map(str, keys["operators"]))
         keys["operators"] = "".join(c for c in research["operators"] if c in "+-*") or "+"
     return DataSettings(DataConfig(**keys), ResearchSettings(**research))
+
+
+# its settings by name, for what reads a _target_'s arguments (the config's declared settings: training/settings.py)
+_lesson = inspect.signature(
+    DataConfig
+).parameters  # the research's operators: the lesson's, with '/' (data/division.py)
+data_settings.__signature__ = inspect.Signature(
+    [*_lesson.values(), *(p for n, p in inspect.signature(ResearchSettings).parameters.items() if n not in _lesson)],
+    return_annotation=DataSettings,
+)
 
 
 def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> ArithmeticData:

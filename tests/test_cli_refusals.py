@@ -213,7 +213,9 @@ def test_a_value_only_the_trainer_refuses_is_refused_before_anything_is_written(
         check_command_line([f"hydra.run.dir={mine}", value, "logger=none"], claim=True)
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
-    assert stopped.value.code == 2 and len(lines) == 1 and lines[0].startswith("error: trainer"), lines
+    assert stopped.value.code == 2 and len(lines) == 1 and lines[0].startswith(("error: trainer", "error: +trainer")), (
+        lines
+    )
     assert out == "" and snapshot(tmp_path) == before
 
 

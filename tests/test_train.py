@@ -160,3 +160,18 @@ def test_the_best_checkpoint_goes_to_the_later_weights_on_a_tie(tmp_path):
     assert keeper.check_monitor_top_k(trainer, torch.tensor(1.0))  # every problem right again: the later weights
     assert not keeper.check_monitor_top_k(trainer, torch.tensor(0.9996))
     assert not keeper.check_monitor_top_k(trainer, None)
+
+
+def test_the_anonymous_setting_edit_is_still_needed():
+    """training/loggers.py drops ``anonymous=None`` from WandbLogger's wandb.init arguments, its one private edit:
+    Lightning passes it always, and wandb warns of any value given. Fails once either changes: then delete the edit."""
+    import subprocess
+    import sys
+
+    from lightning.pytorch.loggers import WandbLogger
+
+    assert WandbLogger(project="p", offline=True)._wandb_init.get("anonymous", "absent") is None
+    warned = subprocess.run(
+        [sys.executable, "-c", "import wandb; wandb.Settings(anonymous=None)"], capture_output=True, text=True
+    )
+    assert "anonymous" in warned.stderr, warned.stderr

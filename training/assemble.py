@@ -71,7 +71,7 @@ def build_trainer(cfg: DictConfig, callbacks: list, loggers: list):
     cfg.trainer.val_check_interval = min(cfg.trainer.val_check_interval, cfg.trainer.max_steps)
     return build(
         cfg.trainer, "trainer", callbacks=[*callbacks, OldOptimizerStates(), TheRunsSignals()],  # that one last
-        logger=loggers or False, plugins=[AtomicCheckpointIO()],
+        logger=loggers or False, plugins=AtomicCheckpointIO(),  # one plugin: Hydra would hand a list on as a ListConfig
         **distributed(cfg.trainer),  # trainer=ddp: a dead peer ends the run within DDP_TIMEOUT (training/config.py)
     )  # fmt: skip
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
-import inspect
 import logging
 import re
 import sys
@@ -179,28 +178,6 @@ def _every_swept_value(overrides) -> list[list[str]]:
     ]
 
 
-def _check_additions(overrides, cfg: DictConfig) -> None:
-    """``+key=value`` is for arguments an object really takes (e.g. +trainer.num_nodes=2), nothing else."""
-    for o in overrides:
-        if not o.is_add() or o.key_or_group.startswith("hydra") or (CONFIGS / o.key_or_group).is_dir():
-            continue  # only added keys are checked (+experiment=add10 adds a group option, which Hydra checks)
-        parent, _, leaf = o.key_or_group.rpartition(".")
-        node = OmegaConf.select(cfg, parent) if parent else None
-        target = node.get("_target_") if isinstance(node, DictConfig) else None
-        if target:
-            module, _, name = target.rpartition(".")
-            obj = getattr(__import__(module, fromlist=[name]), name)
-            params = inspect.signature(obj).parameters
-            if leaf in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
-                continue
-            raise ConfigError(
-                f"+{o.key_or_group}: {target} takes no argument {leaf!r}{_did_you_mean(leaf, params, f'+{parent}.')}"
-            )
-        raise ConfigError(
-            f"+{o.key_or_group}: adds a key that nothing reads{_did_you_mean(o.key_or_group, _all_keys(cfg))}"
-        )
-
-
 def _check_deletions(overrides) -> None:
     """``~group`` switches an optional group off (~analysis is analysis=none); a group the run needs, or a single
     setting, cannot be deleted (the run would fail to build, far from the command line); ``group=null`` is not an
@@ -266,7 +243,6 @@ def _composed(overrides, job: list[str]) -> DictConfig:
         cfg = compose_train_config(job)
     except Exception as e:  # noqa: BLE001 -- composition errors of every kind
         raise ConfigError(_explain(str(e), compose_train_config([]))) from None
-    _check_additions(overrides, cfg)
     _check_resolves(cfg)
     return cfg
 

@@ -31,6 +31,7 @@ WANDB_SETTINGS = {
 }
 # where Lightning's information lines (rank_zero_info) go: one of the two, whichever module was imported last
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning_fabric.utilities.rank_zero")
+WANDB_MODES = ("offline", "online", "disabled")
 WANDB_LOGGER_SETTINGS = ("_target_", "save_dir", "mode", "log_model")  # WandbLogger's own (training/config.py, cli.py)
 
 
@@ -112,6 +113,8 @@ def check_wandb(settings: dict) -> None:
         except Exception as e:  # noqa: BLE001 -- wandb's UsageError, or pydantic's ValidationError with .errors()
             why = e.errors()[0]["msg"] if callable(getattr(e, "errors", None)) else str(e).strip().splitlines()[0]
             raise ConfigError(f"logger.wandb.{key}={value!r}: wandb refuses it: {why}") from None
+    if settings.get("mode", "offline") not in WANDB_MODES:
+        raise ConfigError(f"logger.wandb.mode={settings['mode']!r} is not allowed: use one of {', '.join(WANDB_MODES)}")
     if settings.get("log_model", False) not in (True, False, "all"):
         raise ConfigError(f"logger.wandb.log_model={settings['log_model']!r}: use true, false or all")
 
