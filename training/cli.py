@@ -26,6 +26,7 @@ from training.assemble import build_objects, build_trainer
 from training.config import ConfigError, check
 from training.loggers import RANK_ZERO_LOGGERS, check_wandb
 from training.resume import compose_train_config, effective_config
+from training.settings import did_you_mean
 from training.signals import a_worker_process
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -91,11 +92,6 @@ def _unreadable(texts: list[str], i: int, why: str) -> str:
     )
 
 
-def _did_you_mean(word: str, options, prefix: str = "") -> str:
-    close = difflib.get_close_matches(word, [str(o) for o in options if str(o) != word], n=1, cutoff=0.6)
-    return f" (did you mean {prefix}{close[0]}?)" if close else ""
-
-
 def _group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml")) if (CONFIGS / group).is_dir() else []
 
@@ -108,11 +104,11 @@ def _explain(message: str, base: DictConfig) -> str:
         parent, _, leaf = key.rpartition(".")
         node = OmegaConf.select(base, parent) if parent else base
         if isinstance(node, DictConfig):
-            known = _did_you_mean(leaf, node.keys(), f"{parent}." if parent else "")
+            known = did_you_mean(leaf, node.keys(), f"{parent}." if parent else "")
             known = (_with_its_group(key, base) or known) if not parent else known
             return f"{key} is not a setting{known}; see them all with  python train.py --cfg job"
         groups = [p.name for p in CONFIGS.iterdir() if p.is_dir()]
-        return f"{key} is not a setting or config group{_did_you_mean(key, list(base.keys()) + groups)}"
+        return f"{key} is not a setting or config group{did_you_mean(key, list(base.keys()) + groups)}"
     found = re.search(r"An item is already at '([^']+)'", message)
     if found:
         return f"+{found.group(1)}=...: {found.group(1)} is set already; write {found.group(1)}=... (no +)"
@@ -127,7 +123,7 @@ def _explain(message: str, base: DictConfig) -> str:
         group, option = found.groups()
         options = _group_options(group)
         return (
-            f"{group}={option} is not an option of {group}{_did_you_mean(option, options)}; "
+            f"{group}={option} is not an option of {group}{did_you_mean(option, options)}; "
             f"choose one of {', '.join(options)}"
         )
     return message.strip().splitlines()[0]

@@ -32,6 +32,12 @@ from training.limits import machine_cores
 NOT_VALUES = ("_target_", "default_root_dir", "save_dir", "run_dir")  # code, and where files go (training/cli.py)
 
 
+def did_you_mean(word: str, options, prefix: str = "") -> str:
+    """ " (did you mean PREFIX<nearest option>?)", or "" when none is near ``word``."""
+    close = difflib.get_close_matches(word, [str(o) for o in options if str(o) != word], n=1, cutoff=0.6)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
+
+
 def as_written(value) -> str:
     """A value as the command line writes it: true, false, null."""
     return "true" if value is True else "false" if value is False else "null" if value is None else str(value)
@@ -70,10 +76,8 @@ def allowed(hint, found: Rule | None) -> str:
         text = _words(kind)
         if found is not None and found.low is not None:
             text += f" in [{found.low}, {found.high}]" if found.high is not None else f" >= {found.low}"
-    text += ("" if not nullable else ", or null" if text else "null") + (
-        f" ({found.why})" if found and found.why else ""
-    )
-    return text
+    text += "" if not nullable else ", or null" if text else "null"
+    return text + (f" ({found.why})" if found and found.why else "")
 
 
 def _words(kind) -> str:
@@ -243,8 +247,7 @@ def check_node(schema: type, node: DictConfig, key: str = "") -> None:
     except ConfigKeyError as e:
         name = str(e.key)
         supported = [n for n in declared if n not in NOT_VALUES]
-        near = difflib.get_close_matches(name, supported, n=1, cutoff=0.6)
-        hint = f" (did you mean +{_named(key, near[0])}?)" if near else ""  # only +key=value adds past Hydra's check
+        hint = did_you_mean(name, supported, f"+{key}." if key else "+")  # only +key=value adds past Hydra's check
         raise ValueError(
             f"+{_named(key, name)}: not a setting this project supports{hint}; the supported ones: "
             + ", ".join(supported)
