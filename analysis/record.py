@@ -114,6 +114,7 @@ def record_sweep(
         return
     import wandb as wb
 
+    quiet_wandb()  # its banner lines too, as the runs' own (training/loggers.py)
     run = wb.init(
         project=wandb.get("project") or "tinycalc",
         entity=wandb.get("entity"),
@@ -123,7 +124,6 @@ def record_sweep(
         tags=list(wandb.get("tags") or []),
         dir=str(sweep.path),
         mode=wandb.get("mode") or os.environ.get("WANDB_MODE", "offline"),
-        **quiet_wandb("wandb"),  # its banner lines too, as the runs' own (training/loggers.py)
     )
     run.log(
         {

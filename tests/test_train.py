@@ -162,9 +162,10 @@ def test_the_best_checkpoint_goes_to_the_later_weights_on_a_tie(tmp_path):
     assert not keeper.check_monitor_top_k(trainer, None)
 
 
-def test_the_anonymous_setting_edit_is_still_needed():
-    """training/loggers.py drops ``anonymous=None`` from WandbLogger's wandb.init arguments, its one private edit:
-    Lightning passes it always, and wandb warns of any value given. Fails once either changes: then delete the edit."""
+def test_the_process_wide_quiet_of_wandb_is_still_needed():
+    """training/loggers.py quiets wandb for the whole process (wandb.setup), not through the run's own settings,
+    because Lightning always passes ``anonymous=None`` and wandb warns of any value given before a run's settings
+    apply. Fails once either changes: then the run's own settings will do again."""
     import subprocess
     import sys
 

@@ -61,6 +61,7 @@ def build_loggers(cfg: DictConfig, run_name: str, group: str | None, resume_id: 
     wandb_cfg = nodes.get("wandb")
     if wandb_cfg is not None:
         check_wandb(OmegaConf.to_container(wandb_cfg, resolve=True))
+        quiet_wandb()  # before anything of wandb's starts: its process-wide settings are made once
         with open_dict(wandb_cfg):
             wandb_cfg.name = wandb_cfg.name or run_name
             wandb_cfg.group = wandb_cfg.group or group
@@ -75,22 +76,20 @@ def build_loggers(cfg: DictConfig, run_name: str, group: str | None, resume_id: 
                     file=sys.stderr,
                 )
                 wandb_cfg.mode = "offline"
-    loggers = [build(node, f"logger.{name}", **quiet_wandb(name)) for name, node in nodes.items() if node is not None]
-    for logger in wandb_loggers(loggers):  # Lightning always passes anonymous=None, which wandb 0.2x+ warns about
-        # no public API leaves an argument out of WandbLogger's wandb.init call: its private dict is edited
-        if logger._wandb_init.get("anonymous") is None:
-            logger._wandb_init.pop("anonymous", None)
-    return loggers
+    return [build(node, f"logger.{name}") for name, node in nodes.items() if node is not None]
 
 
-def quiet_wandb(logger: str) -> dict:
-    """wandb's run without its banner lines (errors still show), unless WANDB_SILENT says otherwise: the run's own
-    setting, so importing or building nothing else changes wandb for the rest of the process."""
-    if logger != "wandb" or "WANDB_SILENT" in os.environ:
-        return {}
+def quiet_wandb() -> None:
+    """wandb without its banner and warning lines in this process (errors still show), unless WANDB_SILENT says
+    otherwise. wandb.setup's settings, its public route for a whole process: a run's own settings come too late for
+    the line wandb prints while it reads wandb.init's arguments (Lightning's WandbLogger always passes
+    anonymous=None, which wandb 0.31 warns has no effect). Only the first setup of a process sets its terminal; the
+    environment is left as it was."""
+    if "WANDB_SILENT" in os.environ:
+        return
     import wandb
 
-    return {"settings": wandb.Settings(silent=True)}  # an object: Hydra hands it to wandb.init as it is
+    wandb.setup(settings=wandb.Settings(silent=True))
 
 
 def check_wandb(settings: dict) -> None:
