@@ -171,8 +171,8 @@ def test_analyse_wraps_each_row_to_the_terminal(run_add, tmp_path, monkeypatch, 
 
 
 def test_wandb_says_nothing_in_the_terminal_and_leaves_the_environment_as_it_was(tmp_path):
-    """The run's wandb logger is built silent (wandb.setup, before anything of wandb starts): no banner, no summary lines, no WANDB_SILENT set
-    for the rest of the process; WANDB_SILENT=false asks for wandb's lines back."""
+    """The run's wandb logger is built silent (wandb.setup, before anything of wandb starts): no banner, no summary
+    lines, no WANDB_SILENT set for the rest of the process; WANDB_SILENT=false asks for wandb's lines back."""
     import os
     import subprocess
     import sys
