@@ -77,11 +77,32 @@ def division_steps(a: torch.Tensor, b: torch.Tensor, columns: int | None = None)
     return torch.where(b > 0, count, 0)
 
 
+def tight_division_steps(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> torch.Tensor:
+    """How many steps of the long division a / b have a partial dividend within two of a multiple of b above it,
+    or within one past a multiple it reached (remainder b - 2, b - 1; or 0, 1 with a quotient digit > 0; b > 2): where
+    a partial dividend misjudged by a little writes its quotient digit one off, div3's commonest mistake
+    (docs/arithmetic.md). Hard-case sampling draws divisions by it."""
+    divisor, left = b.clamp(min=1), torch.zeros_like(a)
+    count = torch.zeros_like(a)
+    for k in range(_columns(a, columns) - 1, -1, -1):
+        partial = left * 10 + (a // 10**k) % 10
+        left = partial % divisor
+        tight = (left >= divisor - 2) | ((left <= 1) & (partial >= divisor))
+        count += ((divisor > 2) & tight).long()
+    return torch.where(b > 0, count, 0)
+
+
 RULES = {"+": carries, "-": borrows, "*": product_carries, "/": division_steps}
+HARD_RULES = RULES | {"/": tight_division_steps}  # what hard-case sampling draws by
 
 
 def difficulty(
-    fmt: ProblemFormat, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor, columns: int | None = None
+    fmt: ProblemFormat,
+    a: torch.Tensor,
+    op_idx: torch.Tensor,
+    b: torch.Tensor,
+    columns: int | None = None,
+    rules: dict = RULES,
 ) -> torch.Tensor:
     """Per problem: the carries ('+'), borrows ('-'), long-multiplication carries ('*') or long-division steps
     ('/') it needs;
@@ -89,7 +110,7 @@ def difficulty(
     own operator's score (no boolean indexing: its size would be read back from a GPU)."""
     count = torch.zeros_like(a)
     for i, op in enumerate(fmt.operators):
-        count = torch.where(op_idx == i, RULES[op](a, b, columns), count)
+        count = torch.where(op_idx == i, rules[op](a, b, columns), count)
     return count
 
 
@@ -116,7 +137,8 @@ def long_difficulty(op: str, a: int, b: int) -> int:
 
 class HardCases:
     """Hard-case sampling that fades: at step 0 a share ``share`` of every training batch is drawn hard --
-    each the problem with the most carries, borrows or multiplication carries of ``HARD_TRIES`` draws --
+    each the problem with the most carries, borrows, multiplication carries or tight division steps of
+    ``HARD_TRIES`` draws --
     and that share falls linearly to 0 at ``fade_steps``, after which batches are uniform again."""
 
     def __init__(self, sampler: ProblemSampler, share: float, fade_steps: int):
@@ -144,7 +166,7 @@ class HardCases:
         """n hard cases; ``sampler``: one of another width (default the trained one's)."""
         sampler = sampler or self.sampler
         a, op_idx, b = sampler.sample("train", n * HARD_TRIES, generator)
-        score = difficulty(sampler.fmt, a, op_idx, b, sampler.fmt.digits).view(n, HARD_TRIES).float()
+        score = difficulty(sampler.fmt, a, op_idx, b, sampler.fmt.digits, HARD_RULES).view(n, HARD_TRIES).float()
         score += torch.rand(n, HARD_TRIES, generator=generator, device=generator.device)  # ties broken at random
         pick = score.argmax(dim=1) + torch.arange(n, device=generator.device) * HARD_TRIES
         return a[pick], op_idx[pick], b[pick]

@@ -126,3 +126,29 @@ def test_a_divisions_difficulty_counts_its_nonzero_quotient_digits_at_any_length
     assert (
         long_difficulty("/", 999, 7) == 3 and long_difficulty("/", 5, 99) == 0 and long_difficulty("/", 10**40, 3) == 40
     )
+
+
+def test_hard_division_cases_are_the_steps_that_sit_next_to_a_multiple_of_the_divisor():
+    """Hard-case sampling draws divisions by their tight steps (a partial dividend within two below a multiple of b,
+    or within one past a multiple it reached), div3's commonest mistake; eval's splits keep the quotient digits."""
+    from data.difficulty import HARD_RULES, HardCases, tight_division_steps
+
+    def on_paper(x: int, y: int) -> int:
+        left = count = 0
+        for digit in f"{x:03d}":
+            partial = left * 10 + int(digit)
+            left = partial % y
+            count += y > 2 and (left >= y - 2 or (left <= 1 and partial >= y))
+        return count
+
+    sampler = ProblemSampler(problem_format(**DIV3))
+    a, op_idx, b = sampler.sample("train", 2000, torch.Generator().manual_seed(0))
+    assert tight_division_steps(a, b, 3).tolist() == [
+        on_paper(x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)
+    ]
+    assert [on_paper(x, y) for x, y in ((455, 57), (999, 7), (114, 57), (284, 17), (17, 5))] == [1, 2, 1, 0, 0]
+    assert HARD_RULES["/"] is tight_division_steps
+    hard = HardCases(sampler, share=1.0, fade_steps=100)
+    drawn = hard.sample(2000, torch.Generator().manual_seed(1))
+    uniform, tight = (tight_division_steps(x, y, 3).float().mean() for x, _, y in ((a, op_idx, b), drawn))
+    assert tight > uniform + 0.5, (tight, uniform)
