@@ -105,9 +105,9 @@ def difficulty(
     rules: dict = RULES,
 ) -> torch.Tensor:
     """Per problem: the carries ('+'), borrows ('-'), long-multiplication carries ('*') or long-division steps
-    ('/') it needs;
-    op_idx indexes ``fmt.operators``. Each of the format's rules scores every problem, and each problem keeps its
-    own operator's score (no boolean indexing: its size would be read back from a GPU)."""
+    ('/') it needs, or what ``rules`` count (HARD_RULES: hard-case sampling's); op_idx indexes ``fmt.operators``.
+    Each of the format's rules scores every problem, and each problem keeps its own operator's score (no boolean
+    indexing: its size would be read back from a GPU)."""
     count = torch.zeros_like(a)
     for i, op in enumerate(fmt.operators):
         count = torch.where(op_idx == i, rules[op](a, b, columns), count)
@@ -137,9 +137,8 @@ def long_difficulty(op: str, a: int, b: int) -> int:
 
 class HardCases:
     """Hard-case sampling that fades: at step 0 a share ``share`` of every training batch is drawn hard --
-    each the problem with the most carries, borrows, multiplication carries or tight division steps of
-    ``HARD_TRIES`` draws --
-    and that share falls linearly to 0 at ``fade_steps``, after which batches are uniform again."""
+    each the problem with the most carries, borrows, multiplication carries or tight division steps of ``HARD_TRIES``
+    draws -- and that share falls linearly to 0 at ``fade_steps``, after which batches are uniform again."""
 
     def __init__(self, sampler: ProblemSampler, share: float, fade_steps: int):
         self.sampler, self.share, self.fade_steps = sampler, share, fade_steps
