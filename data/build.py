@@ -189,13 +189,12 @@ def data_settings(**keys) -> DataSettings:
     return DataSettings(DataConfig(**keys), ResearchSettings(**research))
 
 
-# its settings by name, for what reads a _target_'s arguments (the config's declared settings: training/settings.py)
-_lesson = inspect.signature(
-    DataConfig
-).parameters  # the research's operators: the lesson's, with '/' (data/division.py)
+# its settings by name, for what reads a _target_'s arguments (the config's declared settings: training/settings.py):
+# the lesson's, then the research's it lacks ('operators' is both's: the research's where '/' is among them)
+_lesson = inspect.signature(DataConfig).parameters
+_research = inspect.signature(ResearchSettings).parameters
 data_settings.__signature__ = inspect.Signature(
-    [*_lesson.values(), *(p for n, p in inspect.signature(ResearchSettings).parameters.items() if n not in _lesson)],
-    return_annotation=DataSettings,
+    [*_lesson.values(), *(p for n, p in _research.items() if n not in _lesson)], return_annotation=DataSettings
 )
 
 

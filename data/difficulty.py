@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from data.checks import check_whole
+from data.long_division import LongDivision
 from data.problems import ProblemFormat
 from data.sampler import ProblemSampler
 
@@ -67,14 +68,8 @@ def product_carries(a: torch.Tensor, b: torch.Tensor, columns: int | None = None
 def division_steps(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> torch.Tensor:
     """How many steps of the long division a / b write a quotient digit other than 0: a's digits brought down
     one by one, most significant first, each step dividing the running remainder (b > 0; b = 0 counts none)."""
-    divisor, left = b.clamp(min=1), torch.zeros_like(a)
-    count = torch.zeros_like(a)
-    width = _columns(a, columns)
-    for k in range(width - 1, -1, -1):
-        left = left * 10 + (a // 10**k) % 10
-        count += (left >= divisor).long()
-        left = left % divisor
-    return torch.where(b > 0, count, 0)
+    quotients, _ = LongDivision().steps(a, b, max(_columns(a, columns), 1))  # (N, steps) each
+    return torch.where(b > 0, (quotients > 0).sum(dim=1), 0)
 
 
 def tight_division_steps(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> torch.Tensor:
@@ -82,14 +77,10 @@ def tight_division_steps(a: torch.Tensor, b: torch.Tensor, columns: int | None =
     or within one past a multiple it reached (remainder b - 2, b - 1; or 0, 1 with a quotient digit > 0; b > 2): where
     a partial dividend misjudged by a little writes its quotient digit one off, div3's commonest mistake
     (docs/arithmetic.md). Hard-case sampling draws divisions by it."""
-    divisor, left = b.clamp(min=1), torch.zeros_like(a)
-    count = torch.zeros_like(a)
-    for k in range(_columns(a, columns) - 1, -1, -1):
-        partial = left * 10 + (a // 10**k) % 10
-        left = partial % divisor
-        tight = (left >= divisor - 2) | ((left <= 1) & (partial >= divisor))
-        count += ((divisor > 2) & tight).long()
-    return torch.where(b > 0, count, 0)
+    quotients, remainders = LongDivision().steps(a, b, max(_columns(a, columns), 1))  # (N, steps) each
+    divisor = b.unsqueeze(1)
+    tight = (remainders >= divisor - 2) | ((remainders <= 1) & (quotients > 0))
+    return ((divisor > 2) & tight).sum(dim=1)
 
 
 RULES = {"+": carries, "-": borrows, "*": product_carries, "/": division_steps}
