@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from data.long_division import LongDivision
 from data.problems import ProblemFormat
 from data.running_product import RunningProduct, lines_end_on_next
 from data.sums import SumFormat
@@ -100,6 +101,38 @@ def written_in_lines(fmt: ProblemFormat | SumFormat) -> bool:
     return isinstance(fmt, SumFormat) or isinstance(fmt.working, RunningProduct)
 
 
+def written_in_steps(fmt: ProblemFormat | SumFormat) -> bool:
+    """Whether ``fmt`` writes long division's steps that place_of="stepped" reads: a format that only divides, with
+    show_work and a short divisor (data.b_digits > 0: every step as wide at every length)."""
+    working = getattr(fmt, "working", None)
+    return isinstance(working, LongDivision) and working.b_digits > 0
+
+
+ROLES = ("other", "a", "b", "quotient", "remainder")  # place_of="stepped": what a token is; a step's digits follow:
+STEP_ROLES = len(ROLES)  # role STEP_ROLES + j is a working step's j-th digit (0: its quotient digit, then the
+# remainder's, top first)
+
+
+def role_ids(fmt: ProblemFormat) -> list[int]:
+    """Per position, what the token is (place_of="stepped"): a digit of a or b, of the answer's quotient or
+    remainder, or a step's j-th digit (:data:`STEP_ROLES` + j); 0 for every other token."""
+    layout, out, column = positions(fmt), [], 0
+    for before, p in zip([None, *layout], layout, strict=False):
+        same_step = p.kind == "work" and before is not None and (before.kind, before.line) == ("work", p.line)
+        column = column + 1 if same_step else 0
+        out.append(STEP_ROLES + column if p.kind == "work" else ROLES.index(p.kind) if p.kind in ROLES else 0)
+    return out
+
+
+ROLE_STRIDE = 2**20  # place_of="stepped": a token's id is its place + ROLE_STRIDE * its role (|place| < 2**19)
+
+
+def split_roles(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """place_of="stepped"'s ids -> (roles, places): the place may be negative (b anchored)."""
+    roles = torch.div(ids + ROLE_STRIDE // 2, ROLE_STRIDE, rounding_mode="floor")
+    return roles, ids - ROLE_STRIDE * roles
+
+
 def place_ids(fmt: ProblemFormat, place_of: str = "predicted") -> list[int]:
     """Per position, a digit place for the model's place embedding: 1 for units, 2 for tens, ...; 0 for no digit.
     An operand digit gets its own place. place_of="predicted": the token *predicting* an answer digit gets that
@@ -108,13 +141,17 @@ def place_ids(fmt: ProblemFormat, place_of: str = "predicted") -> list[int]:
     "predicted", but b's digits are anchored, their places negative (-1 units, -2 tens, ...): seen from every
     column by their own place, as a short multiplier is (model/positions.py); "lined": as "predicted", with b's
     digits placeless, and each id ``place + LINE_STRIDE * line`` (:func:`line_ids`: the working's line a token
-    writes, or whose multiplier digit it is)."""
+    writes, or whose multiplier digit it is); "stepped": as "anchored", each id ``place + ROLE_STRIDE * role``
+    (:func:`role_ids`: what the token is)."""
     place = lambda p: 0 if p.place is None else p.place + 1  # noqa: E731
     layout = positions(fmt)
     if place_of == "own":
         return [place(p) for p in layout]
     predicted = [place(p) for p in layout[fmt.prompt_len :]]  # '=' and each answer token predict the next token
-    prompt = [-place(p) if place_of == "anchored" and p.kind == "b" else place(p) for p in layout[: fmt.prompt_len - 1]]
+    anchored = place_of in ("anchored", "stepped")
+    prompt = [-place(p) if anchored and p.kind == "b" else place(p) for p in layout[: fmt.prompt_len - 1]]
+    if place_of == "stepped":
+        return [x + ROLE_STRIDE * role for x, role in zip(prompt + predicted + [0], role_ids(fmt), strict=True)]
     if place_of == "lined":
         prompt = [0 if p.kind == "b" else x for p, x in zip(layout, prompt, strict=False)]
         return [x + LINE_STRIDE * line for x, line in zip(prompt + predicted + [0], line_ids(fmt), strict=True)]
@@ -191,7 +228,7 @@ def training_places(
     spare = trained.digits + place_offset - fmt.digits  # places above this width's top one
     if fmt == trained and not spare:
         return None
-    if place_of == "lined":  # read by their differences alone (place_vectors=false): nothing to move
+    if place_of in ("lined", "stepped"):  # read by their differences alone (place_vectors=false): nothing to move
         return place_tensor(fmt, place_of, seq.device)
     batch, device = len(seq), seq.device
     places = place_tensor(fmt, place_of, device)  # (seq_len,)

@@ -17,8 +17,12 @@ field:
                       query on a line sees, of the tokens on lines, its own line's and the line before's only, each
                       scored as such (a token on line -i, a sum's operand, is seen from line i alone);
                       b's digits are placeless, each on the line it multiplies, so however many lines b's length
-                      makes, a line reads the one before it and its own digit of b. The places come from the
-                      problem format (:func:`data.positions.place_ids`).
+                      makes, a line reads the one before it and its own digit of b -- or "stepped" -- as
+                      "anchored", for long division's steps: each token also gets a learned vector of what it is
+                      (a digit of a, a step's quotient digit or its j-th remainder digit, the answer's quotient or
+                      remainder: ``role_emb``), so a query tells the running remainder from the digit of a it
+                      brings down, which share a place; the roles are the same at every length. The places come
+                      from the problem format (:func:`data.positions.place_ids`).
   position_embedding  false: no learned absolute positions, only places (coupling): the same place can then only
                       be found by its place, and '+' and '*' do not need to tell a from b.
   place_vectors       false (with place_bias): no vector per place is added to the tokens; places only score and
@@ -58,11 +62,12 @@ import torch
 from torch import nn
 
 from data.checks import check_whole, is_whole
-from data.positions import LINE_STRIDE, training_places, written_in_lines
+from data.positions import LINE_STRIDE, ROLES, split_roles, training_places, written_in_lines, written_in_steps
 from data.positions import place_ids as places_of
+from data.positions import role_ids as roles_of
 from data.problems import ProblemFormat
 
-PLACE_SCHEMES = ("predicted", "own", "anchored", "lined")  # PlaceConfig.place_of
+PLACE_SCHEMES = ("predicted", "own", "anchored", "lined", "stepped")  # PlaceConfig.place_of
 LINE_BUCKETS = 3  # "lined": a key's line against the query's -- not both on a line, the same line, the line before
 ANCHORS = 4  # anchored places seen from every column, each with a score of its own (b's units .. thousands); b's
 # higher places are hidden from every query: their zeros would otherwise grow in number with the problem's width
@@ -96,7 +101,7 @@ class PlaceConfig:
             raise ValueError("place_bias > 0 needs place_embedding=true (a position scheme with places)")
         if not self.place_vectors and not self.place_bias:
             raise ValueError("place_vectors=false needs place_bias > 0: places must then score the attention")
-        if self.place_of in ("anchored", "lined") and self.place_vectors:
+        if self.place_of in ("anchored", "lined", "stepped") and self.place_vectors:
             raise ValueError(f"place_of={self.place_of} needs place_vectors=false: its places only score the attention")
         if self.place_window and not self.place_bias:
             raise ValueError("place_window=true needs place_bias > 0: the window's half-width in places")
@@ -153,6 +158,11 @@ class PlaceScheme(nn.Module):
                 "place_of=lined needs a working written in lines (data.show_work=true with data.running_product=true, "
                 "or data.operands > 2)"
             )
+        if cfg.place_of == "stepped" and not written_in_steps(fmt):
+            raise ValueError(
+                "place_of=stepped needs long division's steps with a short divisor (data.operators='/', "
+                "data.show_work=true and data.b_digits > 0)"
+            )
         self.cfg, self.n_layers, self.n_heads = cfg, model.n_layers, model.n_heads
         if cfg.place_embedding:
             if place_ids is None or not 0 < len(place_ids) <= model.block_size:
@@ -164,9 +174,11 @@ class PlaceScheme(nn.Module):
             self.place_emb = nn.Embedding(max(place_ids) + 1 + cfg.place_offset, model.d_model)
         if cfg.place_bias:  # (place-difference buckets and any anchored places', one bias per layer and head; with
             # lines, those for each of LINE_BUCKETS)
-            anchors = ANCHORS if cfg.place_of == "anchored" else 0
+            anchors = ANCHORS if cfg.place_of in ("anchored", "stepped") else 0
             lines = LINE_BUCKETS if cfg.place_of == "lined" else 1
             self.place_scores = nn.Embedding((2 * cfg.place_bias + 4 + anchors) * lines, model.n_layers * model.n_heads)
+        if cfg.place_of == "stepped":  # a vector per role: a's digit, b's, a step's j-th digit, the answer's ...
+            self.role_emb = nn.Embedding(max(max(roles_of(fmt)) + 1, len(ROLES)), model.d_model)
         self.d_model, self.block_size = model.d_model, model.block_size
 
     def after_init(self) -> None:
@@ -211,6 +223,8 @@ class PlaceScheme(nn.Module):
         parts = [pos_emb.weight[start : start + T]] if pos_emb is not None else []
         if self.cfg.place_embedding and self.cfg.place_vectors:
             parts.append(self.place_emb(self.places_to(start + T, places)[..., start:]))
+        if self.cfg.place_of == "stepped":
+            parts.append(self.role_emb(split_roles(self.places_to(start + T, places)[..., start:])[0]))
         if not parts:  # places that only score the attention: nothing added
             return torch.zeros(T, self.d_model, device=self.place_scores.weight.device)
         return sum(parts[1:], parts[0])
@@ -237,10 +251,12 @@ class PlaceScheme(nn.Module):
         lined = self.cfg.place_of == "lined"
         if lined:  # each id is place + LINE_STRIDE * line (data/positions.py)
             lines, places = places // LINE_STRIDE, places % LINE_STRIDE
+        if self.cfg.place_of == "stepped":  # each id is place + ROLE_STRIDE * role: the roles are added vectors
+            places = split_roles(places)[1]
         query, key = places[:, T_k - T_q :, None], places[:, None, :]  # (B, T_q, 1), (B, 1, T_k)
         bucket = (query - key).clamp(-K - 1, K + 1) + K + 1  # 0 .. 2K + 2: farther below, -K .. K, farther above
         bucket = bucket.masked_fill((query <= 0) | (key == 0), 2 * K + 3)  # a token with no place (or anchored)
-        anchored = self.cfg.place_of == "anchored"
+        anchored = self.cfg.place_of in ("anchored", "stepped")
         if anchored:  # an anchored key (place -p): a score of its own place, from anywhere
             bucket = torch.where(key < 0, 2 * K + 3 + (-key).clamp(max=ANCHORS), bucket)
         hidden = key < -ANCHORS if anchored else None  # anchored places beyond the scored ones

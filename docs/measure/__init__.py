@@ -35,6 +35,7 @@ SECTIONS = [
     "add10_speedrun",
     "mul_working",
     "division",
+    "long_division",
     "circuits_tasks",
     "recipe_search",
     "arithmetic",

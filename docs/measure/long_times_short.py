@@ -42,7 +42,8 @@ def measure(scratch: Path) -> dict:
 
 
 def curve(run: dict) -> dict:
-    return run["length"].get("*", {})
+    """A run's exact-match by a's length, of its one operator."""
+    return next(iter(run["length"].values()), {})
 
 
 def runs_table(x: dict, widths=WIDTHS) -> str:
