@@ -124,6 +124,7 @@ def role_ids(fmt: ProblemFormat) -> list[int]:
     return out
 
 
+ANCHORED = ("anchored", "stepped")  # the place_of schemes whose b is anchored: negative places, seen from anywhere
 ROLE_STRIDE = 2**20  # place_of="stepped": a token's id is its place + ROLE_STRIDE * its role (|place| < 2**19)
 
 
@@ -148,8 +149,7 @@ def place_ids(fmt: ProblemFormat, place_of: str = "predicted") -> list[int]:
     if place_of == "own":
         return [place(p) for p in layout]
     predicted = [place(p) for p in layout[fmt.prompt_len :]]  # '=' and each answer token predict the next token
-    anchored = place_of in ("anchored", "stepped")
-    prompt = [-place(p) if anchored and p.kind == "b" else place(p) for p in layout[: fmt.prompt_len - 1]]
+    prompt = [-place(p) if place_of in ANCHORED and p.kind == "b" else place(p) for p in layout[: fmt.prompt_len - 1]]
     if place_of == "stepped":
         return [x + ROLE_STRIDE * role for x, role in zip(prompt + predicted + [0], role_ids(fmt), strict=True)]
     if place_of == "lined":

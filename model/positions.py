@@ -62,7 +62,15 @@ import torch
 from torch import nn
 
 from data.checks import check_whole, is_whole
-from data.positions import LINE_STRIDE, ROLES, split_roles, training_places, written_in_lines, written_in_steps
+from data.positions import (
+    ANCHORED,
+    LINE_STRIDE,
+    ROLES,
+    split_roles,
+    training_places,
+    written_in_lines,
+    written_in_steps,
+)
 from data.positions import place_ids as places_of
 from data.positions import role_ids as roles_of
 from data.problems import ProblemFormat
@@ -174,7 +182,7 @@ class PlaceScheme(nn.Module):
             self.place_emb = nn.Embedding(max(place_ids) + 1 + cfg.place_offset, model.d_model)
         if cfg.place_bias:  # (place-difference buckets and any anchored places', one bias per layer and head; with
             # lines, those for each of LINE_BUCKETS)
-            anchors = ANCHORS if cfg.place_of in ("anchored", "stepped") else 0
+            anchors = ANCHORS if cfg.place_of in ANCHORED else 0
             lines = LINE_BUCKETS if cfg.place_of == "lined" else 1
             self.place_scores = nn.Embedding((2 * cfg.place_bias + 4 + anchors) * lines, model.n_layers * model.n_heads)
         if cfg.place_of == "stepped":  # a vector per role: a's digit, b's, a step's j-th digit, the answer's ...
@@ -256,7 +264,7 @@ class PlaceScheme(nn.Module):
         query, key = places[:, T_k - T_q :, None], places[:, None, :]  # (B, T_q, 1), (B, 1, T_k)
         bucket = (query - key).clamp(-K - 1, K + 1) + K + 1  # 0 .. 2K + 2: farther below, -K .. K, farther above
         bucket = bucket.masked_fill((query <= 0) | (key == 0), 2 * K + 3)  # a token with no place (or anchored)
-        anchored = self.cfg.place_of in ("anchored", "stepped")
+        anchored = self.cfg.place_of in ANCHORED
         if anchored:  # an anchored key (place -p): a score of its own place, from anywhere
             bucket = torch.where(key < 0, 2 * K + 3 + (-key).clamp(max=ANCHORS), bucket)
         hidden = key < -ANCHORS if anchored else None  # anchored places beyond the scored ones
