@@ -19,7 +19,7 @@ REGISTERED = (
     "circuit:CircuitAnalysis",
     "circuit_roles:CircuitRoles",
     "head_story:HeadStory",
-    "length:Length",
+    "division_length:Length",  # length.py's, with divisions drawn as they must be
 )
 
 

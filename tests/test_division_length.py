@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from analysis.metrics.length import long_problems
+from analysis.metrics.division_length import long_problems
 from data.build import problem_format
 from data.division import tokenizer_for
 from data.positions import ROLES, STEP_ROLES, place_ids, place_tensor, positions, role_ids, split_roles

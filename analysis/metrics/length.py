@@ -4,8 +4,7 @@ trained on (``model.place_offset``); nothing for a model that cannot.
 Problems of width w have both operands exactly w digits long (a leading digit that is not 0), drawn with a seeded
 ``random.Random`` per (operator, width): Python integers, so any width can be written. Widths within the trained
 range are drawn at random too (3-digit and shorter problems were almost all trained on: there the figure shows
-the model's training fit, beyond it what it generalised). A division's b is drawn from 1 up (never 0), and every
-width asks the hard divisions first (:func:`division_edges`).
+the model's training fit, beyond it what it generalised).
 """
 
 from __future__ import annotations
@@ -44,30 +43,10 @@ def long_problems(
     rng = random.Random(f"{seed}:{op}:{width}")
     exactly = lambda digits: (0 if digits == 1 else 10 ** (digits - 1), 10**digits)  # noqa: E731
     (low, high), (b_low, b_high) = exactly(width), exactly(min(b_digits, width) or width)
-    if op == "/":
-        b_low = 1 if b_digits <= 1 or width == 1 else b_low  # never a zero divisor
     pairs = [(rng.randrange(low, high), rng.randrange(b_low, b_high)) for _ in range(n)]
     if larger_first and op == "-":
         pairs = [(max(a, b), min(a, b)) for a, b in pairs]
-    if op == "/":
-        pairs = (division_edges(width, b_high, rng) + pairs)[:n]
     return [Problem(a, op, b) for a, b in pairs]
-
-
-def division_edges(width: int, b_high: int, rng: random.Random) -> list[tuple[int, int]]:
-    """The divisions every width is asked first (a of exactly ``width`` digits, b from 1 to b_high - 1): a of all
-    nines by 7, 9, 99 and the largest b; exact multiples (remainder 0); a of one and zeros, and zeros inside a; a
-    dividend smaller than its divisor, where the widths allow one."""
-    nines, top = 10**width - 1, b_high - 1
-    small = [b for b in (7, 9, 99) if b <= top] or [top]
-    edges = [(nines, b) for b in dict.fromkeys([*small, top])]
-    for b in (small[0], top):  # a multiple of b with exactly width digits, if there is one
-        a = nines // b * b - b * rng.randrange(max(1, (10**width - 10 ** (width - 1)) // b // 2))
-        edges += [(a, b)] if len(str(a)) == width else []
-    b = rng.randrange(2, b_high)
-    edges += [(10 ** (width - 1), b), (10 ** (width - 1) + 7, top), (int("10" * (width // 2) + "1" * (width % 2)), b)]
-    edges += [(a, top) for a in [10 ** (width - 1)] if width > 1 and a < top]  # smaller than its divisor
-    return [(a, b) for a, b in edges if len(str(a)) == width or width == 1]
 
 
 LADDER = (20, 30, 50, 100, 200, 500, 1000)  # widths beyond every one of 1..4x trained, roughly log-spaced
