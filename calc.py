@@ -449,7 +449,7 @@ def print_report(r: dict) -> None:
     )
     row("all", {**r, "n": r["n_problems"]})
     ops = set(r["by_operator"])
-    kinds = ["carries"] * bool(ops - {"-", "/"}) + ["borrows"] * ("-" in ops) + ["steps"] * ("/" in ops)
+    kinds = ["carries"] * bool(ops & {"+", "*"}) + ["borrows"] * ("-" in ops) + ["steps"] * ("/" in ops)
     carried = "division steps" if ops == {"/"} else "/".join(kinds)  # data/difficulty.py: what each counts
     one = "/".join(CARRY_WORDS[k] for k in carried.split("/"))
     labels = {

@@ -21,7 +21,7 @@ from rich.text import Text
 from analysis.metric import points
 from analysis.metrics.roles import SPREAD
 from data.build import problem_format
-from data.division import OPERATIONS
+from data.operations import name_of
 from storage.messages import counted
 
 WIDTH = 100  # the summary's widest line, also when the terminal is wider (and the width assumed when piped)
@@ -50,7 +50,7 @@ def print_summary(results: dict, console: Console | None = None, verbose: bool =
 def summary_lines(results: dict, width: int = WIDTH) -> list[str]:
     """The learner's summary, one string per line, none wider than ``width`` (a path longer than that aside)."""
     fmt = results["data"]
-    operation = " / ".join(OPERATIONS.get(op, f"'{op}'") for op in fmt["operators"])
+    operation = " / ".join(name_of(op) for op in fmt["operators"])
     order = "units digit first (reversed)" if fmt["reverse_answer"] else "most significant digit first"
     if fmt["operators"] == "/":  # the pair written as one number (data/division.py)
         order = "remainder then quotient, " + order if fmt["reverse_answer"] else "quotient then remainder, " + order

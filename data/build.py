@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING
 
 from data.arithmetic import ArithmeticData, DataConfig
 from data.difficulty import HardCases
-from data.division import DividingFormat, beyond_lesson, tokenizer_for
+from data.division import DividingFormat, beyond_lesson, divides, tokenizer_for
 from data.epochs import FixedSet
 from data.long_division import BesideWorking, LongDivision
 from data.mixing import MixedDraws
 from data.operands import OperandDraws
+from data.operations import LESSON
 from data.problems import ProblemEncoder, ProblemFormat
 from data.running_product import RunningProduct, lines_end_on_next
 from data.sampler import ENUMERATE_LIMIT, ProblemSampler
@@ -73,14 +74,15 @@ def problem_format(*args, **settings) -> ProblemFormat | SumFormat:
     OperandDraws.shares(settings)
     varied = settings["mixed_lengths"] or settings["round_numbers"] or settings.get("larger_first")
     working = None
-    dividing = beyond_lesson(settings.get("operators"))  # '/': data/division.py's format
+    beyond = beyond_lesson(settings.get("operators"))  # '/' or another registered operation: data/division.py's format
+    dividing = divides(settings.get("operators"))
     if settings.get("show_work") and dividing and len(settings["operators"]) == 1:  # long division's steps
         working = LongDivision(short_b)
     elif settings.get("show_work"):  # long multiplication's partial products, or the lines of a short b, or Horner's
         working = RunningProduct(sees_next) if running else ShortWorking(short_b) if short_b else Working()
         working = BesideWorking(working, LongDivision(short_b)) if dividing else working  # '/' among others
     draws = OperandDraws() if varied else None
-    written = DividingFormat if dividing else ProblemFormat
+    written = DividingFormat if beyond else ProblemFormat
     fmt = written(**settings, working=working, draws=ShortOperand(short_b, draws) if short_b else draws)
     if working is not None:
         working.check(fmt)
@@ -185,7 +187,7 @@ def data_settings(**keys) -> DataSettings:
     research = {f.name: keys.pop(f.name) for f in fields(ResearchSettings) if f.name in keys}
     if beyond_lesson(keys.get("operators")):  # the lesson checks the rest; data/division.py writes '/'
         research["operators"] = "".join(map(str, keys["operators"]))
-        keys["operators"] = "".join(c for c in research["operators"] if c in "+-*") or "+"
+        keys["operators"] = "".join(c for c in research["operators"] if c in LESSON) or "+"
     return DataSettings(DataConfig(**keys), ResearchSettings(**research))
 
 
@@ -218,12 +220,12 @@ def arithmetic_data(settings: DataSettings | DataConfig | None = None) -> Arithm
     streamed_hard = research.hard_share and research.streaming  # a fixed set is drawn once, uniformly
     hard = HardCases(sampler, research.hard_share, research.hard_fade_steps) if streamed_hard else None
     mix = MixedDraws(hard, research.mixed_widths) if hard or research.mixed_widths else None
-    dividing = isinstance(fmt, DividingFormat)  # built with the lesson's format of its other operators, then handed it
+    beyond = isinstance(fmt, DividingFormat)  # built with the lesson's format of its other operators, then handed it
     fixed = None if research.streaming else FixedSet(research.n_train)
-    data = ArithmeticData(config, None if dividing else fmt, mix, fixed)
+    data = ArithmeticData(config, None if beyond else fmt, mix, fixed)
     if sums:  # the lesson's data, handed the pieces that draw and write sums in place of a op b's
         data.sampler, data.encoder = sampler, SumEncoder(fmt, data.tokenizer.vocab)
-    elif dividing:  # the lesson's data, handed the format that divides and its token '/'
+    elif beyond:  # the lesson's data, handed the format that divides (or does another registered operation), its tokens
         data.fmt, data.tokenizer = fmt, tokenizer_for(fmt)
         data.sampler, data.encoder = sampler, ProblemEncoder(fmt, data.tokenizer.vocab)
     return data

@@ -12,24 +12,18 @@ from __future__ import annotations
 import torch
 
 from data.checks import check_whole
-from data.long_division import LongDivision
+from data.operation import columns_of
+from data.operations import OPERATIONS
 from data.problems import ProblemFormat
 from data.sampler import ProblemSampler
 
 HARD_TRIES = 8  # a hard case is the most difficult of this many training draws
 
 
-def _columns(longer: torch.Tensor, columns: int | None) -> int:
-    """``columns``, or (None) the digits of the largest value in ``longer`` (0 for no values)."""
-    if columns is not None:
-        return columns
-    return len(str(int(longer.max()))) if len(longer) else 0
-
-
 def carries(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> torch.Tensor:
     """How many columns of the written addition a + b carry a 1 into the next."""
     count, carry = torch.zeros_like(a), torch.zeros_like(a)
-    for _ in range(_columns(torch.maximum(a, b), columns)):
+    for _ in range(columns_of(torch.maximum(a, b), columns)):
         carry = (a % 10 + b % 10 + carry >= 10).long()
         count += carry
         a, b = a // 10, b // 10
@@ -40,7 +34,7 @@ def borrows(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> tor
     """How many columns borrow in the written subtraction larger - smaller (|a - b| is computed that way)."""
     x, y = torch.maximum(a, b), torch.minimum(a, b)
     count, borrow = torch.zeros_like(a), torch.zeros_like(a)
-    for _ in range(_columns(x, columns)):
+    for _ in range(columns_of(x, columns)):
         borrow = (x % 10 - y % 10 - borrow < 0).long()
         count += borrow
         x, y = x // 10, y // 10
@@ -50,7 +44,7 @@ def borrows(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> tor
 def product_carries(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> torch.Tensor:
     """How many columns of long multiplication a * b carry into the next: column k adds every a_i * b_j with
     i + j = k, plus the carry from column k - 1, writes the last digit and carries the rest."""
-    width = max(_columns(torch.maximum(a, b), columns), 1)
+    width = max(columns_of(torch.maximum(a, b), columns), 1)
     powers = 10 ** torch.arange(width, dtype=torch.int64, device=a.device)
     a_digits, b_digits = (a.unsqueeze(1) // powers) % 10, (b.unsqueeze(1) // powers) % 10  # (N, width), units first
     partial = a_digits.unsqueeze(2) * b_digits.unsqueeze(1)  # (N, width, width): a_i * b_j
@@ -65,26 +59,16 @@ def product_carries(a: torch.Tensor, b: torch.Tensor, columns: int | None = None
     return count
 
 
-def division_steps(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> torch.Tensor:
-    """How many steps of the long division a / b write a quotient digit other than 0: a's digits brought down
-    one by one, most significant first, each step dividing the running remainder (b > 0; b = 0 counts none)."""
-    quotients, _ = LongDivision().steps(a, b, max(_columns(a, columns), 1))  # (N, steps) each
-    return torch.where(b > 0, (quotients > 0).sum(dim=1), 0)
+RULES = {"+": carries, "-": borrows, "*": product_carries}  # the lesson's; data/operations.py's hold their own
 
 
-def tight_division_steps(a: torch.Tensor, b: torch.Tensor, columns: int | None = None) -> torch.Tensor:
-    """How many steps of the long division a / b have a partial dividend within two of a multiple of b above it,
-    or within one past a multiple it reached (remainder b - 2, b - 1; or 0, 1 with a quotient digit > 0; b > 2): where
-    a partial dividend misjudged by a little writes its quotient digit one off, div3's commonest mistake
-    (docs/arithmetic.md). Hard-case sampling draws divisions by it."""
-    quotients, remainders = LongDivision().steps(a, b, max(_columns(a, columns), 1))  # (N, steps) each
-    divisor = b.unsqueeze(1)
-    tight = (remainders >= divisor - 2) | ((remainders <= 1) & (quotients > 0))
-    return ((divisor > 2) & tight).sum(dim=1)
-
-
-RULES = {"+": carries, "-": borrows, "*": product_carries, "/": division_steps}
-HARD_RULES = RULES | {"/": tight_division_steps}  # what hard-case sampling draws by
+def rule_of(op: str, hard: bool = False):
+    """What counts the difficulty of ``op``'s problems: the lesson's RULES, or the registered operation's steps
+    (``hard``: what hard-case sampling draws by, where it has a rule of its own)."""
+    if op in RULES:
+        return RULES[op]
+    operation = OPERATIONS[op]
+    return (operation.hard_steps if hard else None) or operation.steps
 
 
 def difficulty(
@@ -93,15 +77,16 @@ def difficulty(
     op_idx: torch.Tensor,
     b: torch.Tensor,
     columns: int | None = None,
-    rules: dict = RULES,
+    hard: bool = False,
 ) -> torch.Tensor:
     """Per problem: the carries ('+'), borrows ('-'), long-multiplication carries ('*') or long-division steps
-    ('/') it needs, or what ``rules`` count (HARD_RULES: hard-case sampling's); op_idx indexes ``fmt.operators``.
+    ('/': data/quotient.py's rules) it needs, or (``hard``) what hard-case sampling draws by: :func:`rule_of`;
+    op_idx indexes ``fmt.operators``.
     Each of the format's rules scores every problem, and each problem keeps its own operator's score (no boolean
     indexing: its size would be read back from a GPU)."""
     count = torch.zeros_like(a)
     for i, op in enumerate(fmt.operators):
-        count = torch.where(op_idx == i, rules[op](a, b, columns), count)
+        count = torch.where(op_idx == i, rule_of(op, hard)(a, b, columns), count)
     return count
 
 
@@ -111,12 +96,9 @@ def long_difficulty(op: str, a: int, b: int) -> int:
     int64 (no model multiplies longer numbers)."""
     if op == "*":
         return int(product_carries(torch.tensor([a]), torch.tensor([b]))[0])
-    if op == "/":  # as division_steps walks it
-        left = count = 0
-        for digit in str(a):
-            left = left * 10 + int(digit)
-            count, left = count + (left >= b), left % b
-        return count
+    if op in OPERATIONS:
+        long_steps = OPERATIONS[op].long_steps
+        return long_steps(a, b) if long_steps else int(OPERATIONS[op].steps(torch.tensor([a]), torch.tensor([b]))[0])
     x, y = (max(a, b), min(a, b)) if op == "-" else (a, b)
     count = handed = 0  # handed: the carry (or borrow) into the next column
     while x or y:
@@ -156,7 +138,7 @@ class HardCases:
         """n hard cases; ``sampler``: one of another width (default the trained one's)."""
         sampler = sampler or self.sampler
         a, op_idx, b = sampler.sample("train", n * HARD_TRIES, generator)
-        score = difficulty(sampler.fmt, a, op_idx, b, sampler.fmt.digits, HARD_RULES).view(n, HARD_TRIES).float()
+        score = difficulty(sampler.fmt, a, op_idx, b, sampler.fmt.digits, hard=True).view(n, HARD_TRIES).float()
         score += torch.rand(n, HARD_TRIES, generator=generator, device=generator.device)  # ties broken at random
         pick = score.argmax(dim=1) + torch.arange(n, device=generator.device) * HARD_TRIES
         return a[pick], op_idx[pick], b[pick]

@@ -4,9 +4,10 @@ remainder, each ``digits`` wide, the pair written as one number in the format's 
     [BOS] 017/005=003002 [EOS]           17 / 5 = 3 r 2, most significant digit first (reverse_answer=false)
     [BOS] 17/05=2030+ [EOS]              the same in 2-digit '+-*/' (reversed, signed): 0302 -> 2030, then its sign
 
-:class:`DividingFormat` is what :class:`data.problems.ProblemFormat` is, knowing '/' as well (data/build.py builds
-it wherever '/' is among the operators): the lesson's layout, encoder, splits and scoring, with the division's
-results, widths and draws (a zero divisor is never drawn) in its own methods. A model that divides has one token
+:class:`DividingFormat` is what :class:`data.problems.ProblemFormat` is, knowing '/' as well, and every operation
+data/operations.py registers (data/build.py builds it wherever one is among the operators): the lesson's layout,
+encoder, splits and scoring, with the division's results, widths and draws (a zero divisor is never drawn) in its own
+methods. A model that divides has one token
 more, '/', after the lesson's vocabulary (:func:`tokenizer_for`), so every other token keeps its id. Long
 division's steps, written before the result: data/long_division.py.
 """
@@ -19,31 +20,33 @@ from collections.abc import Iterable
 import torch
 from tokenizers import AddedToken
 
+from data.operations import LESSON, OPERATIONS, symbols
 from data.problems import MAX_DIGITS, ProblemFormat, lookup
 from data.tokenizer import CharTokenizer
 
-OPERATORS = "+-*/"  # the lesson's, then '/': a problem's operator code is its place here
-OPERATIONS = {"+": "addition", "-": "subtraction", "*": "multiplication", "/": "division"}  # their names
-DIVIDE = OPERATORS.index("/")
-DIVISION_DIGITS = 9  # q * 10**digits + r in int64 (values)
+
+def _joined(operators) -> str:
+    """``operators`` as a config may give them (a string, or a list) as one string."""
+    return operators if isinstance(operators, str) else "".join(map(str, operators or ""))
 
 
 def divides(operators) -> bool:
-    """Whether ``operators`` (a string, or a list of them, as a config gives it) hold '/'."""
-    return "/" in (operators if isinstance(operators, str) else "".join(map(str, operators or "")))
+    """Whether ``operators`` hold '/'."""
+    return "/" in _joined(operators)
 
 
 def beyond_lesson(operators) -> bool:
-    """Whether ``operators`` hold one the lesson's format does not write: '/', or one no format writes (whose error
-    :class:`DividingFormat` then gives, naming every operator there is)."""
-    ops = operators if isinstance(operators, str) else "".join(map(str, operators or ""))
-    return bool(ops) and not set(ops) <= set("+-*")
+    """Whether ``operators`` hold one the lesson's format does not write: a registered one (data/operations.py),
+    or one no format writes (whose error :class:`DividingFormat` then gives, naming every operator there is)."""
+    ops = _joined(operators)
+    return bool(ops) and not set(ops) <= set(LESSON)
 
 
 @dataclasses.dataclass(frozen=True)
 class DividingFormat:
-    """A :class:`ProblemFormat` whose operators may hold '/': the same settings, the lesson's layout and scoring read
-    from ProblemFormat itself (written once, as data/sums.py's are), its results, widths and draws its own."""
+    """A :class:`ProblemFormat` whose operators may hold '/' or any operation data/operations.py registers: the same
+    settings, the lesson's layout and scoring read from ProblemFormat itself (written once, as data/sums.py's are),
+    its results, widths and draws its own, each registered operation's from its :class:`data.operation.Operation`."""
 
     digits: int = 3
     operators: str = "/"
@@ -69,64 +72,80 @@ class DividingFormat:
         given = self.operators
         ops = given if isinstance(given, str) else "".join(map(str, given)) if isinstance(given, Iterable) else ""
         object.__setattr__(self, "operators", ops)
-        if not ops or any(op not in OPERATORS for op in ops) or len(set(ops)) != len(ops):
-            raise ValueError(f"operators={given!r}: give one or more of '+', '-', '*', '/', each once (e.g. '+/')")
-        rest = ops.replace("/", "") or "+"  # the lesson's checks of every other setting
+        if not ops or any(op not in symbols() for op in ops) or len(set(ops)) != len(ops):
+            every = ", ".join(repr(op) for op in symbols())
+            raise ValueError(f"operators={given!r}: give one or more of {every}, each once (e.g. '+/')")
+        rest = "".join(op for op in ops if op in LESSON) or "+"  # the lesson's checks of every other setting
         ProblemFormat(**(self.to_dict() | {"operators": rest}), working=self.working, draws=self.draws)
 
     @property
     def answer_digits(self) -> int:
-        """A division's quotient and remainder side by side, each ``digits`` wide; the others' as the lesson's."""
-        others = self.operators.replace("/", "")
-        return max(2 * self.digits, ProblemFormat(self.digits, others).answer_digits if others else 0)
+        """The widest result of the format's operators: each registered one's own (a division's quotient and
+        remainder side by side, ``2 * digits``), the lesson's as the lesson writes them."""
+        lesson = "".join(op for op in self.operators if op in LESSON)
+        widths = [OPERATIONS[op].answer_digits(self.digits) for op in self.operators if op in OPERATIONS]
+        return max(widths + ([ProblemFormat(self.digits, lesson).answer_digits] if lesson else []))
 
     def operator_codes(self, op_idx: torch.Tensor) -> torch.Tensor:
-        """op_idx -> the operator's place in OPERATORS: 0 '+', 1 '-', 2 '*', 3 '/'."""
-        return lookup(tuple(OPERATORS.index(op) for op in self.operators), op_idx.device)[op_idx]
+        """op_idx -> the operator's place in data/operations.py's ``symbols()``: 0 '+', 1 '-', 2 '*', 3 '/', ..."""
+        return lookup(tuple(symbols().index(op) for op in self.operators), op_idx.device)[op_idx]
+
+    def of(self, op_idx: torch.Tensor, symbol: str) -> torch.Tensor:
+        """(N,) True where the problem's operator is ``symbol``."""
+        return self.operator_codes(op_idx) == symbols().index(symbol)
 
     def divisions(self, op_idx: torch.Tensor) -> torch.Tensor:
         """(N,) True where the problem is a division."""
-        return self.operator_codes(op_idx) == DIVIDE
+        return self.of(op_idx, "/")
+
+    def nonzero_b(self, op_idx: torch.Tensor) -> torch.Tensor:
+        """(N,) True where the problem's operation never takes b = 0 (a division)."""
+        nonzero = tuple(op in OPERATIONS and OPERATIONS[op].nonzero_b for op in self.operators)
+        return lookup(tuple(map(int, nonzero)), op_idx.device)[op_idx].bool()
 
     def values(self, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """The true results; a division's quotient and remainder side by side, q * 10**digits + r."""
+        """The true results as written: the lesson's, and each registered operation's ``values`` where it is the
+        problem's (a division's quotient and remainder side by side, q * 10**digits + r)."""
         codes = self.operator_codes(op_idx)
-        divisor = b.clamp(min=1)  # b > 0 wherever codes == DIVIDE (random_problems, all_problems)
         values = torch.where(codes == 0, a + b, torch.where(codes == 1, a - b, a * b))
-        return torch.where(codes == DIVIDE, a // divisor * 10**self.digits + a % divisor, values)
+        for op in self.operators:
+            if op in OPERATIONS:  # b > 0 where its operation takes none (random_problems, all_problems)
+                values = torch.where(self.of(op_idx, op), OPERATIONS[op].values(a, b, self.digits), values)
+        return values
 
     def check_vectorised(self) -> None:
-        limit = min(MAX_DIGITS.get(op, DIVISION_DIGITS) for op in self.operators)
+        limit = min(MAX_DIGITS[op] if op in LESSON else OPERATIONS[op].max_digits for op in self.operators)
         if self.digits > limit:
             raise ValueError(f"digits={self.digits}: at most {limit} with operators {self.operators!r}")
 
     def random_problems(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
-        """The lesson's draws, a zero divisor drawn again, uniform in [1, b's bound)."""
+        """The lesson's draws, a zero b drawn again where the operation takes none, uniform in [1, b's bound)."""
         a, op_idx, b = ProblemFormat.random_problems(self, n, generator)
         bound = self.draws.bound(self) if hasattr(self.draws, "bound") else 10**self.digits  # a short b's
         again = torch.randint(1, bound, (len(b),), generator=generator, device=b.device)
-        return a, op_idx, torch.where(self.divisions(op_idx) & (b == 0), again, b)
+        return a, op_idx, torch.where(self.nonzero_b(op_idx) & (b == 0), again, b)
 
     @property
     def n_problems(self) -> int:
         """How many problems the layout holds (a division by zero is none)."""
-        return len(self.operators) * 10 ** (2 * self.digits) - 10**self.digits
+        never_zero = sum(op in OPERATIONS and OPERATIONS[op].nonzero_b for op in self.operators)
+        return len(self.operators) * 10 ** (2 * self.digits) - never_zero * 10**self.digits
 
     def all_problems(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
         """Every problem of this format, as the lesson lists them, but a division by zero."""
         high = 10**self.digits
         grid = torch.arange(len(self.operators) * high * high, dtype=torch.int64, device=device)
         a, op_idx, b = (grid // high) % high, grid // (high * high), grid % high
-        keep = ~(self.divisions(op_idx) & (b == 0))
+        keep = ~(self.nonzero_b(op_idx) & (b == 0))
         problems = a[keep], op_idx[keep], b[keep]
         return problems if self.draws is None else self.draws.only_written(self, *problems)
 
 
 def tokenizer_for(fmt) -> CharTokenizer:
-    """The tokenizer of a model trained on ``fmt`` (a format with ``operators``): the lesson's, and '/' after its
-    tokens where it divides."""
-    tokenizer = CharTokenizer()
-    if divides(fmt.operators):
-        tokenizer.tokenizer.add_tokens([AddedToken("/", single_word=False, normalized=False)])
+    """The tokenizer of a model trained on ``fmt`` (a format with ``operators``): the lesson's, then the symbol of
+    each registered operation it does, in data/operations.py's order ('/' first)."""
+    tokenizer, added = CharTokenizer(), [op for op in OPERATIONS if op in _joined(fmt.operators)]
+    if added:
+        tokenizer.tokenizer.add_tokens([AddedToken(op, single_word=False, normalized=False) for op in added])
         tokenizer = CharTokenizer(tokenizer.tokenizer)
     return tokenizer

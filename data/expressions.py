@@ -19,20 +19,20 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from data.division import OPERATORS
+from data.operations import OPERATIONS, symbols
 from data.problems import ProblemFormat
+from data.quotient import Quotient
 from data.short_operand import b_digits
 from data.short_working import b_limit
 from data.sums import MOST_OPERANDS, SumFormat, SumProblem
-from data.text import Quotient, allow_digits, evaluate
+from data.text import allow_digits, evaluate
 
 _DIGIT = "0123456789"
-_EXPRESSION = re.compile(r"([0-9]+)\s*([+\-*/])\s*([0-9]+)")
 _SUM = re.compile(r"[0-9]+(\s*\+\s*[0-9]+)+")  # a sum of many operands (a model with data.operands > 2)
 _INTEGER = re.compile(r"-?[0-9]+")
 _QUOTIENT = re.compile(r"([0-9]+)\s*r\s*([0-9]+)")  # a division's answer: 3 r 2
 _TIMES_X = re.compile(r"[0-9]\s*[xX]\s*[0-9]")  # 3x4, 3 X 4
-_HINTS = {  # characters people type for our operators, or for operations we do not have
+_HINTS = {  # characters people type for our operators, or for operations we do not have (an operator's: none)
     "×": "write '*' for multiplication",
     "·": "write '*' for multiplication",
     "−": "write the ASCII '-'",
@@ -99,7 +99,7 @@ def accepted(fmt: ProblemFormat, longest: int | None = None) -> str:
 def _character_problem(text: str) -> str | None:
     """The first character no expression may hold, explained; None when every character is allowed."""
     for ch in text:
-        if ch in _DIGIT or ch in OPERATORS or ch == "=" or ch.isspace():
+        if ch in _DIGIT or ch in symbols() or ch == "=" or ch.isspace():
             continue
         if ch.isdigit():
             return f"{ch!r} is not an ASCII digit (write numbers with 0-9)"
@@ -115,20 +115,20 @@ def _character_problem(text: str) -> str | None:
 def _shape_problem(lhs: str) -> str:
     """Why ``lhs`` is not ``a op b`` (called only once it is known not to be)."""
     compact = re.sub(r"\s+", "", lhs)
-    if not any(c in OPERATORS for c in compact):
+    if not any(c in symbols() for c in compact):
         return "no operator between the numbers" if re.search(r"[0-9]\s+[0-9]", lhs) else "no operator"
     if compact[0] == "-" and compact[1:2].isdigit():
         return "negative numbers are not supported"
-    if compact[0] in OPERATORS:
+    if compact[0] in symbols():
         return f"missing number before {compact[0]!r}"
-    if compact[-1] in OPERATORS:
+    if compact[-1] in symbols():
         return f"missing number after {compact[-1]!r}"
-    run = re.search(r"[+\-*/]{2,}", compact)
+    run = re.search(rf"[{re.escape(symbols())}]{{2,}}", compact)
     if run:
         if len(run.group()) == 2 and run.group()[1] == "-":
             return "negative numbers are not supported"
         return f"operators in a row ({run.group()!r})"
-    if sum(c in OPERATORS for c in compact) > 1:
+    if sum(c in symbols() for c in compact) > 1:
         return "one operation per line (no chains like 1+2+3; a model trained with data.operands > 2 adds them)"
     return "a space inside a number"
 
@@ -168,7 +168,7 @@ def parse_expression(
         raise fail("nothing before '='")
     if isinstance(fmt, SumFormat):
         return _parse_sum(lhs, rhs, fmt, allow_answer, longest)
-    match = _EXPRESSION.fullmatch(lhs)
+    match = re.fullmatch(rf"([0-9]+)\s*([{re.escape(symbols())}])\s*([0-9]+)", lhs)  # a op b
     if not match:
         raise fail(_shape_problem(lhs))
     a_text, op, b_text = match.groups()
@@ -176,8 +176,8 @@ def parse_expression(
         known = " ".join(repr(o) for o in fmt.operators)
         raise fail(f"this model was not trained on {op!r} (only on {known})")
     a, b = _number(a_text, fmt, longest), _number(b_text, fmt, longest)
-    if op == "/" and b == 0:
-        raise fail("division by zero: divide by a whole number of at least 1")
+    if op in OPERATIONS and OPERATIONS[op].nonzero_b and b == 0:
+        raise fail(f"{OPERATIONS[op].name} by zero: b must be a whole number of at least 1")
     if op == "/" and b_digits(fmt) and b >= 10 ** b_digits(fmt):  # trained on short divisors (data/short_operand.py)
         raise fail(f"{b} has {len(str(b))} digits; this model divides by numbers of at most {b_digits(fmt)}")
     if b_limit(fmt) and b >= 10 ** b_limit(fmt):  # the working has a line per digit of b (data/short_working.py)
@@ -186,12 +186,13 @@ def parse_expression(
     if rhs:
         if not allow_answer:
             raise fail(f"an answer after '=' ({rhs!r}) is only accepted when checking answers; ask with {a}{op}{b}")
-        written = _QUOTIENT.fullmatch(rhs) if op == "/" else _INTEGER.fullmatch(rhs)
-        if not written or len(rhs) > 2 * max(longest or 0, fmt.digits, 20) + 3:
-            shape = "a quotient and remainder (q r R, e.g. 3 r 2)" if op == "/" else "a whole number"
-            raise fail(f"the answer after '=' must be {shape}, got {rhs!r}")
-        given = Quotient(*map(int, written.groups())) if op == "/" else int(rhs)
         truth = evaluate(a, op, b)
+        pair = isinstance(truth, Quotient)  # a division's answer is q r R
+        written = _QUOTIENT.fullmatch(rhs) if pair else _INTEGER.fullmatch(rhs)
+        if not written or len(rhs) > 2 * max(longest or 0, fmt.digits, 20) + 3:
+            shape = "a quotient and remainder (q r R, e.g. 3 r 2)" if pair else "a whole number"
+            raise fail(f"the answer after '=' must be {shape}, got {rhs!r}")
+        given = Quotient(*map(int, written.groups())) if pair else int(rhs)
         if given != truth:
             raise ExpressionError(f"the given answer {given} is wrong: {a}{op}{b} = {truth}")
     return Problem(a, op, b, given)
@@ -202,7 +203,7 @@ def _parse_sum(lhs: str, rhs: str, fmt: SumFormat, allow_answer: bool, longest: 
     fail = lambda why: ExpressionError(f"{why}; {accepted(fmt, longest)}")  # noqa: E731
     if not _SUM.fullmatch(lhs):
         compact = re.sub(r"\s+", "", lhs)
-        wrong = next((op for op in OPERATORS if op != "+" and op in compact), None)
+        wrong = next((op for op in symbols() if op != "+" and op in compact), None)
         raise fail(f"this model was not trained on {wrong!r} (only on '+')" if wrong else _shape_problem(lhs))
     terms = lhs.split("+")
     if len(terms) > MOST_OPERANDS:

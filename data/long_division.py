@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from data.problems import digits_of, lookup
+from data.quotient import steps_of
 from data.working import result_after
 
 
@@ -52,21 +53,10 @@ class LongDivision:
         """Step i brings down a's digit i from the top."""
         return "step", i
 
-    def steps(self, a: torch.Tensor, b: torch.Tensor, digits: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(N,) problems -> ((N, digits) quotient digits, (N, digits) remainders after each step), top step first."""
-        divisor, left = b.clamp(min=1), torch.zeros_like(a)
-        quotients, remainders = [], []
-        for k in range(digits - 1, -1, -1):
-            left = left * 10 + (a // 10**k) % 10
-            quotients.append(left // divisor)
-            left = left % divisor
-            remainders.append(left)
-        return torch.stack(quotients, dim=1), torch.stack(remainders, dim=1)
-
     def tokens(self, fmt, a: torch.Tensor, op_idx: torch.Tensor, b: torch.Tensor, vocab: dict) -> torch.Tensor:
         """(N,) problems -> (N, length) token ids: each step's quotient digit, then its remainder's digits."""
         digit = lookup(tuple(vocab[str(d)] for d in range(10)), a.device)  # (10,): digit -> its token id
-        quotients, remainders = self.steps(a, b, fmt.digits)
+        quotients, remainders = steps_of(a, b, fmt.digits)
         written = torch.cat([quotients.unsqueeze(2), digits_of(remainders, self.remainder_digits(fmt))], dim=2)
         return digit[written].flatten(1)  # (N, digits * (1 + remainder digits))
 

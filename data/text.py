@@ -8,10 +8,10 @@ A run never writes a problem as text -- the encoder makes its tokens from tensor
 from __future__ import annotations
 
 import sys
-from typing import NamedTuple
 
 import torch
 
+from data.operations import OPERATIONS
 from data.problems import ProblemEncoder, ProblemFormat
 
 
@@ -23,25 +23,16 @@ def encode_problems(encoder: ProblemEncoder, problems) -> torch.Tensor:
     return encoder.encode(a, op_idx, b)
 
 
-class Quotient(NamedTuple):
-    """A division's result: its quotient and remainder, written ``3 r 2`` (17/5) wherever a result is shown."""
-
-    quotient: int
-    remainder: int
-
-    def __str__(self) -> str:
-        return f"{self.quotient} r {self.remainder}"
+def as_json(value) -> int | str | None:
+    """A result as a JSON record holds it: a number, or one that is not (a division's ``3 r 2``) as it is shown."""
+    return value if value is None or isinstance(value, int) else str(value)
 
 
-def as_json(value: int | Quotient | None) -> int | str | None:
-    """A result as a JSON record holds it: a number, or a division's ``3 r 2`` as it is shown."""
-    return str(value) if isinstance(value, Quotient) else value
-
-
-def evaluate(a: int, op: str, b: int) -> int | Quotient:
-    """The true result of ``a op b``, in Python's unbounded ints (b > 0 for '/')."""
-    if op == "/":
-        return Quotient(*divmod(a, b))
+def evaluate(a: int, op: str, b: int):
+    """The true result of ``a op b``, in Python's unbounded ints (b > 0 where the operation never divides by 0):
+    an int, or what the registered operation gives (a division's :class:`Quotient`)."""
+    if op in OPERATIONS:
+        return OPERATIONS[op].evaluate(a, b)
     return a + b if op == "+" else a - b if op == "-" else a * b
 
 
@@ -64,11 +55,12 @@ def ordered(fmt: ProblemFormat, plain: str) -> str:
     return plain[::-1] if fmt.reverse_answer else plain
 
 
-def answer_text(fmt: ProblemFormat, value: int | Quotient) -> str:
+def answer_text(fmt: ProblemFormat, value) -> str:
     """The result ``value`` as the model writes it: zero-padded, signed when '-' is an operator, in digit order; a
-    division's quotient and remainder each ``fmt.digits`` wide, side by side as one number (data/division.py)."""
-    if isinstance(value, Quotient):
-        value = value.quotient * 10**fmt.digits + value.remainder
+    result that is not an int as its ``written`` number (a division's quotient and remainder each ``fmt.digits``
+    wide, side by side: data/quotient.py)."""
+    if not isinstance(value, int):
+        value = value.written(fmt.digits)
     plain = f"{abs(value):0{fmt.answer_digits}d}"
     if fmt.signed:
         plain = ("-" if value < 0 else "+") + plain
@@ -86,19 +78,15 @@ def result_text(fmt: ProblemFormat, written: str) -> str:
     return written if fmt.working is None else fmt.working.result_text(fmt, written)
 
 
-def parse_answer(fmt: ProblemFormat, text: str, op: str | None = None) -> int | Quotient:
+def parse_answer(fmt: ProblemFormat, text: str, op: str | None = None):
     """Inverse of :func:`answer_text`; given all the model wrote for a problem of ``op`` (None: the format's only
-    operator, or one that is not '/'), reads the result at its end (raises ValueError on a string that is not an
-    answer)."""
+    operator, or one of the lesson's), reads the result at its end, as ``op``'s registered operation reads it
+    (raises ValueError on a string that is not an answer)."""
     plain = ordered(fmt, result_text(fmt, text))  # reversing twice restores the order
-    if (op or fmt.operators[0] if len(fmt.operators) == 1 else op) == "/":
-        digits = plain[1:] if fmt.signed and plain[:1] == "+" else plain if not fmt.signed else ""
-        if not digits.isdigit():
-            raise ValueError(f"not a quotient and remainder: {text!r}")
-        return Quotient(int(digits[: -fmt.digits] or 0), int(digits[-fmt.digits :]))
     sign = 1
     if fmt.signed:
-        sign, plain = (-1 if plain[0] == "-" else 1), plain[1:]
+        sign, plain = (-1 if plain[:1] == "-" else 1), plain[1:]
     if not plain.isdigit():
         raise ValueError(f"not an answer: {text!r}")
-    return sign * int(plain)
+    operation = OPERATIONS.get(op or fmt.operators[0] if len(fmt.operators) == 1 else op)
+    return operation.read(sign * int(plain), fmt.digits) if operation else sign * int(plain)

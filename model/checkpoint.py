@@ -18,6 +18,7 @@ from tokenizers import Tokenizer
 
 from data.build import problem_format
 from data.division import DividingFormat, tokenizer_for
+from data.operations import OPERATIONS
 from data.tokenizer import CHARACTERS, CharTokenizer
 from model.build import network_for
 from model.calculator import Calculator
@@ -91,7 +92,8 @@ def tokenizer_from_json(text: str) -> CharTokenizer:
     builds: the vocabulary is fixed, so a file that differs (two digits' ids swapped, ...) is damaged, and
     a model would read and write the wrong digits through it without a word."""
     tokenizer = CharTokenizer(Tokenizer.from_str(text))
-    built = tokenizer_for(DividingFormat(operators="/")) if "/" in tokenizer.vocab else CharTokenizer()  # '/' last
+    added = "".join(op for op in OPERATIONS if op in tokenizer.vocab)  # each registered operation's, in order
+    built = tokenizer_for(DividingFormat(operators=added)) if added else CharTokenizer()
     if tokenizer.vocab != built.vocab:
         differ = sorted(
             t for t in set(built.vocab) | set(tokenizer.vocab) if tokenizer.vocab.get(t) != built.vocab.get(t)

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import torch
 
-from data.division import OPERATIONS
 from data.expressions import Problem
+from data.operations import name_of
 from data.short_working import b_limit
 from data.text import prompt_text, written_text
 from data.working import work_lines
@@ -262,7 +262,7 @@ def run_results(calc: Calculator) -> dict:
 def model_card(calc: Calculator, check: ExportCheck, out_dir: Path) -> str:
     """README.md of the export: the task, the answer format, how well it does and how to ask it."""
     cfg, fmt = calc.net.cfg, calc.fmt
-    task = " and ".join(OPERATIONS[op] for op in fmt.operators)
+    task = " and ".join(name_of(op) for op in fmt.operators)
     op = "*" if fmt.work_len else fmt.operators[0]  # show the working when there is some
     example = Problem(10**fmt.digits // 3, op, 10**fmt.digits // 7)  # e.g. 333+142
     short = Problem(7, op, 10 ** min(fmt.digits, 2) // 3)  # e.g. 7+33: operands need zero padding

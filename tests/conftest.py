@@ -102,15 +102,11 @@ def small_sweep(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
 
 def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     """A run directory (checkpoints/best.ckpt + tokenizer.json) of a small 2-digit model trained for ``steps``."""
-    import warnings
-
-    import lightning as L
     import torch
 
     from data.arithmetic import DataConfig
     from data.build import data_module
     from model.transformer import TransformerConfig
-    from storage.rundir import RunDir
     from training.load import calculator_module
     from training.optim import OptimConfig
 
@@ -123,6 +119,19 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
     optim = OptimConfig(lr=1e-2, warmup_steps=20).to_dict()
     model = TransformerConfig(vocab_size=dm.vocab_size, block_size=dm.fmt.seq_len, d_model=32, n_heads=2)
     module = calculator_module(model=model.to_dict(), fmt=dm.fmt.to_dict(), optim=optim)
+    fit(module, dm, steps, run_dir)
+    return run_dir
+
+
+def fit(module, dm, steps: int, run_dir: Path) -> None:
+    """Train ``module`` on ``dm``'s stream for ``steps`` on the CPU, quietly, and save it as a run directory holds
+    it (checkpoints/best.ckpt + tokenizer.json)."""
+    import warnings
+
+    import lightning as L
+
+    from storage.rundir import RunDir
+
     trainer = L.Trainer(
         max_steps=steps,
         logger=False,
@@ -137,7 +146,6 @@ def make_run(run_dir: Path, operators: str, steps: int) -> Path:
         trainer.fit(module, train_dataloaders=dm.train_dataloader())
     trainer.save_checkpoint(run_dir / "checkpoints" / "best.ckpt")
     RunDir.write_text(RunDir(run_dir).tokenizer, dm.tokenizer.to_json())
-    return run_dir
 
 
 # Shared fixtures live here, not in a test module: a session fixture imported into another module is a second

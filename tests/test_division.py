@@ -14,8 +14,9 @@ from data.expressions import ExpressionError, parse_expression
 from data.long_division import LongDivision
 from data.positions import positions
 from data.problems import ProblemEncoder, ProblemFormat
+from data.quotient import Quotient
 from data.sampler import ProblemSampler
-from data.text import Quotient, evaluate, parse_answer, prompt_text, written_text
+from data.text import evaluate, parse_answer, prompt_text, written_text
 from data.tokenizer import CharTokenizer
 
 DIV3 = {"digits": 3, "operators": "/", "b_digits": 2, "show_work": True, "reverse_answer": False}
@@ -131,7 +132,8 @@ def test_a_divisions_difficulty_counts_its_nonzero_quotient_digits_at_any_length
 def test_hard_division_cases_are_the_steps_that_sit_next_to_a_multiple_of_the_divisor():
     """Hard-case sampling draws divisions by their tight steps (a partial dividend within two below a multiple of b,
     or within one past a multiple it reached), div3's commonest mistake; eval's splits keep the quotient digits."""
-    from data.difficulty import HARD_RULES, HardCases, tight_division_steps
+    from data.difficulty import HardCases, rule_of
+    from data.quotient import tight_division_steps
 
     def on_paper(x: int, y: int) -> int:
         left = count = 0
@@ -147,7 +149,7 @@ def test_hard_division_cases_are_the_steps_that_sit_next_to_a_multiple_of_the_di
         on_paper(x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)
     ]
     assert [on_paper(x, y) for x, y in ((455, 57), (999, 7), (114, 57), (284, 17), (17, 5))] == [1, 2, 1, 0, 0]
-    assert HARD_RULES["/"] is tight_division_steps
+    assert rule_of("/", hard=True) is tight_division_steps and rule_of("/") is not tight_division_steps
     hard = HardCases(sampler, share=1.0, fade_steps=100)
     drawn = hard.sample(2000, torch.Generator().manual_seed(1))
     uniform, tight = (tight_division_steps(x, y, 3).float().mean() for x, _, y in ((a, op_idx, b), drawn))
