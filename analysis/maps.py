@@ -78,6 +78,6 @@ def default_probes(fmt) -> list[str]:
             probes += [f"1{'0' * (d - 1)}-1" if d > 1 else "1-1", f"{run(1)}-{run(4)}"]
         elif op == "*":
             probes += [f"{'9' * d}*{'9' * (short or d)}", f"{run(1)}*{run(4)[: short or d]}"]
-        else:  # '/': every place of a quotient, a remainder left
-            probes += [f"{'9' * d}/7", f"{run(1)}/{run(4)[: short or d].lstrip('0') or '7'}"]
+        else:  # a registered operation's, b never 0 ('/': every place of a quotient, a remainder left)
+            probes += [f"{'9' * d}{op}7", f"{run(1)}{op}{run(4)[: short or d].lstrip('0') or '7'}"]
     return probes[:4]
