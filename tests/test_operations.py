@@ -50,6 +50,9 @@ def test_the_worked_example_writes_draws_and_parses_its_problems(modulo):
     for row, x, o, y in zip(tokens, a[:50].tolist(), op_idx[:50].tolist(), b[:50].tolist(), strict=True):
         text = f"{x:02d}{fmt.operators[o]}{y:02d}=" + written_text(fmt, x, fmt.operators[o], y)
         assert tokenizer.decode(row.tolist()) == text
+    from analysis.maps import default_probes
+
+    assert default_probes(fmt) == ["99+1", "45+78", "99%7", "12%45"]  # its attention drawn as division's would be
     assert parse_expression("17 % 5 = 2", fmt, allow_answer=True).given == 2
     with pytest.raises(ExpressionError, match=r"^remainder by zero: b must be a whole number of at least 1"):
         parse_expression("17%0", fmt)
