@@ -110,7 +110,7 @@ class DividingFormat:
         values = torch.where(codes == 0, a + b, torch.where(codes == 1, a - b, a * b))
         for op in self.operators:
             if op in OPERATIONS:  # b > 0 where its operation takes none (random_problems, all_problems)
-                values = torch.where(self.of(op_idx, op), OPERATIONS[op].values(a, b, self.digits), values)
+                values = torch.where(codes == symbols().index(op), OPERATIONS[op].values(a, b, self.digits), values)
         return values
 
     def check_vectorised(self) -> None:

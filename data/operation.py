@@ -5,10 +5,10 @@ everything else reads them from there (the format, its tokens, the text, the par
     Operation("%", "remainder", answer_digits=lambda digits: digits, nonzero_b=True,
               values=lambda a, b, digits: a % b.clamp(min=1), evaluate=lambda a, b: a % b)
 
-An operation's result is one number, written as the lesson writes a result (zero-padded, in the format's digit
-order, signed where '-' is among the operators); a pair such as division's quotient and remainder is written as
-one number (``values``' int64; a result that is not an int says how with its ``written(digits)``), read back as
-``evaluate``'s type by ``read`` (data/quotient.py's :class:`Quotient`).
+An operation's result is one number, never below 0, written as the lesson writes a result (zero-padded, in the
+format's digit order, signed '+' where '-' is among the operators); a pair such as division's quotient and remainder
+is written as one number (``values``' int64; a result that is not an int says how with its ``written(digits)``),
+read back as ``evaluate``'s type by ``read`` (data/quotient.py's :class:`Quotient`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class Operation:
     hard_steps: Callable | None = None  # what hard-case sampling draws by (None: ``steps``)
     long_steps: Callable[[int, int], int] | None = None  # ``steps`` of one problem of any length (None: none)
     read: Callable[[int, int], object] = lambda number, digits: number  # the int written -> ``evaluate``'s result
+    answer: str = "a whole number"  # what a written result is, as an unreadable one is told: "not a whole number"
 
     def __post_init__(self) -> None:
         if len(self.symbol) != 1 or self.symbol in "+-*=0123456789 r" or not self.symbol.isprintable():

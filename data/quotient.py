@@ -27,13 +27,6 @@ class Quotient(NamedTuple):
         return self.quotient * 10**digits + self.remainder
 
 
-def read_quotient(number: int, digits: int) -> Quotient:
-    """The quotient and remainder written as one number ``q * 10**digits + r`` (ValueError if it is negative)."""
-    if number < 0:
-        raise ValueError(f"not a quotient and remainder: {number}")
-    return Quotient(*divmod(number, 10**digits))
-
-
 def steps_of(a: torch.Tensor, b: torch.Tensor, digits: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(N,) divisions -> ((N, digits) quotient digits, (N, digits) remainders after each step) of their long
     division, top step first: step k brings down a's digit k and divides the running remainder by b."""
@@ -85,5 +78,6 @@ DIVISION = Operation(
     steps=division_steps,
     hard_steps=tight_division_steps,
     long_steps=long_division_steps,
-    read=read_quotient,
+    read=lambda number, digits: Quotient(*divmod(number, 10**digits)),  # q * 10**digits + r
+    answer="a quotient and remainder",
 )

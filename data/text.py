@@ -83,10 +83,15 @@ def parse_answer(fmt: ProblemFormat, text: str, op: str | None = None):
     operator, or one of the lesson's), reads the result at its end, as ``op``'s registered operation reads it
     (raises ValueError on a string that is not an answer)."""
     plain = ordered(fmt, result_text(fmt, text))  # reversing twice restores the order
+    operation = OPERATIONS.get(op or fmt.operators[0] if len(fmt.operators) == 1 else op)
+    if operation:  # never below 0: signed '+' where the format signs its answers (data/operation.py)
+        digits = plain[1:] if fmt.signed and plain[:1] == "+" else plain if not fmt.signed else ""
+        if not digits.isdigit():
+            raise ValueError(f"not {operation.answer}: {text!r}")
+        return operation.read(int(digits), fmt.digits)
     sign = 1
     if fmt.signed:
-        sign, plain = (-1 if plain[:1] == "-" else 1), plain[1:]
+        sign, plain = (-1 if plain[0] == "-" else 1), plain[1:]
     if not plain.isdigit():
         raise ValueError(f"not an answer: {text!r}")
-    operation = OPERATIONS.get(op or fmt.operators[0] if len(fmt.operators) == 1 else op)
-    return operation.read(sign * int(plain), fmt.digits) if operation else sign * int(plain)
+    return sign * int(plain)

@@ -31,8 +31,9 @@ def test_a_division_is_answered_with_its_quotient_and_remainder_as_one_number_in
     mixed = DividingFormat(2, "+-*/")  # reversed and signed, as every answer of the format: 0302 -> 2030, then +
     assert written_text(mixed, 17, "/", 5) == "2030+" and written_text(mixed, 17, "+", 5) == "2200+"
     assert parse_answer(mixed, "2030+", "/") == Quotient(3, 2) and parse_answer(fmt, "003002") == Quotient(3, 2)
-    with pytest.raises(ValueError, match="not a quotient"):
-        parse_answer(mixed, "2030-", "/")
+    for unsigned in ("2030-", "0000-", "20300"):  # a '-', even before zeros, or no sign: no quotient
+        with pytest.raises(ValueError, match="not a quotient"):
+            parse_answer(mixed, unsigned, "/")
     with pytest.raises(ValueError, match="operators='/'"):
         ProblemFormat(3, "/")  # the lesson's format knows the lesson's three; data/build.py builds the one that divides
     assert type(problem_format(digits=3, operators="+")) is ProblemFormat
