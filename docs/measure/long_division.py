@@ -11,7 +11,7 @@ from .length import ours_row
 from .long_times_short import curve, measure_runs, runs_table
 
 COMMAND = "python train.py experiment=div_n1 seed=S threads=1 (and experiment=div_n2)"
-COST = "~55 min"
+COST = "~100 min"
 RUNS = [  # the longest first: two run at a time
     Variant("N / 2", "div_n2", seeds=(0, 1, 2)),
     Variant("N / 1", "div_n1", seeds=(0, 1, 2)),
